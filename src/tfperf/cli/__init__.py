@@ -1,0 +1,62 @@
+"""The ``tfperf`` command line: a thin layer over the library API.
+
+Contract: every command lives in its own module under :mod:`tfperf.cli` that exposes
+``register(group)``; the command calls a library function and renders its result. Exit codes
+are the same for every command (see :mod:`tfperf.errors`): 0 ok, 1 a ``--fail-on`` condition
+met, 2 bad input or a missing prerequisite. Nothing here imports TensorFlow, and heavy libraries
+(numpy, scipy, plotly) are imported inside the commands that need them, so ``tfperf --help``
+stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from tfperf import __version__
+from tfperf.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
+
+COMMAND_MODULES = ("doctor", "bench", "records")
+"""Modules under :mod:`tfperf.cli` whose ``register(group)`` adds their commands."""
+
+
+@click.group(
+    name="tfperf",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, prog_name="tfperf")
+def app() -> None:
+    """Make TensorFlow run as fast as this machine allows: audit, measure, tune, apply."""
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"tfperf.cli.{_name}").register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; user errors become one line on stderr, exit 2."""
+    from tfperf.output import err_console
+
+    try:
+        result = app.main(args=argv, prog_name="tfperf", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        err_console().print("interrupted")
+        return 130
+    except UserError as exc:
+        err_console().print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        return EXIT_USAGE
+    except FailOnTriggered as exc:
+        err_console().print(f"[bold yellow]fail-on:[/] {exc}", soft_wrap=True)
+        return EXIT_FAIL_ON
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
