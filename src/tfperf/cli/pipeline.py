@@ -1,0 +1,9 @@
+"""CLI commands: pipeline (being written)."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(group: click.Group) -> None:
+    """Add this module's commands to ``group``."""
