@@ -18,7 +18,7 @@ import click
 from tfperf import __version__
 from tfperf.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
 
-COMMAND_MODULES = ("doctor", "bench", "records", "pipeline", "builds")
+COMMAND_MODULES = ("doctor", "bench", "tune", "records", "pipeline", "builds")
 """Modules under :mod:`tfperf.cli` whose ``register(group)`` adds their commands."""
 
 
