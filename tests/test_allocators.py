@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from tests.conftest import require
 
+from conftest import require
 from tfperf import allocators
 from tfperf.errors import UserError
 
