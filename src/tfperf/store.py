@@ -1,0 +1,435 @@
+"""The local record of every run and trial: one SQLite file, WAL mode, schema-versioned.
+
+Contract
+--------
+
+- :meth:`Store.open` creates the parent directory and the schema on first use, switches the
+  database to WAL mode and checks ``PRAGMA user_version`` against :data:`SCHEMA_VERSION`. A
+  store of another version, a file that is not a tfperf store, or a path that cannot be written
+  raises :class:`~tfperf.errors.UserError` with one sentence saying what to do.
+- Every write is its own transaction, committed before the method returns. A run killed at any
+  moment (SIGKILL included) keeps everything written before; :meth:`Store.add_block` is meant to
+  be called once per measured block for exactly that reason.
+- A run or trial still marked ``running`` whose writer process is gone reads back with status
+  ``"interrupted"`` (the writer's pid and process start time are recorded to tell).
+- ``kind``, ``role``, ``phase`` and ``status`` are free-form text (``tune`` adds kinds of runs);
+  workloads, machines, settings, configs, infos, errors, summaries and comparison results are
+  JSON objects stored as text and returned as dicts.
+- Times are returned as ISO 8601 UTC strings (``started_at``, ``finished_at``).
+
+Tables (schema version 1): ``meta(key, value)``, ``runs``, ``trials``, ``blocks`` (one row per
+measured block, samples as a JSON list of seconds), ``comparisons``. See
+``docs/results-schema.md`` for the documents built from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+
+SCHEMA_VERSION = 1
+APP_ID = "tfperf"
+RUNNING = "running"
+INTERRUPTED = "interrupted"
+PHASES = ("warmup", "steady")
+TRIAL_STATUSES = ("ok", "failed", "rejected")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    command TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    summary TEXT,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    writer_pid INTEGER,
+    writer_start REAL
+);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    label TEXT NOT NULL,
+    config TEXT NOT NULL,
+    role TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    info TEXT,
+    error TEXT,
+    started_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE INDEX trials_run ON trials(run_id);
+CREATE TABLE blocks (
+    id INTEGER PRIMARY KEY,
+    trial_id INTEGER NOT NULL REFERENCES trials(id),
+    phase TEXT NOT NULL,
+    samples TEXT NOT NULL,
+    info TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX blocks_trial ON blocks(trial_id);
+CREATE TABLE comparisons (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    baseline_trial INTEGER NOT NULL REFERENCES trials(id),
+    candidate_trial INTEGER NOT NULL REFERENCES trials(id),
+    result TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX comparisons_run ON comparisons(run_id);
+"""
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _dumps(value: Any) -> str:
+    from tfperf.output import to_json
+
+    return to_json(value)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _process_start(pid: int) -> float | None:
+    """Start time of process ``pid`` (seconds since the epoch), ``None`` if it is gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def _writer_alive(pid: int | None, start: float | None) -> bool:
+    if pid is None:
+        return False
+    now_start = _process_start(pid)
+    return now_start is not None and (start is None or abs(now_start - start) < 1.0)
+
+
+class Store:
+    """An open tfperf store; use :meth:`open`, and close it (or use it as a context manager)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._pid = os.getpid()
+        self._pid_start = _process_start(self._pid)
+
+    # ----------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+        """Open (and with ``create``, create) the store at ``path`` (default: paths rules).
+
+        With ``create=False`` a missing file raises :class:`UserError` instead of being made.
+        """
+        from tfperf.paths import resolve_store_path
+
+        target = resolve_store_path(path)
+        if not target.exists() and not create:
+            raise UserError(
+                f"there is no tfperf store at {target}; run `tfperf bench` first "
+                "or pass --store PATH (or TFPERF_STORE) to use another store."
+            )
+        if target.is_dir():
+            raise UserError(f"the store path {target} is a directory; pass a file path to --store.")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"cannot create the directory for the store {target} "
+                f"({exc.strerror or exc}); pass a writable --store PATH."
+            ) from exc
+        try:
+            conn = sqlite3.connect(target, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise UserError(
+                f"cannot open the store {target} ({exc}); pass a writable --store PATH."
+            ) from exc
+        try:
+            cls._prepare(conn, target)
+        except UserError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise UserError(
+                    f"{target} is not a tfperf store (not an SQLite database); "
+                    "pass another --store PATH or move that file aside."
+                ) from exc
+            raise UserError(
+                f"cannot use the store {target} ({exc}); pass a writable --store PATH."
+            ) from exc
+        return cls(conn, target)
+
+    @staticmethod
+    def _prepare(conn: sqlite3.Connection, target: Path) -> None:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise UserError(
+                    f"{target} is an SQLite database but not a tfperf store; "
+                    "pass another --store PATH."
+                )
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO meta VALUES ('app', ?)", (APP_ID,))
+            conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (_iso(time.time()),))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+            return
+        if version != SCHEMA_VERSION:
+            which = "a newer" if version > SCHEMA_VERSION else "an older"
+            hint = (
+                "upgrade tfperf to read it"
+                if version > SCHEMA_VERSION
+                else "move it aside to start a new store"
+            )
+            raise UserError(
+                f"the store {target} has schema version {version}, written by {which} tfperf "
+                f"(this one reads version {SCHEMA_VERSION}); {hint}, or pass another --store PATH."
+            )
+        app = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
+        if app is None or app[0] != APP_ID:
+            raise UserError(f"{target} is not a tfperf store; pass another --store PATH.")
+        conn.execute("PRAGMA journal_mode = WAL")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- writing
+    def _insert(self, sql: str, params: tuple) -> int:
+        cur = self._conn.execute(sql, params)
+        return int(cur.lastrowid)
+
+    def new_run(
+        self, kind: str, command: str, workload: dict, machine: dict, settings: dict
+    ) -> int:
+        """Record the start of a run; returns its id. Its status is ``running`` until finished."""
+        return self._insert(
+            "INSERT INTO runs (kind, command, workload, machine, settings, started_at,"
+            " writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                kind,
+                command,
+                _dumps(workload),
+                _dumps(machine),
+                _dumps(settings),
+                time.time(),
+                self._pid,
+                self._pid_start,
+            ),
+        )
+
+    def new_trial(self, run_id: int, label: str, config: dict, role: str) -> int:
+        """Record the start of a trial of ``run_id`` (role e.g. ``baseline``/``candidate``)."""
+        return self._insert(
+            "INSERT INTO trials (run_id, label, config, role, started_at) VALUES (?, ?, ?, ?, ?)",
+            (run_id, label, _dumps(config), role, time.time()),
+        )
+
+    def add_block(
+        self, trial_id: int, samples_s: list[float], phase: str, info: dict | None = None
+    ) -> int:
+        """Append one block of samples (seconds per call) to a trial, committed at once.
+
+        ``phase`` is ``"warmup"`` or ``"steady"``; ``info`` is optional extra detail (e.g.
+        ``{"rss_bytes": ...}``). Returns the block id; blocks keep their insertion order.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, not {phase!r}")
+        return self._insert(
+            "INSERT INTO blocks (trial_id, phase, samples, info, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                trial_id,
+                phase,
+                json.dumps([float(s) for s in samples_s]),
+                None if info is None else _dumps(info),
+                time.time(),
+            ),
+        )
+
+    def finish_trial(self, trial_id: int, status: str, info: dict, error: dict | None) -> None:
+        """Close a trial: status ``ok``/``failed``/``rejected``, its info and any error."""
+        if status not in TRIAL_STATUSES:
+            raise ValueError(f"trial status must be one of {TRIAL_STATUSES}, not {status!r}")
+        self._conn.execute(
+            "UPDATE trials SET status = ?, info = ?, error = ?, finished_at = ? WHERE id = ?",
+            (status, _dumps(info), None if error is None else _dumps(error), time.time(), trial_id),
+        )
+
+    def add_comparison(
+        self, run_id: int, baseline_trial: int, candidate_trial: int, result: dict
+    ) -> int:
+        """Record a comparison (e.g. :func:`tfperf.stats.paired_speedup`'s result)."""
+        return self._insert(
+            "INSERT INTO comparisons (run_id, baseline_trial, candidate_trial, result, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (run_id, baseline_trial, candidate_trial, _dumps(result), time.time()),
+        )
+
+    def finish_run(self, run_id: int, status: str, summary: dict) -> None:
+        """Close a run with a status (free-form, e.g. ``ok``/``failed``) and a summary."""
+        self._conn.execute(
+            "UPDATE runs SET status = ?, summary = ?, finished_at = ? WHERE id = ?",
+            (status, _dumps(summary), time.time(), run_id),
+        )
+
+    # ----------------------------------------------------------------- reading
+    def _run_dict(self, row: sqlite3.Row, counts: dict[str, int]) -> dict:
+        status = row["status"]
+        interrupted = status == RUNNING and not _writer_alive(
+            row["writer_pid"], row["writer_start"]
+        )
+        return {
+            "id": row["id"],
+            "kind": row["kind"],
+            "command": row["command"],
+            "status": INTERRUPTED if interrupted else status,
+            "started_at": _iso(row["started_at"]),
+            "finished_at": _iso(row["finished_at"]),
+            "workload": _loads(row["workload"]),
+            "machine": _loads(row["machine"]),
+            "settings": _loads(row["settings"]),
+            "summary": _loads(row["summary"]),
+            "trials": counts,
+        }
+
+    def _trial_counts(self, run_ids: list[int]) -> dict[int, dict[str, int]]:
+        counts: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
+        if not run_ids:
+            return counts
+        marks = ",".join("?" * len(run_ids))
+        for run_id, status, count in self._conn.execute(
+            f"SELECT run_id, status, count(*) FROM trials WHERE run_id IN ({marks})"
+            " GROUP BY run_id, status",
+            run_ids,
+        ):
+            counts[run_id][status] = count
+        return counts
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        cur = self._conn.cursor()
+        cur.row_factory = sqlite3.Row
+        return cur.execute(sql, params).fetchall()
+
+    def list_runs(self, limit: int = 50) -> list[dict]:
+        """The newest ``limit`` runs, newest first; ``trials`` counts trials by status."""
+        rows = self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (int(limit),))
+        counts = self._trial_counts([r["id"] for r in rows])
+        runs = [self._run_dict(r, counts[r["id"]]) for r in rows]
+        for run in runs:
+            if run["status"] == INTERRUPTED:
+                run["trials"] = {
+                    (INTERRUPTED if k == RUNNING else k): v for k, v in run["trials"].items()
+                }
+        return runs
+
+    def _resolve_run_id(self, run_id: int | str) -> int:
+        text = str(run_id).strip()
+        if text == "latest":
+            row = self._conn.execute("SELECT max(id) FROM runs").fetchone()
+            if row[0] is None:
+                raise UserError(f"the store {self.path} has no runs yet; run `tfperf bench` first.")
+            return int(row[0])
+        try:
+            wanted = int(text)
+        except ValueError:
+            raise UserError(
+                f"{text!r} is not a run id; pass a number from `tfperf history` or 'latest'."
+            ) from None
+        if self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (wanted,)).fetchone() is None:
+            raise UserError(
+                f"there is no run {wanted} in {self.path}; `tfperf history` lists the runs."
+            )
+        return wanted
+
+    def load_run(self, run_id: int | str) -> dict:
+        """Everything about one run (``"latest"`` accepted): run, trials with samples, comparisons.
+
+        Each trial carries ``samples_s`` (steady-state samples, blocks concatenated in order),
+        ``warmup_s`` (warm-up samples) and ``blocks`` (``[{"phase", "samples_s", "info"}]``).
+        Raises :class:`UserError` for an unknown id.
+        """
+        rid = self._resolve_run_id(run_id)
+        row = self._rows("SELECT * FROM runs WHERE id = ?", (rid,))[0]
+        run = self._run_dict(row, self._trial_counts([rid])[rid])
+        trials = []
+        for t in self._rows("SELECT * FROM trials WHERE run_id = ? ORDER BY id", (rid,)):
+            blocks = [
+                {
+                    "phase": b["phase"],
+                    "samples_s": json.loads(b["samples"]),
+                    "info": _loads(b["info"]),
+                }
+                for b in self._rows(
+                    "SELECT phase, samples, info FROM blocks WHERE trial_id = ? ORDER BY id",
+                    (t["id"],),
+                )
+            ]
+            status = t["status"]
+            if status == RUNNING and run["status"] != RUNNING:
+                status = INTERRUPTED
+            trials.append(
+                {
+                    "id": t["id"],
+                    "label": t["label"],
+                    "role": t["role"],
+                    "config": _loads(t["config"]),
+                    "status": status,
+                    "info": _loads(t["info"]) or {},
+                    "error": _loads(t["error"]),
+                    "started_at": _iso(t["started_at"]),
+                    "finished_at": _iso(t["finished_at"]),
+                    "samples_s": [
+                        s for b in blocks if b["phase"] == "steady" for s in b["samples_s"]
+                    ],
+                    "warmup_s": [
+                        s for b in blocks if b["phase"] == "warmup" for s in b["samples_s"]
+                    ],
+                    "blocks": blocks,
+                }
+            )
+        comparisons = [
+            {
+                "id": c["id"],
+                "baseline_trial": c["baseline_trial"],
+                "candidate_trial": c["candidate_trial"],
+                "result": _loads(c["result"]),
+            }
+            for c in self._rows("SELECT * FROM comparisons WHERE run_id = ? ORDER BY id", (rid,))
+        ]
+        return {"run": run, "trials": trials, "comparisons": comparisons}

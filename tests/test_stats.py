@@ -1,0 +1,168 @@
+"""tfperf.stats on samples from seeded random generators with known truths."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tfperf import stats
+
+
+def lognormal(rng: np.random.Generator, median_s: float, sigma: float, n: int) -> np.ndarray:
+    return rng.lognormal(math.log(median_s), sigma, n)
+
+
+def test_summarize_figures_and_units() -> None:
+    rng = np.random.default_rng(1)
+    samples = lognormal(rng, 0.004, 0.05, 200)
+    s = stats.summarize(samples, batch=8)
+    lat = s["latency_ms"]
+    assert s["n"] == 200
+    assert lat["p50"] == pytest.approx(np.median(samples) * 1e3)
+    assert lat["p90"] == pytest.approx(np.percentile(samples, 90) * 1e3)
+    assert lat["p50"] <= lat["p90"] <= lat["p99"]
+    low, high = lat["p50_ci95"]
+    assert low < lat["p50"] < high
+    assert s["throughput_per_s"] == pytest.approx(8 / np.median(samples))
+    assert s["cv"] == pytest.approx(np.std(samples, ddof=1) / np.mean(samples), rel=1e-9)
+    assert s["warnings"] == []
+
+
+def test_median_ci_ranks_match_binomial_tables() -> None:
+    # Classic table values (1-based ranks): n=10 -> x(2)..x(9); n=20 -> x(6)..x(15).
+    assert stats._order_stat_ranks(10) == (1, 8)
+    assert stats._order_stat_ranks(20) == (5, 14)
+    assert stats._order_stat_ranks(6) == (0, 5)
+    assert stats._order_stat_ranks(5) is None
+
+
+def test_median_ci_covers_true_median_at_least_95_percent() -> None:
+    rng = np.random.default_rng(2)
+    true_median = 0.01  # lognormal's median is exp(mu)
+    hits = 0
+    trials = 600
+    for _ in range(trials):
+        low, high = stats.median_ci(lognormal(rng, true_median, 0.4, 25))
+        hits += low <= true_median <= high
+    assert hits / trials >= 0.93
+
+
+def test_summarize_warns_on_too_few_and_empty() -> None:
+    s = stats.summarize([0.01, 0.011, 0.012])
+    assert s["n"] == 3
+    assert any("only 3 samples" in w for w in s["warnings"])
+    assert s["latency_ms"]["p50_ci95"] == pytest.approx([10.0, 12.0])
+    empty = stats.summarize([])
+    assert empty["n"] == 0 and empty["latency_ms"]["p50"] is None and empty["warnings"]
+
+
+def test_summarize_warns_on_drift_but_not_on_stationary_noise() -> None:
+    rng = np.random.default_rng(3)
+    steady = lognormal(rng, 0.002, 0.03, 90)
+    drifting = steady * np.linspace(1.0, 1.3, 90)
+    assert not any("drift" in w for w in stats.summarize(steady)["warnings"])
+    assert any("drift" in w for w in stats.summarize(drifting)["warnings"])
+
+
+def test_summarize_warns_on_wide_spread() -> None:
+    rng = np.random.default_rng(4)
+    wide = lognormal(rng, 0.002, 0.6, 60)
+    assert any("wide spread" in w for w in stats.summarize(wide)["warnings"])
+
+
+def test_rel_ci_halfwidth_shrinks_with_more_samples() -> None:
+    rng = np.random.default_rng(5)
+    assert stats.rel_ci_halfwidth([0.1] * 5) == math.inf
+    small = stats.rel_ci_halfwidth(lognormal(rng, 0.002, 0.1, 20))
+    large = stats.rel_ci_halfwidth(lognormal(rng, 0.002, 0.1, 2000))
+    assert 0 < large < small
+    low, high = stats.median_ci(np.array([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10]))
+    assert stats.rel_ci_halfwidth([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10]) == pytest.approx(
+        (high - low) / 2 / 5.5
+    )
+
+
+def paired(rng: np.random.Generator, n: int, speedup: float, pair_noise: float):
+    """Baseline rounds drift by +-20% across the run; the candidate follows the same drift."""
+    drift = np.linspace(1.0, 1.2, n) * lognormal(rng, 1.0, 0.05, n)
+    base = 0.003 * drift * lognormal(rng, 1.0, pair_noise, n)
+    cand = 0.003 / speedup * drift * lognormal(rng, 1.0, pair_noise, n)
+    return base, cand
+
+
+def test_paired_speedup_detects_faster_and_slower_despite_drift() -> None:
+    rng = np.random.default_rng(6)
+    base, cand = paired(rng, 30, 1.25, 0.02)
+    r = stats.paired_speedup(base, cand)
+    assert r["verdict"] == "faster"
+    assert r["ci95"][0] <= 1.25 <= r["ci95"][1]
+    assert r["p_value"] < 0.05 and r["n_pairs"] == 30
+    slower = stats.paired_speedup(cand, base)
+    assert slower["verdict"] == "slower"
+    assert slower["median"] == pytest.approx(1 / r["median"], rel=0.02)
+
+
+def test_paired_speedup_same_and_inconclusive() -> None:
+    rng = np.random.default_rng(7)
+    base, cand = paired(rng, 40, 1.0, 0.005)
+    same = stats.paired_speedup(base, cand)
+    assert same["verdict"] == "same"
+    assert 1 / 1.03 <= same["ci95"][0] <= same["ci95"][1] <= 1.03
+    noisy_b, noisy_c = paired(rng, 8, 1.0, 0.3)
+    noisy = stats.paired_speedup(noisy_b, noisy_c)
+    assert noisy["verdict"] == "inconclusive"
+    assert any("wider than" in w for w in noisy["warnings"])
+
+
+def test_paired_speedup_small_effect_within_threshold_is_not_faster() -> None:
+    rng = np.random.default_rng(8)
+    base, cand = paired(rng, 60, 1.01, 0.002)
+    r = stats.paired_speedup(base, cand, threshold=0.03)
+    assert r["p_value"] < 0.05
+    assert r["verdict"] == "same"
+    assert stats.paired_speedup(base, cand, threshold=0.001)["verdict"] == "faster"
+
+
+def test_paired_speedup_too_few_pairs_never_significant() -> None:
+    r = stats.paired_speedup([2.0] * 5, [1.0] * 5)
+    assert r["median"] == pytest.approx(2.0)
+    assert r["verdict"] == "inconclusive"
+    assert any("only 5 pairs" in w for w in r["warnings"])
+
+
+def test_paired_speedup_mismatched_and_invalid_input() -> None:
+    r = stats.paired_speedup([1.0, 1.0, 0.0, 1.0], [0.5, 0.5, 0.5])
+    assert r["n_pairs"] == 2
+    assert any("only the first 3 pairs" in w for w in r["warnings"])
+    assert any("dropped" in w for w in r["warnings"])
+    empty = stats.paired_speedup([], [])
+    assert empty["median"] is None and empty["verdict"] == "inconclusive"
+    with pytest.raises(ValueError):
+        stats.paired_speedup([1.0], [1.0], threshold=-1)
+
+
+def test_identical_pairs_are_same() -> None:
+    r = stats.paired_speedup([0.01] * 10, [0.01] * 10)
+    assert r["p_value"] == 1.0 and r["verdict"] == "same"
+
+
+def test_detect_warmup_finds_the_slow_start() -> None:
+    rng = np.random.default_rng(9)
+    steady = lognormal(rng, 0.002, 0.02, 60)
+    warm = np.array([0.5, 0.05, 0.02, 0.01, 0.006])
+    assert stats.detect_warmup(np.concatenate([warm, steady])) == 5
+    assert stats.detect_warmup(steady) == 0
+    # A lone fast sample inside the warm-up does not end it.
+    assert stats.detect_warmup(np.concatenate([[0.05, 0.002, 0.04, 0.03], steady])) == 4
+    # A lone slow sample after the warm-up does not extend it.
+    later = steady.copy()
+    later[10] = 0.05
+    assert stats.detect_warmup(np.concatenate([warm, later])) == 5
+    assert stats.detect_warmup([0.3, 0.2]) == 0
+
+
+def test_detect_warmup_is_capped_at_half() -> None:
+    decreasing = np.geomspace(1.0, 0.001, 40)
+    assert 0 <= stats.detect_warmup(decreasing) <= 20
