@@ -1,0 +1,92 @@
+"""The deliberate environment a bench or tune worker starts from.
+
+Contract: :func:`worker_base_env` keeps an allowlist of variables a process needs to run at all
+(paths, locale, home, proxies, virtual environment, which GPU to use) and drops everything else.
+Variables that change TensorFlow's speed (``TF_*``, ``XLA_FLAGS``, ``OMP_*``, ``KMP_*``,
+``MKL_*``, ``DNNL_*``/``ONEDNN_*``, ``LD_PRELOAD``, allocator tuning, BLAS thread counts) are
+*not* inherited: they come back in a second dict so results can say "you had set X, it was not
+applied". A measured configuration sets them explicitly through :class:`tfperf.config.Config`.
+
+Testing hook: ``TFPERF_INJECT_FAULT`` passes through (see :mod:`tfperf.worker`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+ALLOWED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "TMPDIR",
+        "TMP",
+        "TEMP",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "KERAS_HOME",
+        "KERAS_BACKEND",
+        "TFHUB_CACHE_DIR",
+        "HF_HOME",
+        "SYSTEMROOT",
+        "TFPERF_INJECT_FAULT",
+    }
+)
+"""Variables a worker inherits unchanged."""
+
+_ALLOWED_PREFIXES = ("LC_", "XDG_")
+
+_SPEED = re.compile(
+    r"^(TF_.*|XLA_FLAGS|OMP_.*|KMP_.*|MKL_.*|DNNL_.*|ONEDNN_.*|LD_PRELOAD|MALLOC_.*|"
+    r"TCMALLOC_.*|JE_MALLOC_CONF|MALLOC_CONF|_RJEM_MALLOC_CONF|OPENBLAS_.*|GOTO_NUM_THREADS|"
+    r"NUMEXPR_.*|VECLIB_.*|TF_CPP_.*|CUDA_CACHE_.*|NCCL_.*|GOMP_.*|PYTHONOPTIMIZE|"
+    r"PYTHONMALLOC|TFLITE_.*|OV_.*|OPENVINO_.*)$"
+)
+
+_LOGGING_ONLY = frozenset({"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE"})
+
+DELIBERATE = {
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "TF_CPP_MIN_LOG_LEVEL": "1",
+}
+"""Set in every worker whatever the user had: quiet info logs, unbuffered error output."""
+
+
+def is_speed_relevant(name: str) -> bool:
+    """Whether variable ``name`` can change how fast TensorFlow runs."""
+    return name not in _LOGGING_ONLY and bool(_SPEED.match(name))
+
+
+def worker_base_env(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Split ``environ`` into (the worker's base env, speed-relevant variables not inherited)."""
+    base: dict[str, str] = {}
+    not_inherited: dict[str, str] = {}
+    for name, value in environ.items():
+        if name in ALLOWED or name.startswith(_ALLOWED_PREFIXES):
+            base[name] = value
+        elif is_speed_relevant(name):
+            not_inherited[name] = value
+    base.update(DELIBERATE)
+    return base, dict(sorted(not_inherited.items()))

@@ -1,0 +1,369 @@
+"""The parent's handle on one worker process: spawn, talk, time out, watch memory, explain.
+
+Contract:
+
+- :class:`Worker` spawns ``python -m tfperf.worker`` (any Python with tfperf importable; the
+  ``python`` argument runs it in another virtual environment) in its own process group, with the
+  deliberate environment of :mod:`tfperf.envpolicy` plus the config's env knobs. It talks over a
+  pipe pair (JSON lines); stdout and stderr go to a log kept only for error reports.
+- Every request waits at most ``timeout_s`` for its answer (``init_timeout_s`` for the first,
+  which includes importing TensorFlow and building the workload). With ``memory_limit_bytes``
+  the worker's RSS is watched while it works (TensorFlow reserves far more address space than
+  it uses, so RLIMIT_AS cannot be used).
+- Any failure kills the whole process group and raises :class:`WorkerFailed` whose ``reason``
+  is one sentence ("worker crashed with SIGSEGV", "worker exceeded the 30 s timeout", "worker
+  exceeded the memory limit of 2.0 GiB (RSS 2.3 GiB)", "worker reported: <message>"), with
+  ``exit_code``, ``signal`` and ``stderr_tail``. After a failure the handle is closed.
+- :meth:`Worker.close` is idempotent and always leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tfperf.config import Config
+
+DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 5.0}
+_POLL_S = 0.02
+_TAIL_CHARS = 4000
+_QUIT_GRACE_S = 5.0
+
+
+class WorkerFailed(Exception):
+    """A worker died, hung, used too much memory, or reported an error."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        exit_code: int | None = None,
+        signal: str | None = None,
+        stderr_tail: str = "",
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.exit_code = exit_code
+        self.signal = signal
+        self.stderr_tail = stderr_tail
+        self.kind = kind
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able error record kept with a failed trial."""
+        return {
+            "reason": self.reason,
+            "kind": self.kind,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "stderr_tail": self.stderr_tail,
+        }
+
+
+def tfperf_source_dir() -> str:
+    """The directory holding the ``tfperf`` package (put on a foreign worker's PYTHONPATH)."""
+    import tfperf
+
+    return str(Path(tfperf.__file__).resolve().parent.parent)
+
+
+def gib(n_bytes: float) -> str:
+    """``2.0 GiB`` style."""
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
+class Worker:
+    """One worker process serving one (workload, config)."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        config: Config,
+        *,
+        python: str = sys.executable,
+        pythonpath: list[str] | None = None,
+        timeout_s: float,
+        memory_limit_bytes: int | None = None,
+        init_timeout_s: float | None = None,
+        warmup: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workload = dict(workload)
+        self.config = config
+        self.python = python
+        self.pythonpath = list(pythonpath or [])
+        self.timeout_s = float(timeout_s)
+        self.init_timeout_s = float(init_timeout_s if init_timeout_s is not None else timeout_s)
+        self.memory_limit_bytes = memory_limit_bytes
+        self.warmup = dict(warmup or DEFAULT_WARMUP)
+        self._environ = dict(os.environ if environ is None else environ)
+        self.not_inherited: dict[str, str] = {}
+        self.ready: dict[str, Any] | None = None
+        self.spawned_at: float | None = None
+        self.peak_rss_bytes = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._cmd_fd: int | None = None
+        self._res_fd: int | None = None
+        self._buf = b""
+        self._log: Any = None
+        self._psutil_proc: Any = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        """The exact environment the worker gets (raises UserError for a missing allocator)."""
+        from tfperf.envpolicy import worker_base_env
+
+        base, self.not_inherited = worker_base_env(self._environ)
+        env = self.config.worker_env(base)
+        paths = [tfperf_source_dir(), *self.pythonpath]
+        if self._environ.get("PYTHONPATH"):
+            paths.append(self._environ["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        return env
+
+    def start(self) -> None:
+        """Spawn the worker and send ``init``; returns at once (see :meth:`wait_ready`)."""
+        if self._proc is not None:
+            raise RuntimeError("worker already started")
+        env = self.environment()
+        cmd_r, cmd_w = os.pipe()
+        res_r, res_w = os.pipe()
+        self._log = tempfile.TemporaryFile(prefix="tfperf-worker-")  # noqa: SIM115 (closed in close())
+        self.spawned_at = time.time()
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    self.python,
+                    "-m",
+                    "tfperf.worker",
+                    "--cmd-fd",
+                    str(cmd_r),
+                    "--res-fd",
+                    str(res_w),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(cmd_r, res_w),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (cmd_r, cmd_w, res_r, res_w):
+                os.close(fd)
+            self._closed = True
+            raise WorkerFailed(f"worker could not be started with {self.python}: {exc}") from exc
+        os.close(cmd_r)
+        os.close(res_w)
+        self._cmd_fd, self._res_fd = cmd_w, res_r
+        with contextlib.suppress(Exception):
+            import psutil
+
+            self._psutil_proc = psutil.Process(self._proc.pid)
+        self._send(
+            {
+                "op": "init",
+                "workload": self.workload,
+                "config": self.config.to_dict(),
+                "warmup": self.warmup,
+            }
+        )
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Wait for ``ready``; returns its message with ``startup_s`` (spawn to answer) added."""
+        msg = self._receive("ready", self.init_timeout_s)
+        msg["startup_s"] = time.time() - (self.spawned_at or time.time())
+        self.ready = msg
+        return msg
+
+    def close(self) -> None:
+        """Ask the worker to quit, then make sure its process group is gone."""
+        if self._closed:
+            return
+        self._closed = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self._write({"op": "quit"})
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_QUIT_GRACE_S)
+        self._kill_group()
+        for fd in (self._cmd_fd, self._res_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._cmd_fd = self._res_fd = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id once started."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def run_block(self, calls: int) -> list[float]:
+        """Time ``calls`` steady-state calls; one duration (seconds) per call."""
+        self._send({"op": "run", "calls": int(calls)})
+        return list(self._receive("block", self.timeout_s)["samples_s"])
+
+    def outputs(self, path: str | os.PathLike[str]) -> Path:
+        """Have the worker write one call's outputs to ``path`` (.npz); returns the path."""
+        target = Path(path).resolve()
+        self._send({"op": "outputs", "path": str(target)})
+        self._receive("outputs", self.timeout_s)
+        return target
+
+    def extra(self, name: str, calls: int) -> list[float] | None:
+        """Time ``calls`` calls of another way to call the model ("eager", "predict");
+        ``None`` when the workload does not offer it."""
+        self._send({"op": "extra", "name": name, "calls": int(calls)})
+        msg = self._receive("extra", self.timeout_s)
+        return list(msg["samples_s"]) if msg.get("available") else None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _write(self, obj: Mapping[str, Any]) -> None:
+        if self._cmd_fd is None:
+            raise OSError("worker pipe closed")
+        data = (json.dumps(obj) + "\n").encode()
+        while data:
+            data = data[os.write(self._cmd_fd, data) :]
+
+    def _send(self, obj: Mapping[str, Any]) -> None:
+        if self._closed:
+            raise WorkerFailed("worker is closed")
+        try:
+            self._write(obj)
+        except OSError:
+            raise self._fail(self._exit_reason()) from None
+
+    def _receive(self, op: str, timeout_s: float) -> dict[str, Any]:
+        if self._closed:
+            raise WorkerFailed("worker is closed")
+        deadline = time.monotonic() + timeout_s
+        poll = _POLL_S if self.memory_limit_bytes else 0.5
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._fail(f"worker exceeded the {timeout_s:g} s timeout")
+            ready, _, _ = select.select([self._res_fd], [], [], min(poll, remaining))
+            self._watch_memory()
+            if ready:
+                chunk = os.read(self._res_fd, 1 << 16)  # type: ignore[arg-type]
+                if not chunk:
+                    raise self._fail(self._exit_reason())
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        msg = json.loads(line)
+        if msg.get("op") == "error":
+            raise self._fail(f"worker reported: {msg.get('message')}", kind=msg.get("kind"))
+        if msg.get("op") != op:
+            raise self._fail(f"worker answered {msg.get('op')!r} where {op!r} was expected")
+        self.peak_rss_bytes = max(
+            self.peak_rss_bytes, int(msg.get("peak_rss_bytes") or 0), int(msg.get("rss_bytes") or 0)
+        )
+        return msg
+
+    def _watch_memory(self) -> None:
+        if self._psutil_proc is None:
+            return
+        try:
+            rss = int(self._psutil_proc.memory_info().rss)
+        except Exception:  # the process is gone: the pipe will say so
+            return
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        if self.memory_limit_bytes and rss > self.memory_limit_bytes:
+            raise self._fail(
+                f"worker exceeded the memory limit of {gib(self.memory_limit_bytes)} "
+                f"(RSS {gib(rss)})"
+            )
+
+    def _exit_reason(self) -> str:
+        """Why the worker stopped answering, from its exit status (waits briefly for it)."""
+        proc = self._proc
+        if proc is None:
+            return "worker was never started"
+        try:
+            code = proc.wait(timeout=_QUIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            return "worker closed its result pipe without exiting"
+        if code < 0:
+            name = _signal_name(-code)
+            if -code == signal.SIGKILL:
+                return f"worker was killed with {name} (the system may have run out of memory)"
+            return f"worker crashed with {name}"
+        last = _last_line(self._tail())
+        detail = f": {last}" if last else ""
+        return f"worker exited with code {code} before answering{detail}"
+
+    def _fail(self, reason: str, kind: str | None = None) -> WorkerFailed:
+        """Kill the worker, close the handle and describe the failure."""
+        self._kill_group()
+        proc = self._proc
+        code = proc.poll() if proc is not None else None
+        if code is None and proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = proc.wait(timeout=_QUIT_GRACE_S)
+        err = WorkerFailed(
+            reason,
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=_signal_name(-code) if code is not None and code < 0 else None,
+            stderr_tail=self._tail(),
+            kind=kind,
+        )
+        self.close()
+        return err
+
+    def _kill_group(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_QUIT_GRACE_S)
+
+    def _tail(self) -> str:
+        if self._log is None:
+            return ""
+        try:
+            self._log.flush()
+            size = self._log.seek(0, os.SEEK_END)
+            self._log.seek(max(0, size - _TAIL_CHARS))
+            return self._log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
