@@ -295,10 +295,10 @@ class Worker:
             return
         self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
         if self.memory_limit_bytes and rss > self.memory_limit_bytes:
-            raise self._fail(
-                f"worker exceeded the memory limit of {gib(self.memory_limit_bytes)} "
-                f"(RSS {gib(rss)})"
-            )
+            limit, used = gib(self.memory_limit_bytes), gib(rss)
+            if used == limit:
+                used = f"{rss / 2**30:.2f} GiB"
+            raise self._fail(f"worker exceeded the memory limit of {limit} (RSS {used})")
 
     def _exit_reason(self) -> str:
         """Why the worker stopped answering, from its exit status (waits briefly for it)."""

@@ -1,0 +1,293 @@
+"""Interleaved measurement of one workload under several configs (A B, B A, A B, ...).
+
+Contract of :func:`measure`:
+
+- One worker per config (the first config is the baseline), started one after the other so
+  that each cold start is timed alone: ``cold_start_s`` = process start + TensorFlow import +
+  load + first call, one figure; ``first_call_s`` (tracing, XLA compile) is also kept apart,
+  and the worker's warm-up samples are handed over as phase ``"warmup"``.
+- Then rounds: each round runs one block per live config, in an order rotated by one each
+  round, and hands every block to ``listener.block`` as it arrives (phase ``"steady"``). A
+  block lasts about ``block_s`` (its call count is set per config from the warm-up median).
+- It stops after at least ``min_rounds`` rounds when the steady phase has used ``budget_s``
+  seconds, or when the precision target is met: the relative half-width of every live
+  config's p50 interval and of every candidate's speedup interval is at most ``precision``.
+- A worker that fails (crash, timeout, memory limit, error) becomes a failed trial with its
+  reason (``listener.trial`` is told); the others go on. Workers are always closed.
+- Optionally, the baseline also times other ways of calling the model (``extras``: "eager",
+  "predict"), as information.
+
+Nothing here imports TensorFlow; :mod:`tfperf.stats` (numpy, scipy) is imported when measuring.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfperf.config import Config
+from tfperf.workerproc import Worker, WorkerFailed
+
+BASELINE = "baseline"
+CANDIDATE = "candidate"
+
+
+@dataclass
+class Trial:
+    """One config's worker and everything it measured."""
+
+    index: int
+    config: Config
+    role: str
+    label: str
+    status: str = "pending"
+    """``pending`` -> ``running`` -> ``ok`` | ``failed``."""
+    ready: dict[str, Any] = field(default_factory=dict)
+    cold_start_s: float | None = None
+    warmup_s: list[float] = field(default_factory=list)
+    blocks: dict[int, list[float]] = field(default_factory=dict)
+    """Steady-state samples by round."""
+    calls_per_block: int = 0
+    extras: dict[str, list[float] | None] = field(default_factory=dict)
+    """Samples of other ways to call the model (``None``: not offered or failed)."""
+    extra_errors: dict[str, str] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    peak_rss_bytes: int = 0
+    not_inherited: dict[str, str] = field(default_factory=dict)
+    worker: Worker | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the trial still measures."""
+        return self.status == "running"
+
+    @property
+    def samples_s(self) -> list[float]:
+        """All steady-state samples, rounds in order."""
+        return [s for r in sorted(self.blocks) for s in self.blocks[r]]
+
+    def block_medians(self, rounds: Sequence[int]) -> list[float]:
+        """The median of this trial's block in each of ``rounds``."""
+        return [statistics.median(self.blocks[r]) for r in rounds]
+
+    def fail(self, exc: WorkerFailed) -> None:
+        """Record a failure."""
+        self.status = "failed"
+        self.error = exc.to_dict()
+        if self.worker is not None:
+            self.peak_rss_bytes = max(self.peak_rss_bytes, self.worker.peak_rss_bytes)
+
+
+class Listener:
+    """Callbacks during :func:`measure` (the defaults do nothing)."""
+
+    def trial(self, trial: Trial, event: str) -> None:
+        """``event`` is ``"starting"``, ``"ready"`` or ``"failed"``."""
+
+    def block(self, trial: Trial, samples_s: list[float], phase: str, info: dict) -> None:
+        """One block of samples (phase ``"warmup"`` or ``"steady"``), as it arrives."""
+
+    def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
+        """A round finished."""
+
+
+@dataclass
+class Measurement:
+    """The outcome of :func:`measure`."""
+
+    workload: dict[str, Any]
+    trials: list[Trial]
+    rounds: int
+    stopped: str
+    """``precision``, ``budget``, ``max_rounds`` or ``no live trial``."""
+    steady_s: float
+
+    def paired_rounds(self, a: Trial, b: Trial) -> list[int]:
+        """The rounds in which both trials measured a block, in order."""
+        return sorted(set(a.blocks) & set(b.blocks))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long and how precisely to measure."""
+
+    budget_s: float = 30.0
+    precision: float = 0.01
+    min_rounds: int = 8
+    max_rounds: int = 10_000
+    block_s: float | None = None
+    """Target duration of one block; by default from the budget (0.05..0.5 s)."""
+    timeout_s: float = 120.0
+    init_timeout_s: float = 600.0
+    memory_limit_bytes: int | None = None
+    warmup_min_calls: int = 5
+    warmup_max_s: float = 5.0
+    extras: tuple[str, ...] = ()
+    extra_s: float = 1.0
+    python: str = sys.executable
+    pythonpath: tuple[str, ...] = ()
+
+    def block_seconds(self, n_configs: int) -> float:
+        """The target block duration for ``n_configs`` configs sharing the budget."""
+        if self.block_s is not None:
+            return self.block_s
+        return min(0.5, max(0.05, self.budget_s / (max(n_configs, 1) * 40)))
+
+
+def measure(
+    workload: Mapping[str, Any],
+    configs: Sequence[Config],
+    settings: Settings | None = None,
+    listener: Listener | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Measurement:
+    """Measure ``workload`` under every config, interleaved; see the module docstring."""
+    if not configs:
+        raise ValueError("measure() needs at least one config")
+    settings = settings or Settings()
+    listener = listener or Listener()
+    trials = [
+        Trial(i, c, BASELINE if i == 0 else CANDIDATE, c.label()) for i, c in enumerate(configs)
+    ]
+    try:
+        for trial in trials:
+            _start(trial, workload, settings, listener, environ)
+        block_s = settings.block_seconds(len(trials))
+        for trial in trials:
+            if trial.alive:
+                trial.calls_per_block = _calls_for(trial, block_s)
+        rounds, stopped, steady_s = _rounds(trials, settings, listener)
+        if settings.extras and trials[0].alive:
+            _extras(trials[0], settings, listener)
+    finally:
+        for trial in trials:
+            if trial.worker is not None:
+                trial.peak_rss_bytes = max(trial.peak_rss_bytes, trial.worker.peak_rss_bytes)
+                trial.worker.close()
+            if trial.status == "running":
+                trial.status = "ok"
+    return Measurement(dict(workload), trials, rounds, stopped, steady_s)
+
+
+def _start(
+    trial: Trial,
+    workload: Mapping[str, Any],
+    settings: Settings,
+    listener: Listener,
+    environ: Mapping[str, str] | None,
+) -> None:
+    listener.trial(trial, "starting")
+    worker = Worker(
+        workload,
+        trial.config,
+        python=settings.python,
+        pythonpath=list(settings.pythonpath),
+        timeout_s=settings.timeout_s,
+        init_timeout_s=settings.init_timeout_s,
+        memory_limit_bytes=settings.memory_limit_bytes,
+        warmup={"min_calls": settings.warmup_min_calls, "max_seconds": settings.warmup_max_s},
+        environ=environ,
+    )
+    trial.worker = worker
+    try:
+        worker.start()
+        trial.not_inherited = dict(worker.not_inherited)
+        ready = worker.wait_ready()
+    except WorkerFailed as exc:
+        trial.fail(exc)
+        listener.trial(trial, "failed")
+        return
+    trial.status = "running"
+    trial.ready = ready
+    trial.warmup_s = list(ready["warmup"]["samples_s"])
+    trial.cold_start_s = (
+        ready["startup_s"] - sum(trial.warmup_s)
+        if ready.get("startup_s") is not None
+        else ready["import_s"] + ready["load_s"] + ready["first_call_s"]
+    )
+    listener.trial(trial, "ready")
+    listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
+
+
+def _calls_for(trial: Trial, block_s: float) -> int:
+    tail = trial.warmup_s[-5:] or [trial.ready.get("first_call_s") or block_s]
+    per_call = max(statistics.median(tail), 1e-7)
+    return int(min(100_000, max(1, round(block_s / per_call))))
+
+
+def _run_block(trial: Trial, round_no: int, listener: Listener) -> None:
+    assert trial.worker is not None
+    try:
+        samples = trial.worker.run_block(trial.calls_per_block)
+    except WorkerFailed as exc:
+        trial.fail(exc)
+        listener.trial(trial, "failed")
+        return
+    trial.blocks[round_no] = samples
+    listener.block(trial, samples, "steady", {"round": round_no})
+
+
+def _precise_enough(trials: list[Trial], precision: float) -> bool:
+    from tfperf import stats
+
+    live = [t for t in trials if t.alive]
+    if not live:
+        return True
+    if any(stats.rel_ci_halfwidth(t.samples_s) > precision for t in live):
+        return False
+    base = trials[0]
+    if not base.alive:
+        return True
+    for cand in live[1:] if live[0] is base else live:
+        rounds = sorted(set(base.blocks) & set(cand.blocks))
+        result = stats.paired_speedup(base.block_medians(rounds), cand.block_medians(rounds))
+        low, high = result["ci95"]
+        if result["median"] is None or low is None or high is None:
+            return False
+        if (high - low) / 2.0 / result["median"] > precision:
+            return False
+    return True
+
+
+def _rounds(trials: list[Trial], settings: Settings, listener: Listener) -> tuple[int, str, float]:
+    start = time.monotonic()
+    done = 0
+    while True:
+        live = [t for t in trials if t.alive]
+        if not live:
+            return done, "no live trial", time.monotonic() - start
+        shift = done % len(live)
+        for trial in live[shift:] + live[:shift]:
+            _run_block(trial, done, listener)
+        done += 1
+        elapsed = time.monotonic() - start
+        listener.round(done, elapsed, settings.budget_s)
+        if done < settings.min_rounds:
+            continue
+        if done >= settings.max_rounds:
+            return done, "max_rounds", elapsed
+        if elapsed >= settings.budget_s:
+            return done, "budget", elapsed
+        if _precise_enough(trials, settings.precision):
+            return done, "precision", elapsed
+
+
+def _extras(trial: Trial, settings: Settings, listener: Listener) -> None:
+    """Time other ways of calling the model: two calls to settle, then about ``extra_s``."""
+    assert trial.worker is not None
+    for name in settings.extras:
+        try:
+            first = trial.worker.extra(name, 2)
+            if first is None:
+                trial.extras[name] = None
+                continue
+            calls = int(min(200, max(3, round(settings.extra_s / max(first[-1], 1e-7)))))
+            trial.extras[name] = trial.worker.extra(name, calls)
+        except WorkerFailed as exc:
+            trial.extras[name] = None
+            trial.extra_errors[name] = exc.reason
+            return

@@ -1,0 +1,151 @@
+"""This machine's measured matmul peak (GFLOP/s), fp32 and, where the CPU has it, bf16.
+
+Contract:
+
+- :func:`get_peak` returns ``{"fingerprint", "fp32_gflops", "bf16_gflops" (None when the CPU
+  has neither AVX512_BF16 nor AMX_BF16), "matrix", "tf_version", "measured_at"}``, reading the
+  cache file ``<cache dir>/peak-<machine fingerprint>.json`` when present and otherwise running
+  the probe once and caching its answer. It returns ``None`` (never raises) when the probe
+  cannot run (no TensorFlow, a crash); achieved-vs-peak figures are then simply not shown.
+- The probe runs in its own process (``python -m tfperf.peak --out FILE``): the parent never
+  imports TensorFlow. It times a square ``tf.function`` matmul (default 1024, all cores) for
+  about a second per precision and reports the best block median as ``2 n^3 / t``.
+- :func:`share_of_peak` turns achieved FLOP/s into a share of that peak for a precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BF16_ISA = ("AVX512_BF16", "AMX_BF16")
+PROBE_TIMEOUT_S = 300.0
+
+
+def has_bf16(machine: dict[str, Any]) -> bool:
+    """Whether the CPU executes bf16 matmuls natively."""
+    return any(isa in (machine.get("isa") or []) for isa in BF16_ISA)
+
+
+def cache_path(fingerprint: str) -> Path:
+    """Where the peak of machine ``fingerprint`` is cached."""
+    from tfperf.paths import cache_dir
+
+    return cache_dir() / f"peak-{fingerprint}.json"
+
+
+def get_peak(
+    machine: dict[str, Any] | None = None,
+    *,
+    python: str = sys.executable,
+    refresh: bool = False,
+    matrix: int = 1024,
+) -> dict[str, Any] | None:
+    """The cached (or freshly measured) peak of this machine; ``None`` if it cannot be had."""
+    from tfperf.errors import UserError
+    from tfperf.machine import collect_machine
+
+    machine = machine or collect_machine()
+    try:
+        path = cache_path(machine["fingerprint"])
+    except UserError:
+        path = None
+    if path is not None and path.exists() and not refresh:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass  # a broken cache entry is measured again
+    record = _run_probe(python, matrix, has_bf16(machine))
+    if record is None:
+        return None
+    record["fingerprint"] = machine["fingerprint"]
+    if path is not None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(record, indent=2))
+            tmp.replace(path)
+        except OSError:
+            pass  # an unwritable cache only costs a re-measurement next time
+    return record
+
+
+def share_of_peak(
+    flops_per_s: float | None, peak: dict[str, Any] | None, precision: str = "fp32"
+) -> tuple[float | None, float | None]:
+    """``(peak GFLOP/s used, achieved share)`` for ``precision``; ``None`` when unknown."""
+    if not flops_per_s or not peak:
+        return None, None
+    key = "bf16_gflops" if precision in ("bf16", "mixed_bfloat16") else "fp32_gflops"
+    ref = peak.get(key) or peak.get("fp32_gflops")
+    if not ref:
+        return None, None
+    return float(ref), flops_per_s / 1e9 / float(ref)
+
+
+def _run_probe(python: str, matrix: int, bf16: bool) -> dict[str, Any] | None:
+    from tfperf.envpolicy import worker_base_env
+    from tfperf.workerproc import tfperf_source_dir
+
+    env, _ = worker_base_env(os.environ)
+    env["PYTHONPATH"] = tfperf_source_dir()
+    with tempfile.TemporaryDirectory(prefix="tfperf-peak-") as tmp:
+        out = Path(tmp) / "peak.json"
+        cmd = [python, "-m", "tfperf.peak", "--out", str(out), "--matrix", str(matrix)]
+        if bf16:
+            cmd.append("--bf16")
+        try:
+            subprocess.run(cmd, env=env, capture_output=True, timeout=PROBE_TIMEOUT_S, check=True)
+            return json.loads(out.read_text())
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+
+
+def _probe(matrix: int, dtypes: list[str], seconds: float = 1.0) -> dict[str, Any]:
+    """Worker side: best block-median GFLOP/s of an ``n x n`` matmul per dtype."""
+    import tensorflow as tf
+
+    result: dict[str, Any] = {"matrix": matrix, "tf_version": tf.__version__}
+    flops = 2.0 * matrix**3
+    for name in dtypes:
+        dtype = tf.bfloat16 if name == "bf16" else tf.float32
+        a = tf.cast(tf.random.normal([matrix, matrix], seed=1), dtype)
+        b = tf.cast(tf.random.normal([matrix, matrix], seed=2), dtype)
+        mm = tf.function(lambda x, y: tf.matmul(x, y))
+        for _ in range(3):
+            mm(a, b).numpy()
+        best = float("inf")
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            block = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                mm(a, b).numpy()
+                block.append(time.perf_counter() - t0)
+            best = min(best, sorted(block)[2])
+        result[f"{name}_gflops"] = flops / best / 1e9
+    result.setdefault("bf16_gflops", None)
+    result["measured_at"] = time.time()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tfperf.peak --out FILE [--matrix N] [--bf16]``."""
+    parser = argparse.ArgumentParser(prog="python -m tfperf.peak")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--matrix", type=int, default=1024)
+    parser.add_argument("--bf16", action="store_true")
+    args = parser.parse_args(argv)
+    record = _probe(args.matrix, ["fp32", "bf16"] if args.bf16 else ["fp32"])
+    Path(args.out).write_text(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
