@@ -1,9 +1,267 @@
-"""CLI commands: records (being written)."""
+"""CLI commands over the store: ``tfperf history`` and ``tfperf report``.
+
+Library functions first: :func:`history` returns the history document and :func:`report`
+the report document (both described in ``docs/results-schema.md``); the click commands only
+render them. Neither imports TensorFlow; numpy, scipy and plotly load inside the functions.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+HISTORY_SCHEMA_VERSION = 1
+
+
+def _trial_row(trial: dict) -> dict:
+    from tfperf.stats import summarize
+
+    summary = summarize(trial["samples_s"]) if trial["samples_s"] else None
+    return {
+        "id": trial["id"],
+        "label": trial["label"],
+        "role": trial["role"],
+        "status": trial["status"],
+        "config": trial["config"],
+        "n_samples": len(trial["samples_s"]),
+        "n_warmup": len(trial["warmup_s"]),
+        "p50_ms": summary["latency_ms"]["p50"] if summary else None,
+        "error": trial["error"],
+        "started_at": trial["started_at"],
+        "finished_at": trial["finished_at"],
+    }
+
+
+def history(store: str | Path | None = None, limit: int = 50, run: str | None = None) -> dict:
+    """The runs in a store (newest first), or with ``run`` the trials of that run.
+
+    Returns ``{"schema_version", "store", "runs": [...]}`` or ``{"schema_version", "store",
+    "run": {...}, "trials": [...]}``. A store that does not exist yet has no runs.
+    """
+    from tfperf.errors import UserError
+    from tfperf.paths import resolve_store_path
+    from tfperf.store import Store
+
+    if limit < 1:
+        raise UserError("--limit must be a positive number of runs.")
+    path = resolve_store_path(store)
+    doc: dict = {"schema_version": HISTORY_SCHEMA_VERSION, "store": str(path)}
+    if run is None and not path.exists():
+        doc["runs"] = []
+        return doc
+    with Store.open(path, create=False) as db:
+        if run is None:
+            runs = db.list_runs(limit=limit)
+            for r in runs:
+                r.pop("machine", None)
+            doc["runs"] = runs
+        else:
+            loaded = db.load_run(run)
+            doc["run"] = loaded["run"]
+            doc["trials"] = [_trial_row(t) for t in loaded["trials"]]
+    return doc
+
+
+def report(
+    run: str | int = "latest", store: str | Path | None = None, html: str | Path | None = None
+) -> dict:
+    """The report document of one run; with ``html``, also write the HTML report there.
+
+    The returned document gets ``"html": path`` when a file was written.
+    """
+    from tfperf.report_html import build_report, write_html
+    from tfperf.store import Store
+
+    with Store.open(store, create=False) as db:
+        loaded = db.load_run(run)
+    doc = build_report(loaded)
+    if html is not None:
+        doc["html"] = str(write_html(loaded, html, report=doc))
+    return doc
+
+
+# ------------------------------------------------------------------------ rendering
+def _n(value: float | None, spec: str = ".3g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _trial_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "0"
+
+
+def _print_history(doc: dict) -> None:
+    from rich.table import Table
+
+    from tfperf.output import console
+    from tfperf.report_html import describe_workload
+
+    out = console()
+    if "runs" in doc:
+        if not doc["runs"]:
+            out.print(f"No runs in {doc['store']} yet; `tfperf bench` records one.")
+            return
+        table = Table(title=f"Runs in {doc['store']}")
+        for col in ("id", "when (UTC)", "kind", "workload", "status", "trials"):
+            table.add_column(col, justify="right" if col == "id" else "left")
+        for r in doc["runs"]:
+            table.add_row(
+                str(r["id"]),
+                (r["started_at"] or "-").replace("T", " ").replace("+00:00", ""),
+                r["kind"],
+                describe_workload(r["workload"]),
+                r["status"],
+                _trial_counts(r["trials"]),
+            )
+        out.print(table)
+        return
+    run = doc["run"]
+    table = Table(
+        title=f"Run {run['id']} ({run['kind']}, {run['status']}): "
+        f"{describe_workload(run['workload'])}"
+    )
+    for col in ("id", "config", "role", "status", "samples", "warm-up", "p50 ms", "error"):
+        table.add_column(col)
+    for t in doc["trials"]:
+        error = t["error"] or {}
+        table.add_row(
+            str(t["id"]),
+            t["label"],
+            t["role"],
+            t["status"],
+            str(t["n_samples"]),
+            str(t["n_warmup"]),
+            _n(t["p50_ms"]),
+            str(error.get("message") or error.get("reason") or "") if error else "",
+        )
+    out.print(table)
+    out.print(f"[dim]{run['command']}[/]")
+
+
+def _print_report(doc: dict) -> None:
+    from rich.table import Table
+
+    from tfperf.output import console
+    from tfperf.report_html import describe_workload
+
+    out = console()
+    run = doc["run"]
+    table = Table(
+        title=f"Run {run['id']} ({run['kind']}, {run['status']}): "
+        f"{describe_workload(run['workload'])}"
+    )
+    columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
+    has_peak = any(r["peak_share"] is not None for r in doc["results"])
+    for col in [*columns, "% peak"] if has_peak else columns:
+        table.add_column(col, justify="left" if col == "config" else "right")
+    for r in doc["results"]:
+        lat = r["latency_ms"]
+        low, high = lat["p50_ci95"]
+        label = r["label"] + (" *" if r["role"] == "baseline" else "")
+        if r["status"] != "ok":
+            label += f" [red]{r['status']}[/]"
+        row = [
+            label,
+            str(r["n"]),
+            f"{_n(lat['p50'])} [{_n(low)}, {_n(high)}]",
+            _n(lat["p90"]),
+            _n(lat["p99"]),
+            _n(r["throughput_per_s"], ".4g"),
+        ]
+        if has_peak:
+            row.append("-" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}")
+        table.add_row(*row)
+    out.print(table)
+    if any(r["role"] == "baseline" for r in doc["results"]):
+        out.print("[dim]* baseline[/]")
+    if doc["comparisons"]:
+        colors = {"faster": "green", "slower": "red", "same": "cyan", "inconclusive": "yellow"}
+        baselines = sorted({c["baseline"]["label"] for c in doc["comparisons"]})
+        one_base = len(baselines) == 1
+        comp_table = Table(
+            title=f"Speedup vs {baselines[0] if one_base else 'baseline'} "
+            "(baseline time / candidate time)"
+        )
+        columns = ["candidate", "speedup", "95% CI", "p", "pairs", "verdict"]
+        if not one_base:
+            columns.insert(1, "baseline")
+        for col in columns:
+            comp_table.add_column(
+                col, justify="left" if col in ("candidate", "baseline") else "right"
+            )
+        for c in doc["comparisons"]:
+            sp = c["speedup"]
+            low, high = sp["ci95"]
+            verdict = str(sp["verdict"])
+            row = [
+                c["candidate"]["label"],
+                "-" if sp["median"] is None else f"{sp['median']:.3f}x",
+                f"{_n(low, '.3f')}..{_n(high, '.3f')}",
+                _n(sp["p_value"], ".2g"),
+                _n(sp["n_pairs"], "d"),
+                f"[{colors.get(verdict, 'white')}]{verdict}[/]",
+            ]
+            if not one_base:
+                row.insert(1, c["baseline"]["label"])
+            comp_table.add_row(*row)
+        out.print(comp_table)
+    notes = [f"run: {w}" for w in doc["warnings"]]
+    notes += [f"{r['label']}: {w}" for r in doc["results"] for w in r["warnings"]]
+    notes += [
+        f"{c['candidate']['label']} vs {c['baseline']['label']}: {w}"
+        for c in doc["comparisons"]
+        for w in c["warnings"]
+    ]
+    for note in notes:
+        out.print(f"[yellow]warning:[/] {note}", soft_wrap=True)
+    if doc.get("html"):
+        out.print(f"HTML report written to {doc['html']}")
+
+
+_STORE_OPTION = click.option(
+    "--store",
+    "store",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Store file (default: TFPERF_STORE, else the user data dir).",
+)
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to ``group``."""
+    """Add ``history`` and ``report`` to ``group``."""
+
+    @group.command("history")
+    @_STORE_OPTION
+    @click.option("--limit", type=int, default=50, show_default=True, help="Runs to list.")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    @click.argument("run", required=False)
+    def history_cmd(store: str | None, limit: int, as_json: bool, run: str | None) -> None:
+        """List the recorded runs, or the trials of RUN (an id or 'latest')."""
+        doc = history(store=store, limit=limit, run=run)
+        if as_json:
+            from tfperf.output import emit_json
+
+            emit_json(doc)
+        else:
+            _print_history(doc)
+
+    @group.command("report")
+    @click.argument("run")
+    @_STORE_OPTION
+    @click.option(
+        "--html",
+        "html_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write a self-contained HTML report with plots to this file.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    def report_cmd(run: str, store: str | None, html_path: str | None, as_json: bool) -> None:
+        """Show the results of RUN (an id or 'latest'): latency, speedups, verdicts, warnings."""
+        doc = report(run=run, store=store, html=html_path)
+        if as_json:
+            from tfperf.output import emit_json
+
+            emit_json(doc)
+        else:
+            _print_report(doc)
