@@ -1,0 +1,427 @@
+"""Measure one workload in the current environment (the baseline) and in candidate builds.
+
+Contract of :func:`compare_builds`:
+
+- Each candidate SPEC gets its environment from :func:`tfperf.builds.envs.ensure_env`; one that
+  cannot be installed is reported as ``{"spec", "status": "failed", "reason"}`` (one line on
+  stderr as it happens) and the others go on. None installable -> :class:`UserError`.
+- One worker per environment (``python`` of that environment), started one after the other;
+  then interleaved rounds of one block each, order rotated every round
+  (:mod:`tfperf.measure`'s round loop), until ``min_rounds`` and the time budget or the
+  precision target. Speedups are :func:`tfperf.stats.paired_speedup` of the baseline's block
+  medians over each candidate's (>1: the candidate is faster), with a 95% interval.
+- A worker must report the TensorFlow version its environment installed; one that imported
+  another (packages leaking in from the parent) is a failed trial, never a wrong figure.
+- Models reach every environment as a SavedModel: a ``.keras``/``.h5`` file is exported once in
+  the baseline environment (:mod:`tfperf.builds.export`); SavedModel folders, ``.tflite`` files
+  and built-in workloads are handed over as they are (the built-ins support Keras 2 and 3).
+- Outputs of one call are compared with the baseline's (:func:`tfperf.accuracy.compare_outputs`)
+  and a candidate beyond the default tolerance is marked ``rejected``.
+- Everything is recorded in the store as a run of kind ``builds`` (trials, every block, the
+  comparisons), so :mod:`tfperf.builds.explain` and the reports can quote it.
+
+Returns a JSON-able dict (see ``docs/builds.md``). Never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tfperf.builds.envs import CandidateEnv, CandidateError, ensure_env
+from tfperf.errors import UserError
+
+KIND = "builds"
+"""Store run kind of a builds comparison."""
+
+
+def resolve_workload(
+    workload: str | None, model: str | None, size: str, batch: int, tmp: Path
+) -> dict[str, Any]:
+    """The workload dict every environment receives (models as SavedModel, see above)."""
+    if workload is not None:
+        from tfperf.workloads import builtin_workload
+
+        return builtin_workload(workload, size, batch)
+    assert model is not None
+    path = Path(model).expanduser().resolve()
+    if not path.exists():
+        raise UserError(f"{model} does not exist; pass a .keras file or a SavedModel folder.")
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise UserError(f"{model} is a folder without saved_model.pb; pass a SavedModel.")
+        fmt = "savedmodel"
+    elif path.suffix in (".keras", ".h5"):
+        path = export_savedmodel(path, tmp / "savedmodel")
+        fmt = "savedmodel"
+    elif path.suffix == ".tflite":
+        fmt = "tflite"
+    else:
+        raise UserError(f"{model} is not a .keras, .h5, .tflite file or SavedModel folder.")
+    return {
+        "kind": "model",
+        "path": str(path),
+        "format": fmt,
+        "inputs": None,
+        "unsafe": False,
+        "batch": int(batch),
+    }
+
+
+def export_savedmodel(src: Path, dst: Path, python: str = sys.executable) -> Path:
+    """Export a Keras model file to a SavedModel in a subprocess of the baseline environment."""
+    proc = subprocess.run(
+        [python, "-m", "tfperf.builds.export", str(src), str(dst)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0 or not (dst / "saved_model.pb").is_file():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(
+            f"{src} could not be exported as a SavedModel ({last}); "
+            "export it yourself and pass the folder."
+        )
+    return dst
+
+
+def prepare_candidates(
+    specs: list[str], log: Any = None
+) -> tuple[list[CandidateEnv], list[dict[str, Any]]]:
+    """Ready environments, and one failure record per spec that could not be installed."""
+    from tfperf.output import err_console
+
+    ready: list[CandidateEnv] = []
+    failed: list[dict[str, Any]] = []
+    for spec in specs:
+        try:
+            ready.append(ensure_env(spec, log=log))
+        except CandidateError as exc:
+            err_console().print(f"[red]candidate failed:[/] {exc}", soft_wrap=True, markup=True)
+            failed.append({"spec": spec, "status": "failed", "reason": exc.reason})
+    return ready, failed
+
+
+def _tf_version(versions: dict[str, str]) -> str | None:
+    from tfperf.builds.envs import TF_DISTRIBUTIONS
+
+    for name in TF_DISTRIBUTIONS:
+        if name in versions and name != "intel-extension-for-tensorflow":
+            return versions[name]
+    return None
+
+
+def compare_builds(
+    candidates: list[str],
+    workload: str | None = None,
+    model: str | None = None,
+    size: str = "standard",
+    batch: int = 1,
+    budget_s: float = 30.0,
+    min_rounds: int = 8,
+    store: str | None = None,
+    progress: bool = True,
+    blocks: int | None = None,
+    calls: int | None = None,
+) -> dict[str, Any]:
+    """Compare the current environment with each candidate build; see the module docstring.
+
+    ``blocks`` overrides ``min_rounds``; ``calls`` fixes the calls per block (otherwise about
+    ``budget_s / 40`` seconds' worth per block).
+    """
+    from tfperf import measure
+    from tfperf.config import Config
+
+    if not candidates:
+        raise UserError("give at least one --candidate (a pip requirement or a wheel path).")
+    with tempfile.TemporaryDirectory(prefix="tfperf-builds-") as tmp:
+        wl = resolve_workload(workload, model, size, batch, Path(tmp))
+        envs, failed = prepare_candidates(candidates)
+        if not envs:
+            reasons = "; ".join(f"{f['spec']}: {f['reason']}" for f in failed)
+            raise UserError(f"no candidate could be installed ({reasons}); fix the specs.")
+        settings = measure.Settings(budget_s=budget_s, min_rounds=blocks or min_rounds)
+        trials = _trials(envs, Config, measure)
+        listener = _Recorder(store, wl, candidates, settings, progress)
+        try:
+            for trial, python, expected in trials:
+                _start(trial, wl, settings, listener, python, expected, measure)
+            for trial, _, _ in trials:
+                if trial.alive:
+                    trial.calls_per_block = calls or measure._calls_for(
+                        trial, settings.block_seconds(len(trials))
+                    )
+            rounds, stopped, steady_s = measure._rounds(
+                [t for t, _, _ in trials], settings, listener
+            )
+            accuracy = _check_outputs([t for t, _, _ in trials], Path(tmp))
+        finally:
+            for trial, _, _ in trials:
+                if trial.worker is not None:
+                    trial.worker.close()
+                if trial.status == "running":
+                    trial.status = "ok"
+        result = _result(wl, trials, envs, failed, accuracy, rounds, stopped, steady_s)
+        listener.finish(result)
+        return result
+
+
+def _trials(envs: list[CandidateEnv], config_cls: Any, measure: Any) -> list[tuple[Any, str, Any]]:
+    """(Trial, python, expected TF version) for the baseline and each candidate."""
+    out = [
+        (
+            measure.Trial(0, config_cls(), measure.BASELINE, "current environment"),
+            sys.executable,
+            None,
+        )
+    ]
+    for i, env in enumerate(envs, start=1):
+        trial = measure.Trial(i, config_cls(), measure.CANDIDATE, env.label)
+        out.append((trial, str(env.python), _tf_version(env.versions)))
+    return out
+
+
+def _start(
+    trial: Any,
+    wl: dict,
+    settings: Any,
+    listener: Any,
+    python: str,
+    expected_tf: str | None,
+    measure: Any,
+) -> None:
+    """Start one worker with ``python``; check it runs the TensorFlow its environment holds."""
+    from tfperf.workerproc import Worker, WorkerFailed
+
+    listener.trial(trial, "starting")
+    worker = Worker(
+        wl,
+        trial.config,
+        python=python,
+        timeout_s=settings.timeout_s,
+        init_timeout_s=settings.init_timeout_s,
+        warmup={"min_calls": settings.warmup_min_calls, "max_seconds": settings.warmup_max_s},
+    )
+    trial.worker = worker
+    try:
+        worker.start()
+        ready = worker.wait_ready()
+    except WorkerFailed as exc:
+        trial.fail(exc)
+        listener.trial(trial, "failed")
+        return
+    got = (ready.get("install") or {}).get("tf_version")
+    if expected_tf is not None and got is not None and not _same_release(got, expected_tf):
+        trial.fail(
+            WorkerFailed(
+                f"worker imported TensorFlow {got}, not the candidate's {expected_tf}; the "
+                "parent's packages are on the worker's path (install tfperf from source)",
+                kind="wrong-tensorflow",
+            )
+        )
+        listener.trial(trial, "failed")
+        return
+    trial.status = "running"
+    trial.ready = ready
+    trial.warmup_s = list(ready["warmup"]["samples_s"])
+    trial.cold_start_s = ready.get("startup_s")
+    listener.trial(trial, "ready")
+    listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
+
+
+def _same_release(got: str, expected: str) -> bool:
+    """``2.20.0`` matches ``2.20.0``; nightlies (``2.21.0-dev2025..``) match by prefix."""
+    return got == expected or got.split("-")[0] == expected.split(".dev")[0].split("-")[0]
+
+
+def _check_outputs(trials: list[Any], tmp: Path) -> dict[int, dict[str, Any]]:
+    """Each live candidate's outputs against the baseline's, with the default tolerance."""
+    from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs, load_outputs
+    from tfperf.workerproc import WorkerFailed
+
+    base = trials[0]
+    if not base.alive:
+        return {}
+    try:
+        ref = load_outputs(base.worker.outputs(tmp / "out-0.npz"))
+    except WorkerFailed as exc:
+        base.fail(exc)
+        return {}
+    found: dict[int, dict[str, Any]] = {}
+    for trial in trials[1:]:
+        if not trial.alive:
+            continue
+        try:
+            cand = load_outputs(trial.worker.outputs(tmp / f"out-{trial.index}.npz"))
+        except WorkerFailed as exc:
+            trial.fail(exc)
+            continue
+        errors = compare_outputs(ref, cand)
+        accepted, reason = DEFAULT_TOLERANCE.check(errors)
+        found[trial.index] = {**errors, "accepted": accepted, "reason": reason}
+    return found
+
+
+def _result(
+    wl: dict,
+    trials: list[tuple[Any, str, Any]],
+    envs: list[CandidateEnv],
+    failed: list[dict[str, Any]],
+    accuracy: dict[int, dict[str, Any]],
+    rounds: int,
+    stopped: str,
+    steady_s: float,
+) -> dict[str, Any]:
+    from tfperf import stats
+
+    batch = int(wl.get("batch", 1))
+    base = trials[0][0]
+    rows = []
+    for trial, python, _ in trials:
+        env = envs[trial.index - 1] if trial.index else None
+        row: dict[str, Any] = {
+            "label": trial.label,
+            "role": trial.role,
+            "spec": env.spec if env else None,
+            "python": python,
+            "env": str(env.path) if env else None,
+            "versions": env.versions if env else {},
+            "tf_version": (trial.ready.get("install") or {}).get("tf_version"),
+            "status": trial.status,
+            "error": trial.error,
+            "summary": stats.summarize(trial.samples_s, batch) if trial.samples_s else None,
+            "cold_start_s": trial.cold_start_s,
+            "speedup": None,
+            "accuracy": accuracy.get(trial.index),
+        }
+        if trial.index and trial.samples_s and base.samples_s:
+            paired = sorted(set(base.blocks) & set(trial.blocks))
+            row["speedup"] = stats.paired_speedup(
+                base.block_medians(paired), trial.block_medians(paired)
+            )
+        acc = accuracy.get(trial.index)
+        if acc is not None and not acc["accepted"]:
+            row["status"] = "rejected"
+        rows.append(row)
+    return {
+        "kind": KIND,
+        "workload": wl,
+        "rounds": rounds,
+        "stopped": stopped,
+        "steady_s": steady_s,
+        "results": rows,
+        "failed_candidates": failed,
+    }
+
+
+class _Recorder:
+    """measure.Listener that writes to the store and shows progress on stderr."""
+
+    def __init__(
+        self, store: str | None, wl: dict, specs: list[str], settings: Any, progress: bool
+    ) -> None:
+        from tfperf.machine import collect_machine
+        from tfperf.paths import resolve_store_path
+        from tfperf.store import Store
+
+        self.store = Store.open(resolve_store_path(store))
+        self.run_id = self.store.new_run(
+            KIND,
+            "tfperf builds compare " + " ".join(f"--candidate {s}" for s in specs),
+            wl,
+            collect_machine(),
+            {"budget_s": settings.budget_s, "min_rounds": settings.min_rounds},
+        )
+        self.trial_ids: dict[int, int] = {}
+        self.progress = progress
+
+    def _say(self, text: str) -> None:
+        if self.progress:
+            from tfperf.output import err_console
+
+            err_console().print(text, soft_wrap=True, markup=False, highlight=False)
+
+    def trial(self, trial: Any, event: str) -> None:
+        if trial.index not in self.trial_ids:
+            self.trial_ids[trial.index] = self.store.new_trial(
+                self.run_id, trial.label, trial.config.to_dict(), trial.role
+            )
+        reason = f": {trial.error['reason']}" if event == "failed" and trial.error else ""
+        self._say(f"{trial.label}: {event}{reason}")
+
+    def block(self, trial: Any, samples_s: list[float], phase: str, info: dict) -> None:
+        self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
+
+    def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
+        self._say(f"round {done} ({elapsed_s:.0f}/{budget_s:.0f} s)")
+
+    def finish(self, result: dict[str, Any]) -> None:
+        for row, tid in zip(result["results"], sorted(self.trial_ids.values()), strict=False):
+            status = "failed" if row["status"] == "failed" else row["status"]
+            info = {k: row[k] for k in ("summary", "tf_version", "versions", "spec", "accuracy")}
+            self.store.finish_trial(
+                tid, status if status in ("ok", "failed", "rejected") else "ok", info, row["error"]
+            )
+            if row["speedup"] is not None:
+                self.store.add_comparison(self.run_id, self.trial_ids[0], tid, row["speedup"])
+        self.store.finish_run(
+            self.run_id,
+            "ok",
+            {
+                "rounds": result["rounds"],
+                "stopped": result["stopped"],
+                "failed_candidates": result["failed_candidates"],
+            },
+        )
+        result["run_id"] = self.run_id
+        result["store"] = str(self.store.path)
+        self.store.close()
+
+
+def render_compare(result: dict[str, Any]) -> None:
+    """Print the side-by-side table (people's view of :func:`compare_builds`)."""
+    from rich.table import Table
+
+    from tfperf.output import console
+
+    table = Table(
+        title=f"builds compare, {result['rounds']} interleaved rounds "
+        f"(stopped: {result['stopped']})"
+    )
+    for col in (
+        "environment",
+        "TensorFlow",
+        "median ms",
+        "speedup vs current [95% CI]",
+        "verdict",
+        "status",
+    ):
+        table.add_column(col)
+    for row in result["results"]:
+        s = row["summary"] or {}
+        med = (s.get("latency_ms") or {}).get("p50")
+        sp = row["speedup"]
+        if sp and sp["median"] is not None:
+            low, high = sp["ci95"]
+            speed = f"{sp['median']:.3f}x [{low:.3f}, {high:.3f}]"
+            verdict = sp["verdict"]
+        else:
+            speed, verdict = ("1 (baseline)" if row["role"] == "baseline" else "-"), ""
+        status = row["status"]
+        if row["error"]:
+            status += f": {row['error']['reason']}"
+        table.add_row(
+            row["label"],
+            str(row["tf_version"] or "-"),
+            f"{med:.3f}" if isinstance(med, (int, float)) else "-",
+            speed,
+            verdict,
+            status,
+        )
+    for f in result["failed_candidates"]:
+        table.add_row(f["spec"], "-", "-", "-", "", f"not installed: {f['reason']}")
+    console().print(table)
+    console().print(f"stored as run {result.get('run_id')} in {result.get('store')}")
