@@ -1,0 +1,420 @@
+"""Worker side: turn a loaded model into a variant (another runtime or precision) and time it.
+
+Contract
+--------
+
+:func:`prepare_variant` ``(loaded, config) -> Prepared`` is called by
+:func:`tfperf.prepare.prepare` for every config whose ``runtime`` is not ``"tf"`` or whose
+``precision`` is not ``"fp32"``. ``loaded`` is a :class:`tfperf.prepare.Loaded`.
+
+- ``runtime="litert"`` / ``"litert-dynint8"`` / ``"litert-fp16"`` / ``"litert-int8"``: the model
+  is converted with ``tf.lite.TFLiteConverter`` (fp32; dynamic-range int8 weights; fp16
+  weights; full int8 calibrated on the sample inputs, float inputs and outputs kept) and run
+  by LiteRT with ``litert_threads`` threads. Converter traps are worked around in this order:
+  the Keras model or SavedModel as is (dynamic batch); a concrete function with the sample
+  inputs' fixed shapes (an LSTM's tensor lists only lower with a static batch); TensorFlow ops
+  inside LiteRT (``SELECT_TF_OPS``), which needs an interpreter with the flex delegate. What was
+  done is said in ``Prepared.notes``.
+- ``runtime="openvino-f32"`` / ``"openvino-bf16"``: ``openvino.convert_model`` and a CPU
+  compiled model with that inference precision (and ``litert_threads`` as its thread count when
+  given). Raises :class:`ConversionError` ("not installed") without the ``openvino`` package.
+- ``runtime="tf"`` with ``precision="bf16"``: a Keras model is cloned under the
+  ``mixed_bfloat16`` policy with the same weights; any other model gets TensorFlow's
+  ``auto_mixed_precision_onednn_bfloat16`` graph rewrite. Only where the CPU has AVX512_BF16 or
+  AMX. ``precision="mixed_float16"`` needs a GPU.
+
+Every converted model file is written under the cache directory (one folder per model, inputs
+and variant) with ``run_model.py``, a snippet that loads and runs it; ``Prepared.notes`` holds
+``ARTIFACT_NOTE + path`` so that the parent can find it (:func:`artifact_from_notes`). A variant
+that cannot be built raises :class:`ConversionError` with one sentence (the worker reports it
+as the trial's error). TensorFlow is imported inside functions only: the parent may import this
+module for its constants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ARTIFACT_NOTE = "converted model: "
+"""Prefix of the note that names the converted model file of a variant."""
+
+LITERT_RUNTIMES = ("litert", "litert-dynint8", "litert-fp16", "litert-int8")
+OPENVINO_RUNTIMES = ("openvino-f32", "openvino-bf16")
+RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
+PRECISIONS = ("fp32", "bf16", "mixed_float16")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+class ConversionError(RuntimeError):
+    """A variant could not be built; ``str(err)`` is one sentence saying why."""
+
+
+# ----------------------------------------------------------------------------- helpers
+def cpu_has_bf16(flags: Sequence[str] | None = None) -> bool:
+    """Whether the CPU runs bf16 natively (AVX512_BF16 or AMX); reads /proc/cpuinfo by default."""
+    if flags is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+        flags = next(
+            (
+                line.split(":", 1)[1].split()
+                for line in text.splitlines()
+                if line.startswith("flags")
+            ),
+            [],
+        )
+    return any(f in flags for f in BF16_FLAGS)
+
+
+def artifact_from_notes(notes: Sequence[str]) -> str | None:
+    """The converted model path recorded in a worker's notes, or ``None``."""
+    for note in notes:
+        if note.startswith(ARTIFACT_NOTE):
+            return note[len(ARTIFACT_NOTE) :]
+    return None
+
+
+def _inputs(loaded: Any) -> list:
+    import numpy as np
+
+    return [np.asarray(x) for x in loaded.inputs]
+
+
+def _digest(loaded: Any, runtime: str) -> str:
+    """A key for the converted file: weights, sample inputs, runtime (so a cache never lies)."""
+    import numpy as np
+
+    h = hashlib.sha256(runtime.encode())
+    h.update(str(getattr(loaded, "source_path", "") or "").encode())
+    for x in _inputs(loaded):
+        h.update(str((x.shape, x.dtype.str)).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    for w in getattr(loaded.model, "weights", None) or getattr(loaded.model, "variables", []):
+        h.update(np.ascontiguousarray(w.numpy()).tobytes())
+    return h.hexdigest()[:20]
+
+
+def _artifact_dir(loaded: Any, runtime: str) -> Path:
+    from tfperf.paths import cache_dir
+
+    path = cache_dir() / "converted" / f"{runtime}-{_digest(loaded, runtime)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _fixed_function(loaded: Any) -> Any:
+    """A ``tf.function`` over the model with the sample inputs' exact shapes and dtypes."""
+    import tensorflow as tf
+
+    model = loaded.model
+    inputs = _inputs(loaded)
+    names = list(getattr(loaded, "input_names", None) or [])
+    signature = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in inputs]
+    serving = (
+        getattr(model, "signatures", {}).get("serving_default") if _is_savedmodel(loaded) else None
+    )
+
+    def call(*args: Any) -> Any:
+        if serving is not None:
+            return serving(**dict(zip(names, args, strict=True)))
+        return model(list(args) if len(args) > 1 else args[0])
+
+    return tf.function(call, input_signature=signature).get_concrete_function()
+
+
+def _is_keras(loaded: Any) -> bool:
+    try:
+        import keras
+    except ImportError:  # pragma: no cover - keras ships with tensorflow
+        return False
+    return isinstance(loaded.model, keras.Model)
+
+
+def _is_savedmodel(loaded: Any) -> bool:
+    return getattr(loaded, "format", "") == "savedmodel"
+
+
+# ----------------------------------------------------------------------------- LiteRT
+def _quantize(converter: Any, runtime: str, inputs: list, notes: list[str]) -> None:
+    import tensorflow as tf
+
+    if runtime == "litert":
+        return
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if runtime == "litert-fp16":
+        converter.target_spec.supported_types = [tf.float16]
+    elif runtime == "litert-int8":
+        converter.representative_dataset = lambda: iter([list(inputs)])
+        ops = list(converter.target_spec.supported_ops or [])
+        converter.target_spec.supported_ops = [
+            tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+            *[op for op in ops if op == tf.lite.OpsSet.SELECT_TF_OPS],
+        ]
+        notes.append("full int8 calibrated on the sample inputs (float inputs and outputs kept)")
+
+
+def _converters(loaded: Any) -> list[tuple[str, Callable[[], Any]]]:
+    """Converter factories in the order they are tried, each with what it means."""
+    import tensorflow as tf
+
+    out: list[tuple[str, Callable[[], Any]]] = []
+    if _is_keras(loaded):
+        out.append(("", lambda: tf.lite.TFLiteConverter.from_keras_model(loaded.model)))
+    elif _is_savedmodel(loaded) and getattr(loaded, "source_path", None):
+        out.append(("", lambda: tf.lite.TFLiteConverter.from_saved_model(loaded.source_path)))
+    shapes = ", ".join(str(tuple(x.shape)) for x in _inputs(loaded))
+    out.append(
+        (
+            f"converted with a fixed input shape {shapes} (the dynamic batch would not convert)",
+            lambda: tf.lite.TFLiteConverter.from_concrete_functions([_fixed_function(loaded)]),
+        )
+    )
+    return out
+
+
+def _interpreter_ok(model_bytes: bytes) -> str | None:
+    """``None`` when LiteRT can allocate the model, else why not."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    try:
+        Interpreter(model_content=model_bytes).allocate_tensors()
+    except Exception as exc:
+        return str(exc).strip().splitlines()[-1][:300]
+    return None
+
+
+def convert_litert(loaded: Any, runtime: str, notes: list[str]) -> bytes:
+    """Convert ``loaded`` to a LiteRT flatbuffer for ``runtime``; notes say what was done.
+
+    Tries builtin ops first (dynamic batch, then fixed shape), then ``SELECT_TF_OPS``; raises
+    :class:`ConversionError` with the last reason when nothing converts into a runnable model.
+    """
+    import tensorflow as tf
+
+    inputs = _inputs(loaded)
+    reasons: list[str] = []
+    for select in (False, True):
+        for what, factory in _converters(loaded):
+            converter = factory()
+            if select:
+                converter.target_spec.supported_ops = [
+                    tf.lite.OpsSet.TFLITE_BUILTINS,
+                    tf.lite.OpsSet.SELECT_TF_OPS,
+                ]
+                converter._experimental_lower_tensor_list_ops = False
+            local: list[str] = []
+            _quantize(converter, runtime, inputs, local)
+            try:
+                model_bytes = converter.convert()
+            except Exception as exc:
+                reasons.append(_first_error(exc))
+                continue
+            problem = _interpreter_ok(model_bytes)
+            if problem is not None:
+                reasons.append(f"the converted model does not run in LiteRT: {problem}")
+                continue
+            notes.extend(n for n in (what,) if n)
+            if select:
+                notes.append("needs SELECT_TF_OPS (TensorFlow ops inside LiteRT)")
+            notes.extend(local)
+            return model_bytes
+    raise ConversionError(f"LiteRT conversion failed: {reasons[-1] if reasons else 'unknown'}")
+
+
+def _first_error(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if "error:" in ln]
+    text = lines[-1] if lines else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text.split("error:", 1)[-1].strip()[:300]
+
+
+_LITERT_SNIPPET = '''"""Load and run the converted model with LiteRT (pip install ai-edge-litert)."""
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+
+interpreter = Interpreter(model_path={path!r}, num_threads={threads})
+interpreter.allocate_tensors()
+inputs = {inputs}  # one array per input: shape, dtype
+for detail, (shape, dtype) in zip(interpreter.get_input_details(), inputs):
+    interpreter.set_tensor(detail["index"], np.zeros(shape, dtype))
+interpreter.invoke()
+outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+print([o.shape for o in outputs])
+'''
+
+
+def _write_artifact(folder: Path, name: str, data: bytes, snippet: str) -> Path:
+    path = folder / name
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    (folder / "run_model.py").write_text(snippet)
+    return path
+
+
+def _litert_variant(loaded: Any, config: dict) -> Any:
+    from tfperf.prepare import litert_prepared
+
+    runtime = config["runtime"]
+    threads = config.get("litert_threads")
+    folder = _artifact_dir(loaded, runtime)
+    path = folder / "model.tflite"
+    meta_path = folder / "notes.json"
+    if path.exists() and meta_path.exists():
+        notes = json.loads(meta_path.read_text())
+        notes.append("reused the converted model from the cache")
+    else:
+        notes = []
+        data = convert_litert(loaded, runtime, notes)
+        shapes = [(tuple(x.shape), x.dtype.name) for x in _inputs(loaded)]
+        snippet = _LITERT_SNIPPET.format(path=str(path), threads=threads, inputs=shapes)
+        _write_artifact(folder, "model.tflite", data, snippet)
+        meta_path.write_text(json.dumps(notes))
+    prepared = litert_prepared(str(path), _inputs(loaded), threads)
+    prepared.notes = [*prepared.notes, *notes, ARTIFACT_NOTE + str(path)]
+    prepared.flops_per_call = getattr(loaded, "flops", None)
+    prepared.flops_source = "analytic" if prepared.flops_per_call else "unknown"
+    return prepared
+
+
+# ----------------------------------------------------------------------------- OpenVINO
+def openvino_available() -> bool:
+    """Whether the ``openvino`` package can be imported (checked without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
+
+
+_OV_SNIPPET = '''"""Load and run the converted model with OpenVINO (pip install openvino)."""
+import numpy as np
+import openvino as ov
+
+compiled = ov.Core().compile_model({path!r}, "CPU", {properties!r})
+inputs = {inputs}  # one array per input: shape, dtype
+outputs = compiled([np.zeros(shape, dtype) for shape, dtype in inputs])
+print([o.shape for o in outputs.values()])
+'''
+
+
+def _openvino_variant(loaded: Any, config: dict) -> Any:
+    if not openvino_available():
+        raise ConversionError(
+            "OpenVINO is not installed; install it with pip install 'tfperf[openvino]'."
+        )
+    import openvino as ov
+
+    from tfperf.prepare import Prepared
+
+    runtime = config["runtime"]
+    inputs = _inputs(loaded)
+    notes: list[str] = []
+    try:
+        source = loaded.source_path if _is_savedmodel(loaded) else loaded.model
+        ov_model = ov.convert_model(source, example_input=inputs if len(inputs) > 1 else inputs[0])
+    except Exception as exc:
+        raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
+    properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
+    if config.get("litert_threads"):
+        properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
+    compiled = ov.Core().compile_model(ov_model, "CPU", properties)
+    request = compiled.create_infer_request()
+    folder = _artifact_dir(loaded, runtime)
+    xml = folder / "model.xml"
+    ov.save_model(ov_model, str(xml))
+    shapes = [(tuple(x.shape), x.dtype.name) for x in inputs]
+    (folder / "run_model.py").write_text(
+        _OV_SNIPPET.format(path=str(xml), properties=properties, inputs=shapes)
+    )
+    notes.append(f"OpenVINO CPU plugin, {properties}")
+
+    def call() -> None:
+        request.infer(inputs)
+
+    def outputs() -> list:
+        import numpy as np
+
+        result = request.infer(inputs)
+        return [np.asarray(v) for v in result.values()]
+
+    return Prepared(
+        call=call,
+        outputs=outputs,
+        batch=int(getattr(loaded, "batch", 1) or 1),
+        flops_per_call=getattr(loaded, "flops", None),
+        flops_source="analytic" if getattr(loaded, "flops", None) else "unknown",
+        extra={},
+        notes=[*notes, ARTIFACT_NOTE + str(xml)],
+    )
+
+
+# ----------------------------------------------------------------------------- precision
+def bf16_keras_clone(model: Any) -> Any:
+    """A clone of a Keras model under the ``mixed_bfloat16`` policy with the same weights."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        clone = keras.models.clone_model(model)
+    except Exception as exc:
+        raise ConversionError(
+            f"cannot clone the Keras model under a bf16 policy: {_first_error(exc)}"
+        ) from None
+    finally:
+        keras.config.set_dtype_policy(previous)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def _precision_variant(loaded: Any, config: dict) -> Any:
+    precision = config.get("precision") or "fp32"
+    if precision == "mixed_float16":
+        import tensorflow as tf
+
+        if not tf.config.list_physical_devices("GPU"):
+            raise ConversionError("mixed_float16 needs a GPU; this worker sees none.")
+        raise ConversionError("mixed_float16 is only tuned on GPU builds, which this one is not.")
+    if precision != "bf16":
+        raise ConversionError(f"unknown precision {precision!r}: use fp32 or bf16.")
+    if not cpu_has_bf16():
+        raise ConversionError("bf16 needs a CPU with AVX512_BF16 or AMX; this one has neither.")
+    from tfperf import prepare
+
+    if _is_keras(loaded):
+        model = bf16_keras_clone(loaded.model)
+        note = "Keras mixed_bfloat16 policy (model cloned, weights copied)"
+    else:
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
+        model = loaded.model
+        note = "TensorFlow graph rewrite auto_mixed_precision_onednn_bfloat16"
+    prepared = prepare.tf_prepared(loaded, model, jit_compile=config.get("xla") == "jit")
+    prepared.notes = [*prepared.notes, note]
+    return prepared
+
+
+# ----------------------------------------------------------------------------- entry point
+def prepare_variant(loaded: Any, config: dict) -> Any:
+    """Build the :class:`tfperf.prepare.Prepared` for a non-default runtime or precision."""
+    runtime = config.get("runtime") or "tf"
+    precision = config.get("precision") or "fp32"
+    if runtime not in RUNTIMES:
+        raise ConversionError(f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}.")
+    if runtime != "tf" and precision != "fp32":
+        raise ConversionError("precision applies to the TensorFlow runtime; use fp32 here.")
+    if runtime != "tf" and getattr(loaded, "train", False):
+        raise ConversionError("training workloads run in TensorFlow only.")
+    if runtime in LITERT_RUNTIMES:
+        if getattr(loaded, "format", "") == "tflite" and runtime != "litert":
+            raise ConversionError("a .tflite model cannot be converted again; use runtime=litert.")
+        return _litert_variant(loaded, config)
+    if runtime in OPENVINO_RUNTIMES:
+        return _openvino_variant(loaded, config)
+    return _precision_variant(loaded, config)

@@ -1,0 +1,243 @@
+"""Search the configuration space from the default outward, one significance-tested step at a time.
+
+Contract
+--------
+
+The search never measures anything itself. It asks an *evaluate* function
+``evaluate(config, incumbent, timeout_s) -> Outcome`` to try one config (a dict of the knobs
+that differ from the default, see :mod:`tfperf.space`) measured side by side with the default
+and with the current incumbent. An :class:`Outcome` says whether the candidate was
+``"measured"``, ``"rejected"`` (its outputs are beyond the accuracy tolerance) or ``"failed"``
+(conversion failed, the worker crashed, the time budget ran out), and carries
+``speedup`` (vs the default) and ``vs_incumbent`` — :func:`tfperf.stats.paired_speedup`
+results.
+
+A candidate becomes the new incumbent only when it is *measured* and its ``vs_incumbent``
+verdict is ``"faster"`` (significant and above the size threshold); among several such
+candidates for one knob the one with the highest median wins. Strategies:
+
+- ``"staged"`` (default): coordinate search — visit each knob in :data:`tfperf.space.KNOBS`
+  order (runtime first), try every other value of it on top of the incumbent, take the best
+  significant step; repeat the sweep until a sweep changes nothing (at most ``sweeps`` times).
+- ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
+  proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
+  rejected candidates are told to Optuna as failed trials.
+
+Budgets: ``max_trials`` counts evaluated candidates (resumed ones included); ``budget_s``
+bounds the wall-clock time of this search: no new candidate starts after it, and each
+candidate's ``timeout_s`` is the time left. ``cache`` holds outcomes from an earlier,
+interrupted search (keyed by :func:`cache_key`: candidate and incumbent labels); they are
+reused instead of measured again, so a resumed search replays to the same point and continues.
+``on_outcome`` is called with every new outcome (the tune stores it at once).
+
+:meth:`Search.run` returns a :class:`SearchResult`: the incumbent (``{}`` = keep the default),
+every outcome in order, and why the search stopped. The final confirmation round belongs to the
+caller (:mod:`tfperf.tune`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tfperf.space import Space, label, normalize
+
+STRATEGIES = ("staged", "optuna")
+MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
+
+
+@dataclass
+class Outcome:
+    """What trying one candidate produced."""
+
+    config: dict
+    status: str
+    reason: str = ""
+    speedup: dict | None = None
+    """``paired_speedup`` of the candidate over the default."""
+    vs_incumbent: dict | None = None
+    """``paired_speedup`` of the candidate over the incumbent it was measured against."""
+    incumbent: dict = field(default_factory=dict)
+    accuracy: dict | None = None
+    time_ms: float | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The candidate's config label."""
+        return label(self.config)
+
+    def beats_incumbent(self) -> bool:
+        """Measured and significantly faster than its incumbent."""
+        return (
+            self.status == MEASURED
+            and bool(self.vs_incumbent)
+            and (self.vs_incumbent.get("verdict") == "faster")
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-able record (``label`` included)."""
+        return {"label": self.label, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
+        """Rebuild from :meth:`to_dict` output."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+Evaluate = Callable[[dict, dict, "float | None"], Outcome]
+
+
+def cache_key(config: Mapping[str, Any], incumbent: Mapping[str, Any]) -> str:
+    """The key of one evaluation: candidate label and the incumbent it was measured against."""
+    return f"{label(config)}|vs|{label(incumbent)}"
+
+
+@dataclass
+class SearchResult:
+    """The end of a search."""
+
+    incumbent: dict
+    outcomes: list[Outcome]
+    stopped: str
+    """``"converged"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
+
+
+class _Stop(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class Search:
+    """One search over ``space`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        space: Space,
+        evaluate: Evaluate,
+        *,
+        max_trials: int | None = None,
+        budget_s: float | None = None,
+        cache: Mapping[str, Outcome] | None = None,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sweeps: int = 3,
+        seed: int = 0,
+    ) -> None:
+        self.space = space
+        self.evaluate = evaluate
+        self.max_trials = max_trials
+        self.budget_s = budget_s
+        self.cache = dict(cache or {})
+        self.on_outcome = on_outcome
+        self.clock = clock
+        self.sweeps = sweeps
+        self.seed = seed
+        self.incumbent: dict = {}
+        self.outcomes: list[Outcome] = []
+        self._start = clock()
+
+    # ------------------------------------------------------------------ one evaluation
+    def time_left(self) -> float | None:
+        """Seconds left in the budget (``None`` = no budget)."""
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (self.clock() - self._start)
+
+    def _try(self, config: dict) -> Outcome:
+        config = normalize(config)
+        key = cache_key(config, self.incumbent)
+        if key in self.cache:
+            outcome = self.cache.pop(key)
+        else:
+            if self.max_trials is not None and len(self.outcomes) >= self.max_trials:
+                raise _Stop("max-trials")
+            left = self.time_left()
+            if left is not None and left <= 0:
+                raise _Stop("budget")
+            outcome = self.evaluate(config, dict(self.incumbent), left)
+            if self.on_outcome is not None:
+                self.on_outcome(outcome)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def _step(self, candidates: list[Outcome]) -> bool:
+        """Move the incumbent to the best significant improvement among ``candidates``."""
+        better = [o for o in candidates if o.beats_incumbent()]
+        if not better:
+            return False
+        best = max(better, key=lambda o: o.vs_incumbent["median"])
+        self.incumbent = normalize(best.config)
+        return True
+
+    # ------------------------------------------------------------------ strategies
+    def run(self, strategy: str = "staged", max_proposals: int | None = None) -> SearchResult:
+        """Run ``strategy`` until converged, out of trials, or out of time."""
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}")
+        try:
+            if strategy == "staged":
+                stopped = self._staged()
+            else:
+                stopped = self._optuna(max_proposals)
+        except _Stop as stop:
+            stopped = stop.why
+        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
+
+    def _staged(self) -> str:
+        for _ in range(self.sweeps):
+            changed = False
+            for knob in self.space.knobs():
+                tried = [self._try(c) for c in self.space.neighbours(self.incumbent, knob)]
+                changed |= self._step(tried)
+            if not changed:
+                return "converged"
+        return "converged"
+
+    def _optuna(self, max_proposals: int | None) -> str:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        points = {label(p) for p in self.space.points()}
+        seen: set[str] = set()
+        limit = max_proposals or 20 * max(1, len(points))
+        for _ in range(limit):
+            if seen >= points:
+                return "exhausted"
+            trial = study.ask()
+            config = self._suggest(trial)
+            name = label(config)
+            if name in seen or name == "default":
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                seen.add(name)
+                continue
+            seen.add(name)
+            outcome = self._try(config)
+            self._step([outcome])
+            if outcome.status == MEASURED and outcome.speedup and outcome.speedup.get("median"):
+                study.tell(trial, math.log(outcome.speedup["median"]))
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return "exhausted"
+
+    def _suggest(self, trial: Any) -> dict:
+        """A config proposed by ``trial``: the runtime first, then the knobs it allows."""
+        values = self.space.values
+        runtimes = list(values.get("runtime", ("tf",)))
+        config: dict = {"runtime": trial.suggest_categorical("runtime", runtimes)}
+        for knob in self.space.knobs():
+            if knob == "runtime" or not self.space.applicable(knob, config):
+                continue
+            choices = list(values[knob])
+            index = trial.suggest_categorical(
+                f"{knob}@{config['runtime']}", list(range(len(choices)))
+            )
+            config[knob] = choices[index]
+        return normalize(config)

@@ -1,0 +1,331 @@
+"""The knobs tune can turn, how each is applied and adopted, and the pruned configuration space.
+
+Contract
+--------
+
+- :data:`KNOBS` describes every knob: its name (a key of the config dict of
+  ``docs/ARCHITECTURE.md``), how it is applied (``"env"`` before the process starts, ``"call"``
+  before the first op, ``"model"`` a transformation of the model) and what adopting it takes
+  (``"env"``: environment only; ``"code"``: one line of code; ``"model"``: a converted model
+  file).
+- :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
+  this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
+  found, whether OpenVINO is importable, the model's format, training or inference. What cannot be tried is listed in
+  ``Space.unavailable`` with the reason (e.g. jemalloc missing and the package that installs
+  it, OpenVINO not installed).
+- Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
+  TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
+  thread count only for LiteRT and OpenVINO runtimes; the allocator everywhere.
+- A config here is a plain dict holding only the knobs that differ from the default
+  (``{}`` is the default); :func:`label` names it, :func:`adoption` says what adopting it takes.
+- :meth:`Space.points` enumerates every config of the pruned space (for an exhaustive
+  comparison); :meth:`Space.neighbours` gives the one-knob changes of a config (for the
+  coordinate search).
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfperf.convert import LITERT_RUNTIMES, OPENVINO_RUNTIMES
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One dimension of the configuration space."""
+
+    name: str
+    applied: str
+    """``"env"`` (before start), ``"call"`` (before the first op) or ``"model"``."""
+    adoption: str
+    """``"env"``, ``"code"`` (one line of code) or ``"model"`` (a converted model file)."""
+    default: Any
+    runtimes: tuple[str, ...]
+    """The runtimes it acts on."""
+    help: str
+
+
+TF_ONLY = ("tf",)
+INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
+ALL_RUNTIMES = ("tf", *INTERPRETERS)
+
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "runtime",
+            "model",
+            "model",
+            "tf",
+            ALL_RUNTIMES,
+            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
+        ),
+        Knob(
+            "precision",
+            "model",
+            "code",
+            "fp32",
+            TF_ONLY,
+            "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
+        ),
+        Knob(
+            "xla",
+            "model",
+            "code",
+            "off",
+            TF_ONLY,
+            "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
+        ),
+        Knob("onednn", "env", "env", None, TF_ONLY, "oneDNN kernels (TF_ENABLE_ONEDNN_OPTS)"),
+        Knob(
+            "intra_threads",
+            "call",
+            "env",
+            None,
+            TF_ONLY,
+            "threads inside one op (TF_NUM_INTRAOP_THREADS)",
+        ),
+        Knob(
+            "inter_threads",
+            "call",
+            "env",
+            None,
+            TF_ONLY,
+            "ops run side by side (TF_NUM_INTEROP_THREADS)",
+        ),
+        Knob(
+            "litert_threads", "model", "model", None, INTERPRETERS, "the interpreter's thread count"
+        ),
+        Knob(
+            "allocator",
+            "env",
+            "env",
+            "system",
+            ALL_RUNTIMES,
+            "malloc implementation via LD_PRELOAD",
+        ),
+    )
+}
+"""Every knob tune knows, in the order the coordinate search visits them."""
+
+ADOPTION_ORDER = ("env", "code", "model")
+ADOPTION_TEXT = {"env": "env only", "code": "one line of code", "model": "converted model file"}
+
+
+@dataclass(frozen=True)
+class SpaceFacts:
+    """Plain facts that decide which values are worth trying."""
+
+    cores: int = 1
+    bf16: bool = False
+    allocators: Mapping[str, str | None] = field(default_factory=dict)
+    """Allocator name -> library path, or ``None`` when not installed."""
+    allocator_packages: Mapping[str, str] = field(default_factory=dict)
+    openvino: bool = False
+    model_format: str = "builtin"
+    train: bool = False
+    gpu: bool = False
+    runtimes: tuple[str, ...] | None = None
+    """Restrict the runtimes tried (``None`` = every runtime that applies)."""
+
+
+@dataclass
+class Space:
+    """The values to try for each knob (the first value is the default)."""
+
+    values: dict[str, tuple[Any, ...]]
+    unavailable: list[dict] = field(default_factory=list)
+
+    def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
+        """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
+        runtime = config.get("runtime", "tf")
+        return runtime in KNOBS[knob].runtimes and len(self.values.get(knob, ())) > 1
+
+    def knobs(self) -> list[str]:
+        """The knobs with something to try, in search order."""
+        return [k for k in KNOBS if len(self.values.get(k, ())) > 1]
+
+    def neighbours(self, config: Mapping[str, Any], knob: str) -> list[dict]:
+        """Configs that differ from ``config`` in ``knob`` only (applicable values)."""
+        if not self.applicable(knob, config):
+            return []
+        current = config.get(knob, KNOBS[knob].default)
+        return [normalize({**config, knob: v}) for v in self.values[knob] if v != current]
+
+    def points(self) -> list[dict]:
+        """Every config of the pruned space, the default first."""
+        seen: dict[str, dict] = {}
+        for runtime in self.values.get("runtime", ("tf",)):
+            names = [
+                k
+                for k in self.knobs()
+                if k != "runtime" and self.applicable(k, {"runtime": runtime})
+            ]
+            for combo in itertools.product(*(self.values[k] for k in names)):
+                config = normalize({"runtime": runtime, **dict(zip(names, combo, strict=True))})
+                seen.setdefault(label(config), config)
+        return list(seen.values())
+
+    def size(self) -> int:
+        """How many configs :meth:`points` holds."""
+        return len(self.points())
+
+
+def normalize(config: Mapping[str, Any]) -> dict:
+    """Drop knobs at their default value and knobs that do not apply to the runtime."""
+    runtime = config.get("runtime", "tf")
+    out = {}
+    for name, knob in KNOBS.items():
+        if name not in config or config[name] == knob.default:
+            continue
+        if runtime in knob.runtimes:
+            out[name] = config[name]
+    return out
+
+
+def label(config: Mapping[str, Any]) -> str:
+    """A short stable name: ``"default"`` or ``"runtime=litert,litert_threads=1"``."""
+    config = normalize(config)
+    if not config:
+        return "default"
+    return ",".join(f"{k}={_show(config[k])}" for k in KNOBS if k in config)
+
+
+def _show(value: Any) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
+
+
+def adoption(config: Mapping[str, Any]) -> str:
+    """What adopting ``config`` takes: ``"env"``, ``"code"`` or ``"model"`` (the hardest part)."""
+    needs = ["env"]
+    for name, value in normalize(config).items():
+        kind = KNOBS[name].adoption
+        if name == "xla" and value == "auto":
+            kind = "env"
+        needs.append(kind)
+    return max(needs, key=ADOPTION_ORDER.index)
+
+
+def to_config_dict(config: Mapping[str, Any]) -> dict:
+    """The full config dict of ``docs/ARCHITECTURE.md`` (every knob, ``env`` empty)."""
+    out = {name: knob.default for name, knob in KNOBS.items()}
+    out.update(normalize(config))
+    out["env"] = {}
+    return out
+
+
+def _thread_values(cores: int) -> tuple[int | None, ...]:
+    """``None`` (the default: every core), 1, and half the cores on larger machines."""
+    values: list[int | None] = [None, 1]
+    if cores >= 4:
+        values.append(cores // 2)
+    return tuple(values)
+
+
+def build_space(facts: SpaceFacts) -> Space:
+    """The pruned space for one workload on one machine (see the module docstring)."""
+    unavailable: list[dict] = []
+    threads = _thread_values(max(1, facts.cores))
+    allocators: list[str] = ["system"]
+    for name in ("tcmalloc", "jemalloc"):
+        if facts.allocators.get(name):
+            allocators.append(name)
+        else:
+            package = facts.allocator_packages.get(name, name)
+            unavailable.append(
+                {
+                    "knob": "allocator",
+                    "value": name,
+                    "reason": f"not installed (apt-get install {package})",
+                }
+            )
+    runtimes: list[str] = ["tf"]
+    if facts.model_format == "tflite":
+        runtimes = ["litert"]
+    elif facts.train:
+        unavailable.append(
+            {
+                "knob": "runtime",
+                "value": "litert/openvino",
+                "reason": "training steps run in TensorFlow only",
+            }
+        )
+    else:
+        runtimes += list(LITERT_RUNTIMES)
+        if facts.openvino:
+            runtimes += list(OPENVINO_RUNTIMES)
+        else:
+            unavailable.extend(
+                {
+                    "knob": "runtime",
+                    "value": r,
+                    "reason": "not installed (pip install 'tfperf[openvino]')",
+                }
+                for r in OPENVINO_RUNTIMES
+            )
+    if facts.runtimes is not None:
+        runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
+    precisions: list[str] = ["fp32"]
+    if facts.bf16 and facts.model_format != "tflite":
+        precisions.append("bf16")
+    else:
+        unavailable.append(
+            {
+                "knob": "precision",
+                "value": "bf16",
+                "reason": "the CPU has neither AVX512_BF16 nor AMX",
+            }
+        )
+    if facts.gpu:
+        precisions.append("mixed_float16")
+    xla = ("off", "jit") if facts.train else ("off", "jit", "auto")
+    values: dict[str, tuple[Any, ...]] = {
+        "runtime": tuple(runtimes),
+        "precision": tuple(precisions),
+        "xla": xla if facts.model_format != "tflite" else ("off",),
+        "onednn": (None, False),
+        "intra_threads": threads,
+        "inter_threads": (None, 1) if facts.cores > 1 else (None,),
+        "litert_threads": threads,
+        "allocator": tuple(allocators),
+    }
+    return Space(values=values, unavailable=unavailable)
+
+
+def machine_facts(
+    model_format: str = "builtin", train: bool = False, runtimes: tuple[str, ...] | None = None
+) -> SpaceFacts:
+    """:class:`SpaceFacts` for this machine (cheap: no TensorFlow, no OpenVINO import)."""
+    import os
+
+    from tfperf.allocators import ALLOCATOR_PACKAGES, available_allocators
+    from tfperf.convert import cpu_has_bf16, openvino_available
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return SpaceFacts(
+        cores=cores,
+        bf16=cpu_has_bf16(),
+        allocators=available_allocators(),
+        allocator_packages=ALLOCATOR_PACKAGES,
+        openvino=openvino_available(),
+        model_format=model_format,
+        train=train,
+        runtimes=runtimes,
+    )
+
+
+def iter_stages(space: Space) -> Iterator[str]:
+    """Knob names in the order the staged search visits them (runtime first)."""
+    yield from space.knobs()

@@ -1,0 +1,169 @@
+"""The search logic on a synthetic, seeded measurement function (no workers, no TensorFlow).
+
+Each config has a true time per call; a measurement draws noisy interleaved block times for the
+default, the incumbent and the candidate and feeds them to the real ``stats.paired_speedup``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tfperf.search import FAILED, MEASURED, Outcome, Search, cache_key
+from tfperf.space import SpaceFacts, build_space, label, normalize
+from tfperf.stats import paired_speedup
+
+FACTS = SpaceFacts(
+    cores=2,
+    bf16=True,
+    allocators={"tcmalloc": "/x/libtcmalloc.so", "jemalloc": None},
+    allocator_packages={"jemalloc": "libjemalloc2"},
+)
+
+# Multiplicative effects on a 10 ms default; everything not listed costs nothing.
+EFFECTS = {
+    ("runtime", "litert"): 0.30,
+    ("runtime", "litert-fp16"): 0.32,
+    ("runtime", "litert-dynint8"): 0.50,
+    ("runtime", "litert-int8"): 0.9,
+    ("litert_threads", 1): 0.80,
+    ("allocator", "tcmalloc"): 0.90,
+    ("xla", "jit"): 0.60,
+    ("onednn", False): 1.5,
+}
+
+
+def true_time(config: dict, effects: dict) -> float:
+    t = 0.010
+    for key, value in normalize(config).items():
+        t *= effects.get((key, value), 1.0)
+    return t
+
+
+class Synthetic:
+    """A seeded measurement: 12 interleaved rounds with 4% log-normal noise per block."""
+
+    def __init__(self, effects: dict, seed: int = 1, fail: set[str] | None = None) -> None:
+        """``fail``: runtimes whose candidates crash."""
+        self.effects = effects
+        self.rng = np.random.default_rng(seed)
+        self.fail = fail or set()
+        self.calls: list[str] = []
+
+    def _blocks(self, config: dict, n: int) -> np.ndarray:
+        return true_time(config, self.effects) * np.exp(self.rng.normal(0, 0.04, n))
+
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        self.calls.append(cache_key(config, incumbent))
+        if config.get("runtime") in self.fail:
+            return Outcome(
+                config, FAILED, reason="worker crashed with SIGSEGV", incumbent=incumbent
+            )
+        default, inc, cand = (self._blocks(c, 12) for c in ({}, incumbent, config))
+        return Outcome(
+            config,
+            MEASURED,
+            speedup=paired_speedup(default, cand),
+            vs_incumbent=paired_speedup(inc, cand),
+            incumbent=incumbent,
+            time_ms=float(np.median(cand) * 1e3),
+        )
+
+
+def exhaustive_best(space, effects) -> float:
+    return min(true_time(p, effects) for p in space.points())
+
+
+def test_staged_search_reaches_the_best_point_of_the_space():
+    space = build_space(FACTS)
+    evaluate = Synthetic(EFFECTS)
+    result = Search(space, evaluate).run("staged")
+    assert result.stopped == "converged"
+    best = exhaustive_best(space, EFFECTS)
+    assert true_time(result.incumbent, EFFECTS) == pytest.approx(best)
+    assert result.incumbent == {"runtime": "litert", "litert_threads": 1, "allocator": "tcmalloc"}
+    # every step taken was significant: each incumbent change came from a "faster" verdict
+    assert all(
+        o.vs_incumbent["verdict"] == "faster"
+        for o in result.outcomes
+        if normalize(o.config) == result.incumbent
+    )
+
+
+def test_nothing_faster_means_keep_the_default():
+    space = build_space(FACTS)
+    slower = {k: max(v, 1.0) * 1.2 for k, v in EFFECTS.items()}
+    neutral_noise = Synthetic({k: 1.0 + (v - 1.0) * 0.0 for k, v in slower.items()})
+    assert Search(space, Synthetic(slower)).run().incumbent == {}
+    assert Search(space, neutral_noise).run().incumbent == {}
+
+
+def test_a_tiny_gain_below_the_threshold_is_not_taken():
+    space = build_space(FACTS)
+    tiny = {("runtime", "litert"): 0.99}
+    result = Search(space, Synthetic(tiny, seed=3)).run()
+    assert result.incumbent == {}
+
+
+def test_failed_candidates_are_recorded_and_the_search_goes_on():
+    space = build_space(FACTS)
+    evaluate = Synthetic(EFFECTS, fail={"litert"})
+    result = Search(space, evaluate).run()
+    failed = [o for o in result.outcomes if o.status == FAILED]
+    assert failed and {o.config["runtime"] for o in failed} == {"litert"}
+    assert failed[0].reason == "worker crashed with SIGSEGV"
+    assert result.incumbent["runtime"] == "litert-fp16"
+
+
+def test_max_trials_and_time_budget_stop_the_search():
+    space = build_space(FACTS)
+    result = Search(space, Synthetic(EFFECTS), max_trials=3).run()
+    assert result.stopped == "max-trials"
+    assert len(result.outcomes) == 3
+
+    now = [0.0]
+
+    def evaluate(config, incumbent, timeout_s):
+        now[0] += 10.0
+        assert timeout_s is not None and timeout_s > 0
+        return Synthetic(EFFECTS)(config, incumbent, timeout_s)
+
+    result = Search(space, evaluate, budget_s=25.0, clock=lambda: now[0]).run()
+    assert result.stopped == "budget"
+    assert len(result.outcomes) == 3
+
+
+def test_resume_replays_finished_trials_without_measuring_them_again():
+    space = build_space(FACTS)
+    stored: list[Outcome] = []
+    first = Search(space, Synthetic(EFFECTS, seed=5), max_trials=6, on_outcome=stored.append).run()
+    assert first.stopped == "max-trials" and len(stored) == 6
+    # What the store holds after the interruption, keyed the way tune reloads it.
+    cache = {cache_key(o.config, o.incumbent): Outcome.from_dict(o.to_dict()) for o in stored}
+    evaluate = Synthetic(EFFECTS, seed=5)
+    resumed = Search(space, evaluate, cache=cache).run()
+    assert evaluate.calls and set(evaluate.calls).isdisjoint(cache)
+    assert [o.label for o in resumed.outcomes[:6]] == [o.label for o in stored]
+    complete = Search(space, Synthetic(EFFECTS, seed=5)).run()
+    assert resumed.incumbent == complete.incumbent
+
+
+def test_optuna_strategy_finds_a_near_best_config():
+    space = build_space(FACTS)
+    result = Search(space, Synthetic(EFFECTS), max_trials=40, seed=0).run("optuna")
+    best = exhaustive_best(space, EFFECTS)
+    found = true_time(result.incumbent, EFFECTS)
+    assert result.incumbent, "TPE should move off the default"
+    assert math.log(found / best) < math.log(1.5)
+    assert len({o.label for o in result.outcomes}) == len(result.outcomes)
+    assert len(result.outcomes) <= 40
+
+
+def test_optuna_respects_failures_and_never_recommends_a_failed_config():
+    space = build_space(FACTS)
+    evaluate = Synthetic(EFFECTS, fail={"litert"})
+    result = Search(space, evaluate, max_trials=25, seed=1).run("optuna")
+    assert any(o.status == FAILED for o in result.outcomes)
+    assert result.incumbent.get("runtime") != "litert"
