@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tfperf.search import FAILED, MEASURED, Outcome, Search, cache_key
-from tfperf.space import SpaceFacts, build_space, label, normalize
+from tfperf.space import SpaceFacts, build_space, normalize
 from tfperf.stats import paired_speedup
 
 FACTS = SpaceFacts(

@@ -234,7 +234,7 @@ def _first_error(exc: BaseException) -> str:
     return text.split("error:", 1)[-1].strip()[:300]
 
 
-_LITERT_SNIPPET = '''"""Load and run the converted model with LiteRT (pip install ai-edge-litert)."""
+_LITERT_SNIPPET = '''"""Load and run the converted model with LiteRT (ai-edge-litert)."""
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 

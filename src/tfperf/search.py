@@ -181,10 +181,7 @@ class Search:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}")
         try:
-            if strategy == "staged":
-                stopped = self._staged()
-            else:
-                stopped = self._optuna(max_proposals)
+            stopped = self._staged() if strategy == "staged" else self._optuna(max_proposals)
         except _Stop as stop:
             stopped = stop.why
         return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)

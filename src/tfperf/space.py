@@ -10,9 +10,9 @@ Contract
   file).
 - :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
-  found, whether OpenVINO is importable, the model's format, training or inference. What cannot be tried is listed in
-  ``Space.unavailable`` with the reason (e.g. jemalloc missing and the package that installs
-  it, OpenVINO not installed).
+  found, whether OpenVINO is importable, the model's format, training or inference. What
+  cannot be tried is listed in ``Space.unavailable`` with the reason (e.g. jemalloc missing
+  and the package that installs it, OpenVINO not installed).
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
   TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
   thread count only for LiteRT and OpenVINO runtimes; the allocator everywhere.
