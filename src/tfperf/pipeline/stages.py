@@ -1,0 +1,149 @@
+"""Prefix throughput: how fast each prefix of a ``tf.data`` pipeline runs (worker side).
+
+Contract: :func:`chain` lists the datasets a pipeline is built from, source first, each one a
+real, iterable ``tf.data.Dataset`` (the prefix that ends with that stage); :func:`measure_stages`
+iterates each prefix for a short time budget with the public iterator API and returns::
+
+    [{"stage": "map(_load)", "kind": "MapDataset", "elements_per_s": float,
+      "batches_per_s": float,       # elements_per_s / elements per final batch
+      "added_ms_per_batch": float,  # the time this stage adds per final batch
+      "bounding": bool}, ...]
+
+The bounding stage is the one that adds the most time per final batch. Walking from the last
+stage to the source reads ``Dataset._inputs()``, the one non-public call here: tf.data offers
+no public way to reach the stages of a built pipeline. When it is missing, only the whole
+pipeline is measured.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_KIND_LABEL = {
+    "MapDataset": "map",
+    "ParallelMapDataset": "map(parallel)",
+    "BatchDataset": "batch",
+    "ParallelBatchDataset": "batch(parallel)",
+    "PaddedBatchDataset": "padded_batch",
+    "PrefetchDataset": "prefetch",
+    "CacheDataset": "cache",
+    "ShuffleDataset": "shuffle",
+    "RepeatDataset": "repeat",
+    "InterleaveDataset": "interleave",
+    "ParallelInterleaveDataset": "interleave(parallel)",
+    "FilterDataset": "filter",
+    "TensorSliceDataset": "from_tensor_slices",
+    "TensorDataset": "from_tensors",
+    "RangeDataset": "range",
+    "TFRecordDatasetV2": "TFRecordDataset",
+    "OptionsDataset": "with_options",
+}
+
+
+def kind(ds: Any) -> str:
+    """The dataset's class name without the leading underscore (``"MapDataset"``)."""
+    return type(ds).__name__.lstrip("_")
+
+
+def label(ds: Any) -> str:
+    """A short human label: ``map(_load)``, ``batch``, ``from_tensor_slices``..."""
+    k = kind(ds)
+    text = _KIND_LABEL.get(k, k)
+    func = getattr(getattr(ds, "_map_func", None), "_func", None)
+    name = getattr(func, "__name__", None)
+    if name and name != "<lambda>" and text.startswith(("map", "filter", "interleave")):
+        text = f"{text.split('(')[0]}({name}{', parallel' if 'parallel' in text else ''})"
+    return text
+
+
+def chain(ds: Any) -> list[Any]:
+    """The pipeline's datasets from the source to ``ds`` itself (``[ds]`` if unknown)."""
+    found = [ds]
+    current = ds
+    while True:
+        inputs_fn = getattr(current, "_inputs", None)
+        try:
+            inputs = list(inputs_fn()) if callable(inputs_fn) else []
+        except Exception:
+            inputs = []
+        if len(inputs) != 1:
+            break
+        current = inputs[0]
+        found.append(current)
+    found.reverse()
+    return found
+
+
+def _final_batch_size(ds: Any) -> int:
+    """Elements in one batch of ``ds`` (1 when it is not batched or unknown)."""
+    import tensorflow as tf
+
+    spec = tf.nest.flatten(ds.element_spec)
+    if not spec:
+        return 1
+    shape = getattr(spec[0], "shape", None)
+    if shape is None or shape.rank is None or shape.rank == 0:
+        return 1
+    if shape[0] is not None:
+        return int(shape[0])
+    first = tf.nest.flatten(next(iter(ds)))[0]
+    return int(first.shape[0]) if first.shape.rank else 1
+
+
+def rate(ds: Any, budget_s: float, skip: int = 2) -> float | None:
+    """Elements per second of a fresh iterator of ``ds`` (repeated) over about ``budget_s``."""
+    import tensorflow as tf
+
+    card = int(ds.cardinality())
+    if card == 0:
+        return None
+    source = ds if card == int(tf.data.INFINITE_CARDINALITY) else ds.repeat()
+    it = iter(source)
+    for _ in range(skip):
+        next(it)
+    count = 0
+    start = time.perf_counter()
+    elapsed = 0.0
+    while elapsed < budget_s:
+        next(it)
+        count += 1
+        elapsed = time.perf_counter() - start
+    return count / elapsed if elapsed > 0 else None
+
+
+def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None) -> list[dict]:
+    """Measure every prefix of ``ds``; see the module docstring for the result."""
+    prefixes = chain(ds)
+    batch = batch_hint or _final_batch_size(ds)
+    rows: list[dict] = []
+    before_batch = True
+    for prefix in prefixes:
+        k = kind(prefix)
+        if "Batch" in k:
+            before_batch = False
+        eps = rate(prefix, budget_s)
+        per_final = batch if before_batch and batch > 1 else 1
+        bps = eps / per_final if eps else None
+        rows.append(
+            {
+                "stage": label(prefix),
+                "kind": k,
+                "elements_per_s": eps,
+                "batches_per_s": bps,
+                "added_ms_per_batch": None,
+                "bounding": False,
+            }
+        )
+    previous_ms = 0.0
+    for row in rows:
+        bps = row["batches_per_s"]
+        if not bps:
+            continue
+        ms = 1e3 / bps
+        row["added_ms_per_batch"] = max(0.0, ms - previous_ms)
+        previous_ms = ms
+    timed = [r for r in rows if r["added_ms_per_batch"] is not None]
+    if timed:
+        max(timed, key=lambda r: r["added_ms_per_batch"])["bounding"] = True
+    return rows

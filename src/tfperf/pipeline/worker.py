@@ -1,0 +1,303 @@
+"""The pipeline-analysis worker: ``python -m tfperf.pipeline.worker --out FILE ...``.
+
+Contract (parent <-> worker): the parent names a result file (``--out``) and a progress file
+(``--progress``). The worker imports TensorFlow, loads the target (``--target module:function``
+or ``--demo``), measures, and writes one JSON document to ``--out`` atomically (a temporary
+file renamed into place) and exits 0. A problem the user can fix is written as
+``{"error": {"kind": "user", "message": one sentence}}`` with exit code 3; any other exception
+as ``{"error": {"kind": "internal", ...}}``, exit 3. Progress lines (one phase per line) are
+appended to the progress file for display only. Stdout/stderr are never parsed.
+
+Result document (raw figures; the parent derives the statistics)::
+
+    {"schema": 1, "target", "tf_version", "batch", "has_model", "ncpu", "steps", "rounds",
+     "blocks": {"dataset": [s/batch per round], "compute": [s/step], "train": [s/step]},
+     "stages": [...],                               # tfperf.pipeline.stages
+     "fixes": [{"name", "change", "baseline": [s], "candidate": [s]}, ...],
+     "combined": [{"name", "change", "parts", "baseline", "candidate"}, ...],
+     "skipped": [{"name", "reason"}], "advice": [{"name", "change", "reason"}],
+     "metric": "steps/s" | "batches/s", "gpu": {...}, "notes": [str]}
+
+Every list of block times is paired by index with its ``baseline`` list: the baseline and the
+candidates run in alternation, round by round, in a rotating order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tfperf.pipeline.target import Target, TargetError
+
+SCHEMA = 1
+EXIT_ERROR = 3
+
+
+class Progress:
+    """Appends phase lines to the parent's progress file (ignored when none was named)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._path = path
+
+    def __call__(self, text: str) -> None:
+        if self._path:
+            with open(self._path, "a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+
+
+def write_atomic(path: str, doc: dict) -> None:
+    """Write ``doc`` as JSON to ``path`` via a temporary file and a rename."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def interleave(
+    runners: list[Callable[[], float]], rounds: int, progress: Progress, what: str
+) -> list[list[float]]:
+    """Run each runner once per round, order rotated every round; block times per runner."""
+    times: list[list[float]] = [[] for _ in runners]
+    n = len(runners)
+    for r in range(rounds):
+        progress(f"{what}: round {r + 1}/{rounds}")
+        for k in range(n):
+            i = (r + k) % n
+            times[i].append(runners[i]())
+    return times
+
+
+def _faster(baseline: list[float], candidate: list[float], threshold: float) -> bool:
+    from tfperf.stats import paired_speedup
+
+    result = paired_speedup(baseline, candidate, threshold=threshold)
+    if result["verdict"] == "faster":
+        return True
+    # Too few rounds for a significant verdict: combine on the size of the gain alone.
+    median = result["median"]
+    return result["n_pairs"] < 6 and median is not None and median >= 1 + threshold
+
+
+def measure(target: Target, steps: int, rounds: int, progress: Progress) -> dict:
+    """All the measurements of one analysis (see the module docstring for the result)."""
+    import psutil
+    import tensorflow as tf
+
+    from tfperf.pipeline import fixes as fx
+    from tfperf.pipeline import gpu, stages, timing
+
+    notes: list[str] = []
+    ncpu = fx.cpu_count()
+    progress("reading the first batch")
+    batch = timing.first_batch(target.dataset)
+    batch_size = stages._final_batch_size(target.dataset)
+    step = timing.keras_step(target.model) if target.model is not None else None
+    if step is not None:
+        progress("compiling the training step")
+        for _ in range(3):
+            timing.run_step(step, batch)
+
+    def run_dataset(ds: Any) -> Callable[[], float]:
+        return lambda: timing.dataset_block(ds, steps)
+
+    def run_train(ds: Any) -> Callable[[], float]:
+        return lambda: timing.train_block(ds, step, steps)
+
+    ds = target.dataset
+    runners = [run_dataset(ds)]
+    if step is not None:
+        runners += [lambda: timing.compute_block(step, batch, steps), run_train(ds)]
+    nvml, reason = gpu.open_nvml()
+    sampler = gpu.UtilSampler(nvml) if nvml is not None else None
+    if sampler:
+        sampler.start()
+    blocks = interleave(runners, rounds, progress, "measuring pipeline, step and both")
+    util = sampler.stop() if sampler else None
+    names = ["dataset", "compute", "train"][: len(blocks)]
+    progress("timing each stage of the pipeline")
+    stage_rows = stages.measure_stages(ds, budget_s=0.3, batch_hint=batch_size)
+
+    run = run_train if step is not None else run_dataset
+    base_run = run(ds)
+    threshold = 0.03
+    candidates, skipped = fx.candidates(target, ncpu, psutil.virtual_memory().total)
+    built = []
+    for fix in candidates:
+        progress(f"building fix {fix.name}")
+        cand_ds = fix.build(target)
+        _prime(cand_ds)
+        built.append((fix, cand_ds))
+    fix_rows = []
+    if built:
+        times = interleave(
+            [base_run] + [run(d) for _, d in built], rounds, progress, "measuring fixes"
+        )
+        for (fix, _), cand in zip(built, times[1:], strict=True):
+            fix_rows.append(
+                {"name": fix.name, "change": fix.change, "baseline": times[0], "candidate": cand}
+            )
+    winners = [
+        fix
+        for (fix, _), row in zip(built, fix_rows, strict=True)
+        if _faster(row["baseline"], row["candidate"], threshold)
+    ]
+    combined = _measure_combinations(target, built, winners, base_run, run, rounds, progress)
+    on_gpu = nvml is not None
+    checks = gpu.model_checks(target.model, on_gpu)
+    if nvml is not None:
+        gpu_doc = {
+            "available": True,
+            "reason": "",
+            "devices": nvml.names,
+            "utilization": util,
+            "bound": None,
+            "model": checks,
+        }
+        nvml.close()
+    else:
+        gpu_doc = gpu.no_gpu(reason, checks)
+    return {
+        "schema": SCHEMA,
+        "target": target.spec,
+        "tf_version": tf.__version__,
+        "batch": batch_size,
+        "has_model": step is not None,
+        "ncpu": ncpu,
+        "steps": steps,
+        "rounds": rounds,
+        "blocks": dict(zip(names, blocks, strict=True)),
+        "stages": stage_rows,
+        "fixes": fix_rows,
+        "combined": combined,
+        "skipped": skipped,
+        "advice": fx.advice(target),
+        "metric": "steps/s" if step is not None else "batches/s",
+        "gpu": gpu_doc,
+        "notes": notes,
+    }
+
+
+def _measure_combinations(
+    target: Target,
+    built: list[tuple[Any, Any]],
+    winners: list[Any],
+    base_run: Callable[[], float],
+    run: Callable[[Any], Callable[[], float]],
+    rounds: int,
+    progress: Progress,
+) -> list[dict]:
+    """Measure the union of the winners and, where it differs, all structural fixes with them
+    (a structural fix can pay only together with another, like batch-before-map once decoded
+    images are cached)."""
+    from tfperf.pipeline import fixes as fx
+
+    combos = []
+    if len(winners) > 1:
+        combos.append(winners)
+    structural = [f for f, _ in built if f.flags]
+    everything = [*structural, *(w for w in winners if not w.flags)]
+    if len(everything) > 1 and {f.name for f in everything} != {w.name for w in winners}:
+        combos.append(everything)
+    if not combos:
+        return []
+    made = [fx.combine(c) for c in combos]
+    runners = [base_run]
+    for combo in made:
+        progress(f"building the combination {combo.name}")
+        ds = combo.build(target)
+        _prime(ds)
+        runners.append(run(ds))
+    times = interleave(runners, rounds, progress, "measuring combinations")
+    return [
+        {
+            "name": combo.name,
+            "change": combo.change,
+            "parts": [f.name for f in parts],
+            "baseline": times[0],
+            "candidate": cand,
+        }
+        for combo, parts, cand in zip(made, combos, times[1:], strict=True)
+    ]
+
+
+def _prime(ds: Any, max_seconds: float = 60.0) -> None:
+    """Run one epoch of a finite ``ds`` (fills any cache) or a few batches of an endless one."""
+    import tensorflow as tf
+
+    from tfperf.pipeline import timing
+
+    card = int(ds.cardinality())
+    limit = 3 if card in (int(tf.data.INFINITE_CARDINALITY),) else None
+    it = iter(ds)
+    start = time.perf_counter()
+    i = 0
+    while limit is None or i < limit:
+        try:
+            timing.pull(it, i)
+        except TargetError:
+            if i == 0:
+                raise
+            break
+        i += 1
+        if time.perf_counter() - start > max_seconds:
+            break
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring for the contract."""
+    parser = argparse.ArgumentParser(prog="python -m tfperf.pipeline.worker")
+    parser.add_argument("--target")
+    parser.add_argument("--demo", action="store_true")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--progress")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args(argv)
+    progress = Progress(args.progress)
+    try:
+        progress("importing TensorFlow")
+        import tensorflow  # noqa: F401
+
+        from tfperf.pipeline import target as tg
+
+        spec = "tfperf.pipeline.demo:make" if args.demo else args.target
+        if not spec:
+            raise TargetError("name a pipeline function (module:function) or use --demo")
+        progress(f"building {spec}")
+        doc = measure(tg.load(spec), args.steps, args.rounds, progress)
+    except TargetError as exc:
+        write_atomic(args.out, {"error": {"kind": "user", "message": str(exc)}})
+        return EXIT_ERROR
+    except MemoryError:
+        write_atomic(
+            args.out,
+            {"error": {"kind": "user", "message": "the pipeline ran out of memory"}},
+        )
+        return EXIT_ERROR
+    except Exception as exc:
+        traceback.print_exc()
+        write_atomic(
+            args.out,
+            {
+                "error": {
+                    "kind": "internal",
+                    "message": f"{type(exc).__name__}: {str(exc).strip().splitlines()[:1]}",
+                }
+            },
+        )
+        return EXIT_ERROR
+    write_atomic(args.out, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
