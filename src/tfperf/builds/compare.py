@@ -356,7 +356,8 @@ class _Recorder:
         self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
 
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
-        self._say(f"round {done} ({elapsed_s:.0f}/{budget_s:.0f} s)")
+        if done == 1 or done % 25 == 0:
+            self._say(f"round {done} ({elapsed_s:.0f}/{budget_s:.0f} s)")
 
     def finish(self, result: dict[str, Any]) -> None:
         for row, tid in zip(result["results"], sorted(self.trial_ids.values()), strict=False):
@@ -421,7 +422,7 @@ def render_compare(result: dict[str, Any]) -> None:
             verdict,
             status,
         )
-    for f in result["failed_candidates"]:
-        table.add_row(f["spec"], "-", "-", "-", "", f"not installed: {f['reason']}")
     console().print(table)
+    for f in result["failed_candidates"]:
+        console().print(f"not installed: {f['spec']}: {f['reason']}", soft_wrap=True)
     console().print(f"stored as run {result.get('run_id')} in {result.get('store')}")

@@ -158,9 +158,12 @@ def register_cmd(wheel: str, name: str | None, as_json: bool) -> None:
 )
 @click.option("--batch", default=1, show_default=True, type=int)
 @click.option(
-    "--blocks", default=6, show_default=True, type=int, help="Blocks per environment, interleaved."
+    "--min-rounds", default=8, show_default=True, type=int, help="Interleaved rounds at least."
 )
-@click.option("--calls", default=20, show_default=True, type=int, help="Calls per block.")
+@click.option(
+    "--budget", default=30.0, show_default=True, type=float, help="Seconds of steady measuring."
+)
+@click.option("--calls", default=None, type=int, help="Calls per block (default: from warm-up).")
 @click.option(
     "--store",
     "store",
@@ -175,8 +178,9 @@ def compare_cmd(
     model: str | None,
     size: str,
     batch: int,
-    blocks: int,
-    calls: int,
+    min_rounds: int,
+    budget: float,
+    calls: int | None,
     store: str | None,
     as_json: bool,
 ) -> None:
@@ -193,7 +197,8 @@ def compare_cmd(
         model=model,
         size=size,
         batch=batch,
-        blocks=blocks,
+        min_rounds=min_rounds,
+        budget_s=budget,
         calls=calls,
         store=store,
         progress=not as_json,
