@@ -33,6 +33,13 @@ from tfperf.errors import UserError
 SCHEMA_VERSION = 1
 
 
+def error_text(error: dict | None) -> str:
+    """The one-line reason of a trial's error dictionary (``reason`` or ``message``), or ""."""
+    if not error:
+        return ""
+    return str(error.get("reason") or error.get("message") or "")
+
+
 def _block_medians(trial: dict) -> list[float]:
     import numpy as np
 
@@ -54,9 +61,7 @@ def _result(trial: dict, default_batch: int) -> dict:
     share = gflops / peak if isinstance(gflops, (int, float)) and peak else None
     warnings = list(summary["warnings"]) if summary["n"] or trial["status"] == "ok" else []
     if trial["status"] != "ok":
-        reason = (trial.get("error") or {}).get("message") or (trial.get("error") or {}).get(
-            "reason"
-        )
+        reason = error_text(trial.get("error"))
         warnings.insert(0, f"trial {trial['status']}" + (f": {reason}" if reason else ""))
     return {
         "trial_id": trial["id"],

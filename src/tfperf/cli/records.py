@@ -90,24 +90,30 @@ def _trial_counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "0"
 
 
-def _print_history(doc: dict) -> None:
+def _table(title: str):
+    """A compact rich table (no vertical rules) so that reports fit 80 columns."""
+    from rich import box
     from rich.table import Table
 
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def _print_history(doc: dict) -> None:
     from tfperf.output import console
-    from tfperf.report_html import describe_workload
+    from tfperf.report_html import describe_workload, error_text
 
     out = console()
     if "runs" in doc:
         if not doc["runs"]:
             out.print(f"No runs in {doc['store']} yet; `tfperf bench` records one.")
             return
-        table = Table(title=f"Runs in {doc['store']}")
+        table = _table(f"Runs in {doc['store']}")
         for col in ("id", "when (UTC)", "kind", "workload", "status", "trials"):
             table.add_column(col, justify="right" if col == "id" else "left")
         for r in doc["runs"]:
             table.add_row(
                 str(r["id"]),
-                (r["started_at"] or "-").replace("T", " ").replace("+00:00", ""),
+                (r["started_at"] or "-").replace("T", " ")[:16],
                 r["kind"],
                 describe_workload(r["workload"]),
                 r["status"],
@@ -116,14 +122,12 @@ def _print_history(doc: dict) -> None:
         out.print(table)
         return
     run = doc["run"]
-    table = Table(
-        title=f"Run {run['id']} ({run['kind']}, {run['status']}): "
-        f"{describe_workload(run['workload'])}"
+    table = _table(
+        f"Run {run['id']} ({run['kind']}, {run['status']}): {describe_workload(run['workload'])}"
     )
     for col in ("id", "config", "role", "status", "samples", "warm-up", "p50 ms", "error"):
         table.add_column(col)
     for t in doc["trials"]:
-        error = t["error"] or {}
         table.add_row(
             str(t["id"]),
             t["label"],
@@ -132,23 +136,20 @@ def _print_history(doc: dict) -> None:
             str(t["n_samples"]),
             str(t["n_warmup"]),
             _n(t["p50_ms"]),
-            str(error.get("message") or error.get("reason") or "") if error else "",
+            error_text(t["error"]),
         )
     out.print(table)
     out.print(f"[dim]{run['command']}[/]")
 
 
 def _print_report(doc: dict) -> None:
-    from rich.table import Table
-
     from tfperf.output import console
     from tfperf.report_html import describe_workload
 
     out = console()
     run = doc["run"]
-    table = Table(
-        title=f"Run {run['id']} ({run['kind']}, {run['status']}): "
-        f"{describe_workload(run['workload'])}"
+    table = _table(
+        f"Run {run['id']} ({run['kind']}, {run['status']}): {describe_workload(run['workload'])}"
     )
     columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
     has_peak = any(r["peak_share"] is not None for r in doc["results"])
@@ -178,8 +179,8 @@ def _print_report(doc: dict) -> None:
         colors = {"faster": "green", "slower": "red", "same": "cyan", "inconclusive": "yellow"}
         baselines = sorted({c["baseline"]["label"] for c in doc["comparisons"]})
         one_base = len(baselines) == 1
-        comp_table = Table(
-            title=f"Speedup vs {baselines[0] if one_base else 'baseline'} "
+        comp_table = _table(
+            f"Speedup vs {baselines[0] if one_base else 'baseline'} "
             "(baseline time / candidate time)"
         )
         columns = ["candidate", "speedup", "95% CI", "p", "pairs", "verdict"]

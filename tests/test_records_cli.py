@@ -1,0 +1,127 @@
+"""`tfperf history` and `tfperf report` through the real CLI, on stores filled with seeded data."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_cli
+from test_report_html import fill_store
+
+WIDE = {"COLUMNS": "200"}  # human tables are checked without line wrapping
+
+
+def test_history_lists_runs_newest_first(store_path: Path) -> None:
+    ids = fill_store(store_path)
+    res = run_cli("history", "--store", str(store_path), "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1 and doc["store"] == str(store_path)
+    assert [r["id"] for r in doc["runs"]] == [ids["bench"], ids["run"]]
+    compare = doc["runs"][1]
+    assert compare["kind"] == "compare" and compare["status"] == "ok"
+    assert compare["trials"] == {"ok": 3, "failed": 1}
+    assert compare["workload"]["name"] == "mlp"
+    limited = json.loads(
+        run_cli("history", "--store", str(store_path), "--limit", "1", "--json").stdout
+    )
+    assert [r["id"] for r in limited["runs"]] == [ids["bench"]]
+    human = run_cli("history", "--store", str(store_path), env=WIDE)
+    assert human.returncode == 0
+    assert "mlp (tiny, batch 4)" in human.stdout and "m.keras (keras)" in human.stdout
+    assert "3 ok" in human.stdout and "1 failed" in human.stdout
+
+
+def test_history_of_one_run_lists_its_trials(store_path: Path) -> None:
+    ids = fill_store(store_path)
+    res = run_cli("history", str(ids["run"]), "--json", env={"TFPERF_STORE": str(store_path)})
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    trials = {t["label"]: t for t in doc["trials"]}
+    assert trials["default"]["n_samples"] == 150 and trials["default"]["n_warmup"] == 3
+    assert trials["allocator=broken"]["status"] == "failed"
+    assert "SIGSEGV" in trials["allocator=broken"]["error"]["reason"]
+    human = run_cli("history", "latest", "--store", str(store_path), env=WIDE)
+    assert human.returncode == 0 and "m.keras" in human.stdout
+
+
+def test_history_of_a_missing_store_is_empty_and_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sqlite"
+    res = run_cli("history", "--store", str(missing))
+    assert res.returncode == 0 and "No runs" in res.stdout
+    assert not missing.exists()
+
+
+def test_report_json_and_table(store_path: Path) -> None:
+    ids = fill_store(store_path)
+    res = run_cli("report", str(ids["run"]), "--store", str(store_path), "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1
+    for result in doc["results"]:
+        assert set(result["latency_ms"]) >= {"p50", "p90", "p99", "p50_ci95"}
+    fast = next(c for c in doc["comparisons"] if c["candidate"]["label"] == "xla=jit")
+    assert fast["speedup"]["verdict"] == "faster"
+    assert len(fast["speedup"]["ci95"]) == 2
+    human = run_cli("report", "latest", "--store", str(store_path))
+    assert human.returncode == 0 and "p50 ms" in human.stdout
+    table = run_cli("report", str(ids["run"]), "--store", str(store_path), env=WIDE)
+    assert "faster" in table.stdout and "SIGSEGV" in table.stdout and "xla=jit" in table.stdout
+
+
+def test_report_html_writes_file(store_path: Path, tmp_path: Path) -> None:
+    fill_store(store_path)
+    out = tmp_path / "r.html"
+    res = run_cli("report", "1", "--store", str(store_path), "--html", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["html"] == str(out)
+    assert out.stat().st_size > 1_000_000 and "Plotly.newPlot" in out.read_text()
+
+
+def assert_user_error(res, *words: str) -> None:
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    assert res.stderr.startswith("error:")
+    for word in words:
+        assert word in res.stderr
+
+
+def test_bad_input_exits_2_with_one_sentence(store_path: Path, tmp_path: Path) -> None:
+    fill_store(store_path)
+    assert_user_error(run_cli("report", "42", "--store", str(store_path)), "no run 42")
+    assert_user_error(run_cli("report", "x", "--store", str(store_path)), "not a run id")
+    assert_user_error(run_cli("history", "--limit", "0", "--store", str(store_path)), "--limit")
+    assert_user_error(
+        run_cli("report", "1", "--store", str(tmp_path / "none.sqlite")), "no tfperf store"
+    )
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert_user_error(
+        run_cli("report", "1", "--store", str(store_path), "--html", str(blocker / "r.html")),
+        "--html",
+    )
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"\x00garbage" * 512)
+    assert_user_error(run_cli("history", "--store", str(junk)), "not a tfperf store")
+
+
+def test_store_of_another_version_is_refused(store_path: Path) -> None:
+    fill_store(store_path)
+    conn = sqlite3.connect(store_path)
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    assert_user_error(run_cli("history", "--store", str(store_path)), "schema version 2")
+
+
+def test_help_does_not_load_heavy_modules() -> None:
+    code = (
+        "import sys; from tfperf.cli import app; "
+        "print(sorted(m for m in ('numpy', 'scipy', 'plotly', 'tensorflow', 'sqlite3') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = [m for m in ("numpy", "scipy", "plotly", "tensorflow") if m in out.stdout]
+    assert loaded == [], out.stdout

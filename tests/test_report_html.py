@@ -1,0 +1,202 @@
+"""tfperf.report_html: the report document and the HTML page, rendered in a real browser."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import require
+from tfperf.errors import UserError
+from tfperf.report_html import build_report, describe_workload, write_html
+from tfperf.stats import paired_speedup
+from tfperf.store import Store
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SEGFAULT = {"reason": "worker killed by signal 11 (SIGSEGV)", "stderr_tail": "Segmentation fault"}
+
+
+def fill_store(path: Path, seed: int = 0, compare: bool = True) -> dict[str, int]:
+    """A compare run (baseline, 1.5x faster, equal, segfaulted) and a bench run, with real
+    samples drawn from a seeded generator; block medians feed ``paired_speedup``."""
+    rng = np.random.default_rng(seed)
+    ids: dict[str, int] = {}
+    with Store.open(path) as store:
+        run = store.new_run(
+            "compare",
+            "tfperf compare --workload mlp --set xla=jit",
+            {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 4},
+            {"cpu": "test cpu"},
+            {"threshold": 0.03},
+        )
+        ids["run"] = run
+        plan = {
+            "default": (1.0, "baseline"),
+            "xla=jit": (1.5, "candidate"),
+            "threads=2": (1.0, "candidate"),
+        }
+        medians: dict[str, list[float]] = {}
+        for label, (_, role) in plan.items():
+            ids[label] = store.new_trial(run, label, {"label": label}, role)
+            store.add_block(ids[label], [0.05, 0.01, 0.004], "warmup")
+        for _ in range(10):
+            drift = rng.uniform(0.9, 1.1)  # a machine whose speed wanders between rounds
+            for label, (speedup, _) in plan.items():
+                block = 0.002 / speedup * drift * rng.lognormal(0.0, 0.02, 15)
+                store.add_block(ids[label], block.tolist(), "steady")
+                medians.setdefault(label, []).append(float(np.median(block)))
+        for label, (speedup, _) in plan.items():
+            store.finish_trial(
+                ids[label], "ok", {"batch": 4, "gflops": 3.0 * speedup, "peak_gflops": 60.0}, None
+            )
+        ids["segv"] = store.new_trial(run, "allocator=broken", {}, "candidate")
+        store.finish_trial(ids["segv"], "failed", {}, SEGFAULT)
+        if compare:
+            for label in ("xla=jit", "threads=2"):
+                result = paired_speedup(medians["default"], medians[label])
+                store.add_comparison(run, ids["default"], ids[label], result)
+        store.finish_run(run, "ok", {})
+        ids["bench"] = store.new_run(
+            "bench",
+            "tfperf bench m.keras",
+            {"kind": "model", "path": "/x/m.keras", "format": "keras"},
+            {},
+            {},
+        )
+        trial = store.new_trial(ids["bench"], "default", {}, "baseline")
+        store.add_block(trial, (0.01 * rng.lognormal(0, 0.02, 30)).tolist(), "steady")
+        store.finish_trial(trial, "ok", {"batch": 1}, None)
+        store.finish_run(ids["bench"], "ok", {})
+    return ids
+
+
+def load(path: Path, run: int | str) -> dict:
+    with Store.open(path) as store:
+        return store.load_run(run)
+
+
+def test_report_document_names_and_values(store_path: Path) -> None:
+    ids = fill_store(store_path)
+    doc = load(store_path, ids["run"])
+    report = build_report(doc)
+    assert report["schema_version"] == 1
+    assert report["run"]["kind"] == "compare" and report["run"]["status"] == "ok"
+    results = {r["label"]: r for r in report["results"]}
+    base = results["default"]
+    assert base["n"] == 150 and base["batch"] == 4
+    lat = base["latency_ms"]
+    samples = next(t["samples_s"] for t in doc["trials"] if t["label"] == "default")
+    assert lat["p50"] == pytest.approx(np.median(samples) * 1e3)
+    assert lat["p50_ci95"][0] <= lat["p50"] <= lat["p50_ci95"][1]
+    assert {"p90", "p99", "mean"} <= set(lat)
+    assert base["throughput_per_s"] == pytest.approx(4 / np.median(samples))
+    assert base["warmup"] == {"n": 3, "total_s": pytest.approx(0.064)}
+    assert results["xla=jit"]["peak_share"] == pytest.approx(4.5 / 60.0)
+    failed = results["allocator=broken"]
+    assert failed["status"] == "failed" and failed["n"] == 0
+    assert "SIGSEGV" in failed["warnings"][0]
+    comps = {c["candidate"]["label"]: c for c in report["comparisons"]}
+    assert set(comps) == {"xla=jit", "threads=2"}
+    fast = comps["xla=jit"]["speedup"]
+    assert fast["verdict"] == "faster"
+    assert fast["ci95"][0] <= 1.5 <= fast["ci95"][1]
+    assert comps["threads=2"]["speedup"]["verdict"] in ("same", "inconclusive")
+    assert comps["xla=jit"]["source"] == "stored"
+
+
+def test_comparisons_recomputed_from_blocks_when_none_were_stored(store_path: Path) -> None:
+    ids = fill_store(store_path, compare=False)
+    report = build_report(load(store_path, ids["run"]))
+    comps = {c["candidate"]["label"]: c for c in report["comparisons"]}
+    assert set(comps) == {"xla=jit", "threads=2", "allocator=broken"}
+    assert comps["xla=jit"]["source"] == "recomputed"
+    assert comps["xla=jit"]["speedup"]["verdict"] == "faster"
+    assert comps["xla=jit"]["speedup"]["n_pairs"] == 10
+    assert comps["allocator=broken"]["speedup"]["median"] is None
+
+
+def test_run_without_comparisons(store_path: Path) -> None:
+    ids = fill_store(store_path)
+    report = build_report(load(store_path, ids["bench"]))
+    assert report["comparisons"] == []
+    assert report["results"][0]["peak_share"] is None
+
+
+def test_describe_workload() -> None:
+    assert describe_workload({"kind": "builtin", "name": "lstm", "size": "tiny", "batch": 1}) == (
+        "lstm (tiny, batch 1)"
+    )
+    assert describe_workload({"kind": "model", "path": "/a/b/", "format": "savedmodel"}) == (
+        "b (savedmodel)"
+    )
+    assert describe_workload(None) == "-"
+
+
+def test_html_is_self_contained(store_path: Path, tmp_path: Path) -> None:
+    ids = fill_store(store_path)
+    out = write_html(load(store_path, ids["run"]), tmp_path / "r.html")
+    text = out.read_text()
+    markup = re.sub(r"<script[^>]*>.*?</script>", "<script></script>", text, flags=re.DOTALL)
+    assert not re.search(r"<script[^>]+src=|<link|<img|@import|url\(", markup)
+    assert text.count("Plotly.newPlot") == 3
+    assert len(text) > 1_000_000  # plotly.js itself is embedded
+    assert "SIGSEGV" in text and "xla=jit" in text
+
+
+def test_html_escapes_labels(store_path: Path, tmp_path: Path) -> None:
+    with Store.open(store_path) as store:
+        run = store.new_run("bench", "<b>cmd</b>", {}, {}, {})
+        trial = store.new_trial(run, "<script>alert(1)</script>", {}, "baseline")
+        store.add_block(trial, [0.001] * 10, "steady")
+        store.finish_trial(trial, "ok", {}, None)
+        doc = store.load_run(run)
+    text = write_html(doc, tmp_path / "r.html").read_text()
+    assert "<script>alert(1)</script>" not in text
+    assert "&lt;b&gt;cmd&lt;/b&gt;" in text
+
+
+def test_html_unwritable_path_is_a_user_error(store_path: Path, tmp_path: Path) -> None:
+    ids = fill_store(store_path)
+    with pytest.raises(UserError, match="--html"):
+        write_html(load(store_path, ids["run"]), tmp_path / "missing" / "r.html")
+
+
+def rendered_dom(html_file: Path, profile: Path) -> str:
+    proc = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            html_file.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return re.sub(r"<script.*?</script>", "", proc.stdout, flags=re.DOTALL)
+
+
+def test_html_renders_in_headless_chromium(store_path: Path, tmp_path: Path) -> None:
+    require(Path(CHROMIUM).exists(), "chromium is not installed (apt-get install chromium)")
+    ids = fill_store(store_path)
+    out = write_html(load(store_path, ids["run"]), tmp_path / "r.html")
+    dom = rendered_dom(out, tmp_path / "profile")
+    # Each plot becomes plotly SVG: 3 figures, 3 violins (failed trial has none), 2 bar traces.
+    assert dom.count('class="plot-container plotly"') == 3
+    assert len(re.findall(r'<path class="violin"[^>]* d="M', dom)) == 3
+    assert dom.count('class="trace bars"') == 2
+    assert len(re.findall(r'<g class="point">', dom)) == 2 + 3
+    assert "1.5" in dom and "faster" in dom
