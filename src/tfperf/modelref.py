@@ -1,0 +1,159 @@
+"""Parent-side check of a user's model argument: what it is, before any worker starts.
+
+Contract: :func:`resolve_model` turns the argument of ``tfperf bench MODEL`` into the workload
+dict of ``docs/ARCHITECTURE.md`` (``{"kind": "model", "path", "format", "inputs", "unsafe",
+"batch"}``), or raises :class:`~tfperf.errors.UserError` with one sentence (not found, not a
+model, corrupt file, unsupported format) that names the supported formats. It reads at most a
+few bytes and one small JSON member of the file; it never imports TensorFlow, and for a
+``module:function`` factory it locates the module (``importlib.util.find_spec``) without
+importing it. A factory workload also carries ``"search_path"`` (the directory the user ran
+from), so the worker can import a module that lives there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.workloads import check_batch
+
+SUPPORTED = (
+    "a .keras file, a SavedModel directory, a .tflite file, or module:function "
+    "returning (model, inputs)"
+)
+"""The supported formats, as every error sentence names them."""
+
+TFLITE_IDENTIFIER = b"TFL3"
+"""FlatBuffer file identifier of a TensorFlow Lite model (bytes 4-8 of the file)."""
+
+_FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+def resolve_model(
+    arg: str, *, unsafe: bool = False, inputs: str | None = None, batch: int = 1
+) -> dict[str, Any]:
+    """The workload dict for the user's model argument ``arg``.
+
+    ``unsafe`` allows a ``.keras`` file to run code on load (Lambda layers, custom objects);
+    ``inputs`` is an optional ``.npz`` of sample inputs; ``batch`` the samples per call (>= 1).
+    """
+    check_batch(batch)
+    path, fmt = _identify(arg)
+    return {
+        "kind": "model",
+        "path": path,
+        "format": fmt,
+        "inputs": _check_inputs(inputs),
+        "unsafe": bool(unsafe),
+        "batch": int(batch),
+        **({"search_path": os.getcwd()} if fmt == "factory" else {}),
+    }
+
+
+def _identify(arg: str) -> tuple[str, str]:
+    """``(path, format)`` for ``arg``; the path is absolute except for a factory."""
+    if not arg:
+        raise UserError(f"No model given: pass {SUPPORTED}.")
+    path = Path(arg).expanduser()
+    if path.is_dir():
+        return _savedmodel(path)
+    if path.is_file():
+        return _model_file(path)
+    if ":" in arg and "/" not in arg:
+        return _factory(arg)
+    raise UserError(f"Model {arg!r} not found: pass {SUPPORTED}.")
+
+
+def _savedmodel(path: Path) -> tuple[str, str]:
+    if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
+        return str(path.resolve()), "savedmodel"
+    raise UserError(
+        f"Directory {str(path)!r} is not a SavedModel (no saved_model.pb in it): pass {SUPPORTED}."
+    )
+
+
+def _model_file(path: Path) -> tuple[str, str]:
+    name = str(path)
+    suffix = path.suffix.lower()
+    if path.name in ("saved_model.pb", "saved_model.pbtxt"):
+        return _savedmodel(path.parent)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise UserError(f"Cannot read model file {name!r} ({exc.strerror}).") from None
+    if head[4:8] == TFLITE_IDENTIFIER:
+        return str(path.resolve()), "tflite"
+    if zipfile.is_zipfile(path):
+        _check_keras_zip(path)
+        return str(path.resolve()), "keras"
+    if suffix == ".tflite":
+        raise UserError(f"{name!r} is a corrupt .tflite file (no TFL3 FlatBuffer identifier).")
+    if suffix == ".keras":
+        raise UserError(f"{name!r} is a corrupt .keras file (not a zip archive).")
+    if suffix in (".h5", ".hdf5") or head.startswith(b"\x89HDF"):
+        raise UserError(
+            f"{name!r} is a legacy HDF5 Keras file, which is not supported: re-save it with "
+            f"model.save('model.keras'), or pass {SUPPORTED}."
+        )
+    raise UserError(f"{name!r} is not a model: pass {SUPPORTED}.")
+
+
+def _check_keras_zip(path: Path) -> None:
+    """Raise :class:`UserError` unless ``path`` is a zip holding a readable ``config.json``."""
+    name = str(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if "config.json" not in zf.namelist():
+                raise UserError(
+                    f"{name!r} is a zip archive but not a .keras model (no config.json): "
+                    f"pass {SUPPORTED}."
+                )
+            json.loads(zf.read("config.json"))
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise UserError(f"{name!r} is a corrupt .keras file ({exc}).") from None
+
+
+def _factory(arg: str) -> tuple[str, str]:
+    if not _FACTORY.match(arg):
+        raise UserError(
+            f"{arg!r} is neither a model file nor module:function (e.g. mymodels:build): "
+            f"pass {SUPPORTED}."
+        )
+    module = arg.split(":", 1)[0]
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    if spec is None:
+        raise UserError(
+            f"Module {module!r} of {arg!r} cannot be found: run from its directory or add it "
+            "to PYTHONPATH."
+        )
+    return arg, "factory"
+
+
+def _check_inputs(inputs: str | None) -> str | None:
+    """The absolute path of the ``--inputs`` file, checked to be a readable ``.npz`` archive."""
+    if inputs is None:
+        return None
+    path = Path(inputs).expanduser()
+    if not path.is_file():
+        raise UserError(f"Inputs file {inputs!r} not found: pass a .npz made with numpy.savez.")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"Inputs file {inputs!r} is not a .npz archive: write it with numpy.savez.")
+    return str(path.resolve())

@@ -1,0 +1,129 @@
+"""The built-in Keras models (worker side: imports TensorFlow and Keras).
+
+Contract: :func:`build` returns a :class:`Built` for a name of
+:data:`tfperf.workloads.BUILTINS`, a size and a batch: the Keras model, seeded sample inputs
+(and labels for a training workload) and the analytic FLOPs per call. Weights and inputs
+depend only on (name, size, batch), so two builds, in one process or two, are identical.
+Works with Keras 3 and with the Keras 2 of TensorFlow 2.15.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfperf import flops as flops_mod
+from tfperf.inputs import generate, keras_input_specs
+from tfperf.workloads import SEED, get_builtin
+
+
+@dataclass
+class Built:
+    """A built-in workload, built: the model, its inputs, and what one call costs."""
+
+    model: Any
+    inputs: dict[str, Any]
+    train: bool
+    labels: Any | None
+    flops_per_call: int | None
+    flops_source: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _lstm(keras: Any, p: dict[str, Any]) -> Any:
+    inp = keras.Input((p["steps"], p["features"]), name="sequence")
+    return keras.Model(inp, keras.layers.LSTM(p["units"])(inp), name="lstm")
+
+
+def _encoder(keras: Any, p: dict[str, Any]) -> Any:
+    layers = keras.layers
+    inp = keras.Input((p["seq"], p["d_model"]), name="embeddings")
+    x = inp
+    for i in range(p["layers"]):
+        att = layers.MultiHeadAttention(
+            num_heads=p["heads"], key_dim=p["d_model"] // p["heads"], name=f"attention_{i}"
+        )(x, x)
+        x = layers.LayerNormalization(name=f"norm_att_{i}")(layers.Add()([x, att]))
+        ffn = layers.Dense(p["ffn"], activation="relu", name=f"ffn_in_{i}")(x)
+        ffn = layers.Dense(p["d_model"], name=f"ffn_out_{i}")(ffn)
+        x = layers.LayerNormalization(name=f"norm_ffn_{i}")(layers.Add()([x, ffn]))
+    return keras.Model(inp, x, name="encoder")
+
+
+def _images(keras: Any, p: dict[str, Any]) -> Any:
+    return keras.Input((p["image"], p["image"], 3), name="images")
+
+
+def _mobilenetv2(keras: Any, p: dict[str, Any]) -> Any:
+    return keras.applications.MobileNetV2(
+        input_tensor=_images(keras, p),
+        alpha=p["alpha"],
+        weights=None,
+        classes=p["classes"],
+    )
+
+
+def _resnet50(keras: Any, p: dict[str, Any]) -> Any:
+    return keras.applications.ResNet50(
+        input_tensor=_images(keras, p), weights=None, classes=p["classes"]
+    )
+
+
+def _mlp(keras: Any, p: dict[str, Any]) -> Any:
+    inp = keras.Input((p["features"],), name="features")
+    x = inp
+    for i, width in enumerate(p["hidden"]):
+        x = keras.layers.Dense(width, activation="relu", name=f"hidden_{i}")(x)
+    return keras.Model(inp, keras.layers.Dense(p["classes"], name="logits")(x), name="mlp")
+
+
+def _wide_deep(keras: Any, p: dict[str, Any]) -> Any:
+    layers = keras.layers
+    cat = keras.Input((p["categorical"],), dtype="int32", name="categorical")
+    dense = keras.Input((p["dense"],), name="dense")
+    emb = layers.Flatten()(layers.Embedding(p["vocab"], p["embed_dim"], name="embedding")(cat))
+    deep = layers.Concatenate()([emb, dense])
+    for i, width in enumerate(p["hidden"]):
+        deep = layers.Dense(width, activation="relu", name=f"deep_{i}")(deep)
+    deep = layers.Dense(1, name="deep_out")(deep)
+    wide = layers.Dense(1, name="wide")(dense)
+    out = layers.Activation("sigmoid")(layers.Add()([wide, deep]))
+    return keras.Model([cat, dense], out, name="wide_deep")
+
+
+BUILDERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "lstm": _lstm,
+    "encoder": _encoder,
+    "mobilenetv2": _mobilenetv2,
+    "resnet50": _resnet50,
+    "resnet50-train": _resnet50,
+    "mlp": _mlp,
+    "wide-deep": _wide_deep,
+}
+"""Model builder of each built-in: ``builder(keras, size_params) -> keras.Model``."""
+
+
+def build(name: str, size: str = "standard", batch: int = 1) -> Built:
+    """Build built-in ``name`` at ``size`` with ``batch`` samples per call (seeded)."""
+    import keras
+    import numpy as np
+
+    info = get_builtin(name)
+    params = info.params(size)
+    keras.backend.clear_session()  # layer names (and so input names) restart from scratch
+    keras.utils.set_random_seed(SEED)
+    model = BUILDERS[name](keras, params)
+    inputs = generate(keras_input_specs(model), batch, SEED)
+    flops, source = flops_mod.builtin_flops(name, params, batch)
+    if source == "unknown":
+        flops, source = flops_mod.keras_layer_flops(model, batch)
+    train = info.task == "train"
+    labels = None
+    if train:
+        rng = np.random.default_rng(SEED + 1)
+        labels = rng.integers(0, params["classes"], size=(batch,)).astype("int32")
+        if flops is not None:
+            params_count = flops_mod.count_params(model.trainable_weights)
+            flops = flops_mod.train_step_flops(flops, params_count)
+    return Built(model, inputs, train, labels, flops, source)
