@@ -1,0 +1,106 @@
+"""Candidate environments: specs, the registry, and candidates that cannot be installed.
+
+The install failures are real: pip is asked for a version that does not exist, a wheel for
+another platform, a file that is not a wheel, a path that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tfperf.builds import envs
+from tfperf.builds.envs import CandidateError, ensure_env, register_wheel, resolve_spec
+from tfperf.errors import UserError
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """A private cache and registry for one test."""
+    monkeypatch.setenv("TFPERF_BUILDS_CACHE", str(tmp_path / "envs"))
+    monkeypatch.setenv("TFPERF_BUILDS_REGISTRY", str(tmp_path / "candidates.json"))
+    return tmp_path
+
+
+def _leftover_envs(root: Path) -> list[Path]:
+    return [p for p in root.iterdir() if not p.name.startswith(".")] if root.exists() else []
+
+
+def test_version_that_does_not_exist_is_one_clear_line(isolated):
+    with pytest.raises(CandidateError) as err:
+        ensure_env("tensorflow-cpu==0.0.1")
+    line = str(err.value)
+    assert line.startswith("tensorflow-cpu==0.0.1: no such version")
+    assert "\n" not in line
+    assert _leftover_envs(isolated / "envs") == []
+
+
+def test_wheel_for_another_platform_is_refused(isolated):
+    wheel = isolated / "tensorflow_cpu-2.20.0-cp27-cp27m-win32.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("tensorflow_cpu-2.20.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    with pytest.raises(CandidateError, match="not for Python"):
+        ensure_env(str(wheel))
+    assert _leftover_envs(isolated / "envs") == []
+
+
+def test_file_that_is_not_a_wheel_is_refused(isolated):
+    bogus = isolated / "tensorflow_cpu-2.20.0-py3-none-any.whl"
+    bogus.write_bytes(b"this is not a zip archive")
+    with pytest.raises(CandidateError, match="not a valid wheel"):
+        ensure_env(str(bogus))
+
+
+def test_missing_wheel_and_bad_spec_fail_before_installing(isolated):
+    with pytest.raises(CandidateError, match="does not exist"):
+        resolve_spec(str(isolated / "nowhere.whl"))
+    with pytest.raises(CandidateError, match="neither a pip requirement"):
+        resolve_spec("tensorflow cpu please")
+
+
+def test_requirements_and_wheels_get_distinct_cache_keys(isolated):
+    reqs, key = resolve_spec("tensorflow-cpu==2.15.1+intel-extension-for-tensorflow[cpu]")
+    assert reqs == ["tensorflow-cpu==2.15.1", "intel-extension-for-tensorflow[cpu]"]
+    wheel = isolated / "a-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"one")
+    _, k1 = resolve_spec(str(wheel))
+    wheel.write_bytes(b"two")
+    _, k2 = resolve_spec(str(wheel))
+    assert len({key, k1, k2}) == 3  # a rebuilt wheel is a new environment
+    assert envs.env_dir(k1) != envs.env_dir(k2)
+
+
+def test_registered_wheel_resolves_by_name(isolated, cli):
+    wheel = isolated / "tensorflow_cpu-2.21.0-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"built")
+    name, path = register_wheel(wheel, "tf-icelake")
+    assert (name, Path(path)) == ("tf-icelake", wheel.resolve())
+    reqs, _ = resolve_spec("tf-icelake")
+    assert reqs == [str(wheel.resolve())]
+    res = cli(
+        "builds",
+        "register",
+        str(wheel),
+        "--json",
+        env={"TFPERF_BUILDS_REGISTRY": str(isolated / "candidates.json")},
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["name"] == wheel.stem
+    with pytest.raises(UserError):
+        register_wheel(isolated / "missing.whl")
+    wheel.unlink()
+    with pytest.raises(CandidateError, match="no longer exists"):
+        resolve_spec("tf-icelake")
+
+
+def test_failure_reasons_from_installer_output():
+    assert "no such version" in envs.explain_install_failure(
+        ["ERROR: Could not find a version that satisfies the requirement x==9"]
+    )
+    assert "cannot be reached" in envs.explain_install_failure(
+        ["WARNING: Retrying", "Temporary failure in name resolution"]
+    )
+    assert envs.explain_install_failure(["boom"]).startswith("install failed (boom)")
