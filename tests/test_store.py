@@ -188,3 +188,20 @@ def test_sigkill_mid_run_keeps_every_committed_block(store_path: Path) -> None:
     conn = sqlite3.connect(store_path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+def test_writes_from_several_threads(store_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Store.open(store_path) as store:
+        run = store.new_run("bench", "threads", {}, {}, {})
+        trials = [store.new_trial(run, f"t{i}", {}, "candidate") for i in range(4)]
+
+        def write(trial: int) -> None:
+            for k in range(25):
+                store.add_block(trial, [float(k)], "steady")
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(write, trials))
+        doc = store.load_run(run)
+    assert [t["samples_s"] for t in doc["trials"]] == [[float(k) for k in range(25)]] * 4

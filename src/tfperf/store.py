@@ -11,7 +11,9 @@ Contract
   moment (SIGKILL included) keeps everything written before; :meth:`Store.add_block` is meant to
   be called once per measured block for exactly that reason.
 - A run or trial still marked ``running`` whose writer process is gone reads back with status
-  ``"interrupted"`` (the writer's pid and process start time are recorded to tell).
+  ``"interrupted"`` (the writer's host, pid and process start time are recorded to tell; a run
+  written on another host reads as ``running`` until it finishes).
+- One ``Store`` may be shared by threads: writes are serialised by a lock.
 - ``kind``, ``role``, ``phase`` and ``status`` are free-form text (``tune`` adds kinds of runs);
   workloads, machines, settings, configs, infos, errors, summaries and comparison results are
   JSON objects stored as text and returned as dicts.
@@ -26,7 +28,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +58,7 @@ CREATE TABLE runs (
     summary TEXT,
     started_at REAL NOT NULL,
     finished_at REAL,
+    writer_host TEXT,
     writer_pid INTEGER,
     writer_start REAL
 );
@@ -130,6 +135,8 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        self._lock = threading.Lock()
+        self._host = socket.gethostname()
         self._pid = os.getpid()
         self._pid_start = _process_start(self._pid)
 
@@ -158,7 +165,9 @@ class Store:
                 f"({exc.strerror or exc}); pass a writable --store PATH."
             ) from exc
         try:
-            conn = sqlite3.connect(target, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(
+                target, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise UserError(
                 f"cannot open the store {target} ({exc}); pass a writable --store PATH."
@@ -230,9 +239,12 @@ class Store:
         self.close()
 
     # ----------------------------------------------------------------- writing
+    def _execute(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, params)
+
     def _insert(self, sql: str, params: tuple) -> int:
-        cur = self._conn.execute(sql, params)
-        return int(cur.lastrowid)
+        return int(self._execute(sql, params).lastrowid)
 
     def new_run(
         self, kind: str, command: str, workload: dict, machine: dict, settings: dict
@@ -240,7 +252,7 @@ class Store:
         """Record the start of a run; returns its id. Its status is ``running`` until finished."""
         return self._insert(
             "INSERT INTO runs (kind, command, workload, machine, settings, started_at,"
-            " writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " writer_host, writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 kind,
                 command,
@@ -248,6 +260,7 @@ class Store:
                 _dumps(machine),
                 _dumps(settings),
                 time.time(),
+                self._host,
                 self._pid,
                 self._pid_start,
             ),
@@ -286,7 +299,7 @@ class Store:
         """Close a trial: status ``ok``/``failed``/``rejected``, its info and any error."""
         if status not in TRIAL_STATUSES:
             raise ValueError(f"trial status must be one of {TRIAL_STATUSES}, not {status!r}")
-        self._conn.execute(
+        self._execute(
             "UPDATE trials SET status = ?, info = ?, error = ?, finished_at = ? WHERE id = ?",
             (status, _dumps(info), None if error is None else _dumps(error), time.time(), trial_id),
         )
@@ -303,7 +316,7 @@ class Store:
 
     def finish_run(self, run_id: int, status: str, summary: dict) -> None:
         """Close a run with a status (free-form, e.g. ``ok``/``failed``) and a summary."""
-        self._conn.execute(
+        self._execute(
             "UPDATE runs SET status = ?, summary = ?, finished_at = ? WHERE id = ?",
             (status, _dumps(summary), time.time(), run_id),
         )
@@ -311,8 +324,10 @@ class Store:
     # ----------------------------------------------------------------- reading
     def _run_dict(self, row: sqlite3.Row, counts: dict[str, int]) -> dict:
         status = row["status"]
-        interrupted = status == RUNNING and not _writer_alive(
-            row["writer_pid"], row["writer_start"]
+        interrupted = (
+            status == RUNNING
+            and row["writer_host"] == self._host
+            and not _writer_alive(row["writer_pid"], row["writer_start"])
         )
         return {
             "id": row["id"],
