@@ -94,7 +94,7 @@ def test_report_document_names_and_values(store_path: Path) -> None:
     assert lat["p50_ci95"][0] <= lat["p50"] <= lat["p50_ci95"][1]
     assert {"p90", "p99", "mean"} <= set(lat)
     assert base["throughput_per_s"] == pytest.approx(4 / np.median(samples))
-    assert base["warmup"] == {"n": 3, "total_s": pytest.approx(0.064)}
+    assert base["warmup"] == {"n": 3, "seconds": pytest.approx(0.064), "steady_from": 0}
     assert results["xla=jit"]["peak_share"] == pytest.approx(4.5 / 60.0)
     failed = results["allocator=broken"]
     assert failed["status"] == "failed" and failed["n"] == 0
@@ -124,6 +124,28 @@ def test_run_without_comparisons(store_path: Path) -> None:
     report = build_report(load(store_path, ids["bench"]))
     assert report["comparisons"] == []
     assert report["results"][0]["peak_share"] is None
+
+
+def test_flop_rates_from_each_kind_of_trial_info(store_path: Path) -> None:
+    infos = {
+        "top": {"gflops": 2.0, "peak_gflops": 40.0},
+        "measured": {"summary": {"flops": {"gflops_per_s": 3.0, "peak_gflops": 60.0}}},
+        "per_call": {"flops": {"per_call": 2e6, "source": "analytic"}},
+        "unknown": {"flops": {"per_call": None, "source": "unknown"}},
+    }
+    with Store.open(store_path) as store:
+        run = store.new_run("bench", "x", {}, {}, {})
+        for label, info in infos.items():
+            trial = store.new_trial(run, label, {}, "candidate")
+            store.add_block(trial, [0.001] * 8, "steady")
+            store.finish_trial(trial, "ok", info, None)
+        store.finish_run(run, "ok", {"peak": {"fp32_gflops": 50.0, "bf16_gflops": None}})
+        results = {r["label"]: r for r in build_report(store.load_run(run))["results"]}
+    assert results["top"]["peak_share"] == pytest.approx(0.05)
+    assert results["measured"]["peak_share"] == pytest.approx(0.05)
+    assert results["per_call"]["gflops"] == pytest.approx(2.0)  # 2 MFLOP in 1 ms
+    assert results["per_call"]["peak_share"] == pytest.approx(2.0 / 50.0)
+    assert results["unknown"]["gflops"] is None and results["unknown"]["peak_share"] is None
 
 
 def test_describe_workload() -> None:

@@ -50,15 +50,37 @@ def _block_medians(trial: dict) -> list[float]:
     ]
 
 
-def _result(trial: dict, default_batch: int) -> dict:
-    from tfperf.stats import summarize
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _flop_rates(info: dict, p50_ms: float | None, run_peak: dict) -> tuple[float | None, ...]:
+    """(achieved GFLOP/s, peak GFLOP/s) of a trial from whatever its info recorded.
+
+    In order: ``gflops``/``peak_gflops`` at the top of the info; the measured summary's
+    ``flops`` (``gflops_per_s``, ``peak_gflops``); else FLOPs per call over the median latency
+    against the run's fp32 peak (``summary.peak.fp32_gflops``).
+    """
+    measured = ((info.get("summary") or {}).get("flops")) or {}
+    gflops = _number(info.get("gflops")) or _number(measured.get("gflops_per_s"))
+    peak = _number(info.get("peak_gflops")) or _number(measured.get("peak_gflops"))
+    per_call = _number((info.get("flops") or {}).get("per_call"))
+    if gflops is None and per_call and p50_ms:
+        gflops = per_call / (p50_ms / 1e3) / 1e9
+    if peak is None:
+        peak = _number((run_peak or {}).get("fp32_gflops"))
+    return gflops, peak
+
+
+def _result(trial: dict, default_batch: int, run_peak: dict) -> dict:
+    from tfperf.stats import detect_warmup, summarize
 
     info = trial.get("info") or {}
     warmup = trial.get("warmup_s") or []
     batch = int(info.get("batch") or default_batch or 1)
     summary = summarize(trial["samples_s"], batch=batch)
-    gflops, peak = info.get("gflops"), info.get("peak_gflops")
-    share = gflops / peak if isinstance(gflops, (int, float)) and peak else None
+    gflops, peak = _flop_rates(info, summary["latency_ms"]["p50"], run_peak)
+    share = gflops / peak if gflops and peak else None
     warnings = list(summary["warnings"]) if summary["n"] or trial["status"] == "ok" else []
     if trial["status"] != "ok":
         reason = error_text(trial.get("error"))
@@ -74,7 +96,14 @@ def _result(trial: dict, default_batch: int) -> dict:
         "latency_ms": summary["latency_ms"],
         "throughput_per_s": summary["throughput_per_s"],
         "cv": summary["cv"],
-        "warmup": {"n": len(warmup), "total_s": float(sum(warmup))},
+        "warmup": {
+            "n": len(warmup),
+            "seconds": float(sum(warmup)),
+            "steady_from": detect_warmup(warmup),
+        },
+        "cold_start_s": info.get("cold_start_s"),
+        "first_call_s": info.get("first_call_s"),
+        "peak_rss_bytes": info.get("peak_rss_bytes"),
         "gflops": gflops,
         "peak_gflops": peak,
         "peak_share": share,
@@ -130,7 +159,8 @@ def build_report(doc: dict) -> dict:
     """The report document of one run (``doc`` as returned by ``Store.load_run``)."""
     run = doc["run"]
     default_batch = (run.get("workload") or {}).get("batch") or 1
-    results = [_result(t, default_batch) for t in doc["trials"]]
+    run_peak = (run.get("summary") or {}).get("peak") or {}
+    results = [_result(t, default_batch, run_peak) for t in doc["trials"]]
     warnings = []
     if run["status"] not in ("ok", "running"):
         warnings.append(f"the run is {run['status']}; its figures cover what finished before")
