@@ -66,6 +66,12 @@ _SPEED = re.compile(
 
 _LOGGING_ONLY = frozenset({"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE"})
 
+_NOT_TENSORFLOW = re.compile(
+    r"^TF_(CLI_.*|LOG.*|VAR_.*|INPUT|IN_AUTOMATION|DATA_DIR|WORKSPACE|PLUGIN_CACHE_DIR|"
+    r"REGISTRY_.*|TOKEN_.*|IGNORE|STATE_PERSIST_INTERVAL|APPEND_USER_AGENT)$"
+)
+"""Terraform's ``TF_*`` variables: neither inherited nor reported."""
+
 DELIBERATE = {
     "PYTHONUNBUFFERED": "1",
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -76,7 +82,9 @@ DELIBERATE = {
 
 def is_speed_relevant(name: str) -> bool:
     """Whether variable ``name`` can change how fast TensorFlow runs."""
-    return name not in _LOGGING_ONLY and bool(_SPEED.match(name))
+    if name in _LOGGING_ONLY or _NOT_TENSORFLOW.match(name):
+        return False
+    return bool(_SPEED.match(name))
 
 
 def worker_base_env(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

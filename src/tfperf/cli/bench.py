@@ -1,9 +1,409 @@
-"""CLI commands: bench (being written)."""
+"""CLI commands ``bench`` and ``compare``: thin wrappers over :mod:`tfperf.bench`.
+
+``tfperf bench`` measures one workload (a built-in or the user's model) under the default
+config and, with ``--set``/``--env``, one candidate config, interleaved. ``tfperf compare``
+either compares two stored runs (``RUN_A RUN_B``) or measures several candidates against the
+default in one interleaved run (each ``--set``/``--env`` is one candidate; join knobs of one
+candidate with commas: ``--set onednn=off,intra_threads=2``).
+"""
 
 from __future__ import annotations
 
+import shlex
+import sys
+from typing import Any
+
 import click
+
+from tfperf.errors import FailOnTriggered, UserError
+
+_DEFAULT_BUDGET = 30.0
+
+
+def _workload(
+    workload: str | None,
+    model: str | None,
+    inputs: str | None,
+    unsafe: bool,
+    batch: int,
+    size: str,
+) -> dict[str, Any]:
+    if (workload is None) == (model is None):
+        raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
+    if workload is not None:
+        if inputs:
+            raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
+        from tfperf.workloads import builtin_workload
+
+        return builtin_workload(workload, size=size, batch=batch)
+    from tfperf.modelref import resolve_model
+
+    return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]
+
+
+def _open_store(path: str | None) -> Any:
+    from tfperf.paths import resolve_store_path
+    from tfperf.store import Store
+
+    return Store.open(resolve_store_path(path))
+
+
+def _memory_limit(gib: float | None) -> int | None:
+    if gib is None:
+        return None
+    if gib <= 0:
+        raise UserError(f"--memory-limit must be a positive number of GiB, not {gib}.")
+    return int(gib * 2**30)
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise UserError(f"{name} must be a positive number, not {value}.")
+
+
+def _progress_listener() -> Any:
+    """A :class:`tfperf.measure.Listener` that shows rich progress on stderr (a context)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tfperf.measure import Listener
+    from tfperf.output import err_console
+
+    class ProgressListener(Listener):
+        def __init__(self) -> None:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                console=err_console(),
+                transient=True,
+            )
+            self.task = self.progress.add_task("starting workers", total=None, info="")
+
+        def trial(self, trial: Any, event: str) -> None:
+            if event == "starting":
+                self.progress.update(self.task, description=f"starting {trial.label}", info="")
+            elif event == "failed":
+                reason = (trial.error or {}).get("reason", "failed")
+                self.progress.console.print(f"[red]{trial.label}[/]: {reason}")
+
+        def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
+            self.progress.update(
+                self.task,
+                description="measuring",
+                total=budget_s,
+                completed=min(elapsed_s, budget_s),
+                info=f"round {done}",
+            )
+
+        def __enter__(self) -> ProgressListener:
+            self.progress.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.progress.stop()
+
+    return ProgressListener()
+
+
+def _fmt(value: float | None, spec: str = ".3g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _render_bench(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from tfperf.output import console
+
+    out = console()
+    table = Table(title=f"tfperf run {doc['run_id']}: {_workload_name(doc['workload'])}")
+    table.add_column("config", no_wrap=True, max_width=28)
+    for col in (
+        "p50 ms",
+        "95% CI",
+        "p90",
+        "p99",
+        "per s",
+        "cold s",
+        "1st s",
+        "RSS MiB",
+        "GFLOP/s",
+        "of peak",
+    ):
+        table.add_column(col, justify="right")
+    for r in doc["results"]:
+        if r["status"] != "ok" and not r["n"]:
+            table.add_row(r["label"], f"[red]{(r['error'] or {}).get('reason', r['status'])}[/]")
+            continue
+        lat = r["latency_ms"]
+        low, high = lat["p50_ci95"]
+        flops = r["flops"]
+        share = flops["share_of_peak"]
+        rss = r["peak_rss_bytes"]
+        table.add_row(
+            r["label"] + ("" if r["status"] == "ok" else " [red](failed)[/]"),
+            _fmt(lat["p50"]),
+            f"{_fmt(low)}-{_fmt(high)}",
+            _fmt(lat["p90"]),
+            _fmt(lat["p99"]),
+            _fmt(r["throughput_per_s"], ".4g"),
+            _fmt(r["cold_start_s"], ".1f"),
+            _fmt(r["first_call_s"], ".2g"),
+            "-" if not rss else f"{rss / 2**20:.0f}",
+            _fmt(flops["gflops_per_s"]),
+            "-" if share is None else f"{share:.2%}",
+        )
+    out.print(table)
+    for r in doc["results"]:
+        styles = [
+            f"{name} {s['vs_function']:.1f}x slower" if s.get("vs_function") else f"{name} n/a"
+            for name, s in (r.get("call_styles") or {}).items()
+        ]
+        if styles:
+            out.print(f"{r['label']}: vs the tf.function call, " + ", ".join(styles))
+        for w in r["warnings"]:
+            out.print(f"[yellow]warning[/] {r['label']}: {w}")
+    _render_speedups(doc.get("comparisons", []), "baseline", "candidate")
+    for w in doc.get("warnings", []):
+        out.print(f"[yellow]warning[/]: {w}")
+    out.print(f"stopped: {doc['stopped']} after {doc['rounds']} rounds ({doc['steady_s']:.1f} s)")
+
+
+def _render_speedups(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
+    from rich.table import Table
+
+    from tfperf.output import console
+
+    if not comparisons:
+        return
+    colors = {"faster": "green", "slower": "red", "same": "cyan", "inconclusive": "yellow"}
+    table = Table(title="speedup = time A / time B (> 1: B is faster)")
+    for col in ("A", "B", "speedup [95% CI]", "p", "verdict"):
+        table.add_column(col)
+    for c in comparisons:
+        s = c["speedup"]
+        low, high = s["ci95"]
+        color = colors.get(s["verdict"], "white")
+        table.add_row(
+            c[a],
+            c[b],
+            f"{_fmt(s['median'], '.3f')} [{_fmt(low, '.3f')}..{_fmt(high, '.3f')}]",
+            _fmt(s["p_value"], ".2g"),
+            f"[{color}]{s['verdict']}[/]",
+        )
+    console().print(table)
+    for c in comparisons:
+        for w in c["speedup"].get("warnings", []):
+            console().print(f"[yellow]warning[/] {c[b]}: {w}")
+
+
+def _workload_name(workload: dict[str, Any]) -> str:
+    if workload.get("kind") == "builtin":
+        return f"{workload['name']} ({workload.get('size')}, batch {workload.get('batch')})"
+    return f"{workload.get('path')} (batch {workload.get('batch')})"
+
+
+def _measure_options(fn: Any) -> Any:
+    options = [
+        click.option("--workload", "workload", metavar="NAME", help="A built-in workload."),
+        click.option("--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL."),
+        click.option("--unsafe", is_flag=True, help="Let a .keras file run code on load."),
+        click.option("--batch", type=int, default=1, show_default=True, help="Samples per call."),
+        click.option(
+            "--size",
+            type=click.Choice(["standard", "tiny"]),
+            default="standard",
+            show_default=True,
+            help="Size of a built-in workload.",
+        ),
+        click.option(
+            "--set",
+            "sets",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A knob value (onednn, intra_threads, allocator, xla, ...).",
+        ),
+        click.option(
+            "--env",
+            "envs",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="An environment variable for the measured config.",
+        ),
+        click.option(
+            "--budget",
+            type=float,
+            default=_DEFAULT_BUDGET,
+            show_default=True,
+            help="Seconds of steady-state measurement.",
+        ),
+        click.option(
+            "--precision",
+            type=float,
+            default=0.01,
+            show_default=True,
+            help="Stop early at this relative CI half-width of p50 and speedup.",
+        ),
+        click.option(
+            "--threshold",
+            type=float,
+            default=0.03,
+            show_default=True,
+            help="Smallest speedup that counts as faster/slower.",
+        ),
+        click.option(
+            "--timeout",
+            type=float,
+            default=120.0,
+            show_default=True,
+            help="Seconds a worker may take to answer one request.",
+        ),
+        click.option(
+            "--memory-limit",
+            type=float,
+            default=None,
+            metavar="GiB",
+            help="Fail a worker whose RSS exceeds this.",
+        ),
+        click.option("--no-peak", is_flag=True, help="Skip the matmul peak probe."),
+        click.option(
+            "--store",
+            type=click.Path(),
+            default=None,
+            help="Store file (default: TFPERF_STORE or the user data dir).",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _run(
+    configs: list[Any],
+    opts: dict[str, Any],
+    workload: dict[str, Any],
+    kind: str,
+) -> dict[str, Any]:
+    from tfperf.bench import bench
+
+    for name in ("budget", "precision", "timeout"):
+        _check_positive(f"--{name}", opts[name])
+    if opts["threshold"] < 0:
+        raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
+    memory = _memory_limit(opts["memory_limit"])
+    for config in configs:
+        config.worker_env({})  # a missing allocator is a user error before anything starts
+    store = _open_store(opts["store"])
+    try:
+        with _progress_listener() as progress:
+            return bench(
+                workload,
+                configs,
+                store=store,
+                budget_s=opts["budget"],
+                precision=opts["precision"],
+                threshold=opts["threshold"],
+                timeout_s=opts["timeout"],
+                memory_limit_bytes=memory,
+                peak=not opts["no_peak"],
+                listener=progress,
+                command=shlex.join(["tfperf", *sys.argv[1:]]),
+                kind=kind,
+            )
+    finally:
+        store.close()
+
+
+def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
+    if as_json:
+        from tfperf.output import emit_json
+
+        emit_json(doc)
+    else:
+        render(doc)
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to ``group``."""
+    """Add ``bench`` and ``compare`` to ``group``."""
+
+    @group.command("bench")
+    @click.argument("model", required=False)
+    @_measure_options
+    def bench_cmd(model: str | None, **opts: Any) -> None:
+        """Measure a workload: a built-in (--workload NAME) or MODEL (.keras, SavedModel dir,
+        .tflite, module:function). With --set/--env, the default config and that config are
+        measured side by side."""
+        from tfperf.config import Config
+
+        workload = _workload(
+            opts["workload"], model, opts["inputs"], opts["unsafe"], opts["batch"], opts["size"]
+        )
+        candidate = Config.parse(opts["sets"], opts["envs"])
+        configs = [Config()] + ([candidate] if candidate != Config() else [])
+        doc = _run(configs, opts, workload, "bench")
+        _emit(doc, opts["as_json"], _render_bench)
+
+    @group.command("compare")
+    @click.argument("runs", nargs=-1)
+    @click.option("--model", default=None, help="Your model, instead of --workload.")
+    @click.option(
+        "--fail-on-regression",
+        is_flag=True,
+        help="Exit 1 when B (or a candidate) is significantly slower.",
+    )
+    @_measure_options
+    def compare_cmd(
+        runs: tuple[str, ...], model: str | None, fail_on_regression: bool, **opts: Any
+    ) -> None:
+        """Compare two stored runs (RUN_A RUN_B, ids from `tfperf history` or 'latest'), or
+        measure candidates against the default in one interleaved run (--workload NAME or
+        --model MODEL, each --set/--env one candidate; join knobs with commas)."""
+        from tfperf.bench import compare_runs, regressions_in
+        from tfperf.config import Config
+
+        if runs:
+            if len(runs) != 2 or opts["workload"] or model:
+                raise UserError(
+                    "give either two run ids (tfperf compare RUN_A RUN_B) or a workload "
+                    "with candidates (tfperf compare --workload NAME --set KEY=VALUE)."
+                )
+            if opts["threshold"] < 0:
+                raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
+            store = _open_store(opts["store"])
+            try:
+                doc = compare_runs(store, runs[0], runs[1], opts["threshold"])
+            finally:
+                store.close()
+            _emit(doc, opts["as_json"], _render_runs)
+        else:
+            workload = _workload(
+                opts["workload"], model, opts["inputs"], opts["unsafe"], opts["batch"], opts["size"]
+            )
+            candidates = [Config.parse(s.split(","), []) for s in opts["sets"]]
+            candidates += [Config.parse([], [e]) for e in opts["envs"]]
+            if not candidates:
+                raise UserError(
+                    "name at least one candidate with --set KEY=VALUE or --env KEY=VALUE "
+                    "(or give two run ids)."
+                )
+            doc = _run([Config(), *candidates], opts, workload, "compare")
+            _emit(doc, opts["as_json"], _render_bench)
+        slower = regressions_in(doc)
+        if fail_on_regression and slower:
+            raise FailOnTriggered(f"significantly slower: {', '.join(slower)}.")
+
+
+def _render_runs(doc: dict[str, Any]) -> None:
+    from tfperf.output import console
+
+    out = console()
+    out.print(f"run {doc['run_a']} (A) vs run {doc['run_b']} (B)")
+    for c in doc["comparisons"]:
+        a, b = c["a"]["latency_ms"], c["b"]["latency_ms"]
+        out.print(
+            f"  {c['label_a']}: p50 {_fmt(a['p50'])} ms -> {c['label_b']}: p50 {_fmt(b['p50'])} ms"
+        )
+    _render_speedups(doc["comparisons"], "label_a", "label_b")
+    for w in doc["warnings"]:
+        out.print(f"[yellow]warning[/]: {w}")

@@ -1,0 +1,475 @@
+"""``bench`` and ``compare`` as library functions: measure, record in the store, summarise.
+
+Contract:
+
+- :func:`bench` measures one workload under ``configs`` (the first is the baseline) with
+  :func:`tfperf.measure.measure`, records the run as it goes (every block is committed as it
+  arrives; a failed worker is a failed trial with its reason) and returns the JSON document
+  ``tfperf bench --json`` prints::
+
+    {"run_id", "kind", "workload", "machine": {"fingerprint", "cpu", "cores"}, "peak",
+     "settings", "stopped", "rounds", "steady_s",
+     "environment": {"not_inherited": {NAME: VALUE}},
+     "results": [{"trial_id", "label", "role", "config", "status", "error",
+                  "n", "latency_ms": {"p50", "p90", "p99", "mean", "p50_ci95": [lo, hi]},
+                  "throughput_per_s", "cv", "warnings",
+                  "cold_start_s", "import_s", "load_s", "first_call_s", "warmup",
+                  "peak_rss_bytes", "batch", "install", "notes",
+                  "flops": {"per_call", "source", "gflops_per_s", "peak_gflops",
+                            "share_of_peak"},
+                  "call_styles": {"eager": {"p50_ms", "vs_function"}, "predict": ...}}],
+     "comparisons": [{"baseline", "candidate", "baseline_trial", "candidate_trial",
+                      "speedup": {"median", "ci95": [lo, hi], "p_value", "n_pairs",
+                                  "threshold", "verdict", "warnings"}}],
+     "warnings": [...]}
+
+  ``speedup`` = baseline time / candidate time (> 1: the candidate is faster), the median of
+  pair-by-pair ratios of block medians; the verdict needs both a significance test and the size
+  threshold (:func:`tfperf.stats.paired_speedup`).
+- :func:`compare_runs` compares two stored runs trial by trial (same label; or the two
+  baselines). The runs were not interleaved, so the comparison is unpaired: the ratio of the
+  medians of the per-block medians, a bootstrap 95% interval, a Mann-Whitney test, and the same
+  verdict rule. ``regressions`` lists the labels where run B is significantly slower.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tfperf.config import Config
+from tfperf.measure import Listener, Measurement, Settings, Trial, measure
+
+DEFAULT_THRESHOLD = 0.03
+SIGNIFICANCE = 0.05
+EXTRAS = ("eager", "predict")
+
+
+class _Recorder(Listener):
+    """Writes trials and blocks to the store as they happen, then tells ``inner``."""
+
+    def __init__(self, store: Any, run_id: int, inner: Listener | None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.inner = inner or Listener()
+        self.trial_ids: dict[int, int] = {}
+
+    def trial(self, trial: Trial, event: str) -> None:
+        if event == "starting":
+            self.trial_ids[trial.index] = self.store.new_trial(
+                self.run_id, trial.label, trial.config.to_dict(), trial.role
+            )
+        elif event == "failed":
+            self.store.finish_trial(
+                self.trial_ids[trial.index], "failed", _trial_info(trial), trial.error
+            )
+        self.inner.trial(trial, event)
+
+    def block(self, trial: Trial, samples_s: list[float], phase: str, info: dict) -> None:
+        self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
+        self.inner.block(trial, samples_s, phase, info)
+
+    def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
+        self.inner.round(done, elapsed_s, budget_s)
+
+
+def machine_summary(machine: Mapping[str, Any]) -> dict[str, Any]:
+    """The few machine facts a result carries (the store keeps the whole record)."""
+    return {
+        "fingerprint": machine.get("fingerprint"),
+        "cpu": (machine.get("cpu") or {}).get("model"),
+        "cores": (machine.get("cores") or {}).get("usable"),
+    }
+
+
+def bench(
+    workload: Mapping[str, Any],
+    configs: Sequence[Config],
+    *,
+    store: Any,
+    budget_s: float = 30.0,
+    precision: float = 0.01,
+    threshold: float = DEFAULT_THRESHOLD,
+    timeout_s: float = 120.0,
+    memory_limit_bytes: int | None = None,
+    min_rounds: int | None = None,
+    block_s: float | None = None,
+    extras: Sequence[str] = EXTRAS,
+    peak: bool = True,
+    python: str = sys.executable,
+    listener: Listener | None = None,
+    command: str = "bench",
+    kind: str = "bench",
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Measure, record and summarise; see the module docstring for the returned document."""
+    from tfperf import stats
+    from tfperf.machine import collect_machine
+
+    configs = list(configs) or [Config()]
+    machine = collect_machine()
+    settings = Settings(
+        budget_s=budget_s,
+        precision=precision,
+        min_rounds=min_rounds if min_rounds is not None else stats.MIN_PAIRS + 2,
+        block_s=block_s,
+        timeout_s=timeout_s,
+        memory_limit_bytes=memory_limit_bytes,
+        extras=tuple(extras),
+        python=python,
+    )
+    settings_doc = {
+        "budget_s": budget_s,
+        "precision": precision,
+        "threshold": threshold,
+        "timeout_s": timeout_s,
+        "memory_limit_bytes": memory_limit_bytes,
+        "min_rounds": settings.min_rounds,
+        "python": python,
+    }
+    run_id = store.new_run(kind, command, dict(workload), machine, settings_doc)
+    recorder = _Recorder(store, run_id, listener)
+    status = "interrupted"
+    try:
+        result = measure(workload, configs, settings, recorder, environ)
+        peak_doc = _peak(machine, python) if peak and _any_flops(result) else None
+        doc = _document(result, recorder.trial_ids, threshold, peak_doc)
+        doc.update(
+            run_id=run_id,
+            kind=kind,
+            machine=machine_summary(machine),
+            settings=settings_doc,
+        )
+        for res, trial in zip(doc["results"], result.trials, strict=True):
+            if trial.status == "ok":
+                store.finish_trial(res["trial_id"], "ok", _trial_info(trial, res), None)
+        for comp in doc["comparisons"]:
+            store.add_comparison(
+                run_id, comp["baseline_trial"], comp["candidate_trial"], comp["speedup"]
+            )
+        ok = sum(r["status"] == "ok" for r in doc["results"])
+        status = "ok" if ok == len(doc["results"]) else ("failed" if ok == 0 else "partial")
+        summary = {k: doc[k] for k in ("stopped", "rounds", "steady_s", "warnings", "peak")}
+        summary["results"] = [_brief(r) for r in doc["results"]]
+        summary["comparisons"] = [
+            {k: c[k] for k in ("baseline", "candidate", "speedup")} for c in doc["comparisons"]
+        ]
+        store.finish_run(run_id, status, summary)
+        return doc
+    finally:
+        if status == "interrupted":
+            store.finish_run(run_id, status, {})
+
+
+def _peak(machine: dict[str, Any], python: str) -> dict[str, Any] | None:
+    from tfperf.peak import get_peak
+
+    return get_peak(machine, python=python)
+
+
+def _any_flops(result: Measurement) -> bool:
+    return any((t.ready.get("flops") or {}).get("per_call") for t in result.trials)
+
+
+def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "calls_per_block": trial.calls_per_block,
+        "cold_start_s": trial.cold_start_s,
+        "peak_rss_bytes": trial.peak_rss_bytes,
+        "not_inherited": trial.not_inherited,
+    }
+    for key in (
+        "import_s",
+        "load_s",
+        "first_call_s",
+        "startup_s",
+        "install",
+        "flops",
+        "batch",
+        "notes",
+    ):
+        if key in trial.ready:
+            info[key] = trial.ready[key]
+    if result is not None:
+        info["summary"] = _brief(result)
+        info["call_styles"] = result.get("call_styles")
+    return info
+
+
+def _brief(result: Mapping[str, Any]) -> dict[str, Any]:
+    keys = (
+        "label",
+        "status",
+        "n",
+        "latency_ms",
+        "throughput_per_s",
+        "cold_start_s",
+        "first_call_s",
+        "peak_rss_bytes",
+        "flops",
+        "warnings",
+        "error",
+    )
+    out = {k: result.get(k) for k in keys}
+    if out["error"]:
+        out["error"] = {"reason": out["error"].get("reason")}
+    return out
+
+
+def _document(
+    m: Measurement,
+    trial_ids: Mapping[int, int],
+    threshold: float,
+    peak: dict[str, Any] | None,
+) -> dict[str, Any]:
+    from tfperf import stats
+
+    results = [_result(t, trial_ids.get(t.index), peak) for t in m.trials]
+    comparisons = []
+    base = m.trials[0]
+    for cand in m.trials[1:]:
+        rounds = m.paired_rounds(base, cand)
+        if not rounds:
+            continue
+        speed = stats.paired_speedup(
+            base.block_medians(rounds), cand.block_medians(rounds), threshold
+        )
+        comparisons.append(
+            {
+                "baseline": base.label,
+                "candidate": cand.label,
+                "baseline_trial": trial_ids.get(base.index),
+                "candidate_trial": trial_ids.get(cand.index),
+                "speedup": speed,
+            }
+        )
+    not_inherited: dict[str, str] = {}
+    for t in m.trials:
+        not_inherited.update(t.not_inherited)
+    warnings = []
+    if not_inherited:
+        names = ", ".join(sorted(not_inherited))
+        warnings.append(f"not applied to the workers (set it with --env to measure it): {names}")
+    if m.stopped == "budget" and any("wide" in w for r in results for w in r["warnings"]):
+        warnings.append("the time budget ran out before the precision target was met")
+    return {
+        "workload": m.workload,
+        "peak": peak,
+        "stopped": m.stopped,
+        "rounds": m.rounds,
+        "steady_s": m.steady_s,
+        "environment": {"not_inherited": not_inherited},
+        "results": results,
+        "comparisons": comparisons,
+        "warnings": warnings,
+    }
+
+
+def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> dict[str, Any]:
+    from tfperf import stats
+    from tfperf.peak import share_of_peak
+
+    ready = trial.ready
+    batch = int(ready.get("batch") or 1)
+    summary = stats.summarize(trial.samples_s, batch=batch)
+    flops_in = ready.get("flops") or {}
+    per_call = flops_in.get("per_call")
+    p50_ms = summary["latency_ms"]["p50"]
+    achieved = per_call / (p50_ms / 1e3) if per_call and p50_ms else None
+    peak_gflops, share = share_of_peak(achieved, peak, trial.config.precision)
+    warmup = {
+        "n": len(trial.warmup_s),
+        "seconds": sum(trial.warmup_s),
+        "steady_from": stats.detect_warmup(trial.warmup_s) if trial.warmup_s else 0,
+    }
+    return {
+        "trial_id": trial_id,
+        "label": trial.label,
+        "role": trial.role,
+        "config": trial.config.to_dict(),
+        "status": trial.status,
+        "error": trial.error,
+        **summary,
+        "cold_start_s": trial.cold_start_s,
+        "import_s": ready.get("import_s"),
+        "load_s": ready.get("load_s"),
+        "first_call_s": ready.get("first_call_s"),
+        "warmup": warmup,
+        "peak_rss_bytes": trial.peak_rss_bytes or None,
+        "batch": batch,
+        "calls_per_block": trial.calls_per_block,
+        "blocks": len(trial.blocks),
+        "install": ready.get("install"),
+        "notes": ready.get("notes", []),
+        "flops": {
+            "per_call": per_call,
+            "source": flops_in.get("source", "unknown"),
+            "gflops_per_s": achieved / 1e9 if achieved else None,
+            "peak_gflops": peak_gflops,
+            "share_of_peak": share,
+        },
+        "call_styles": _call_styles(trial, p50_ms),
+    }
+
+
+def _call_styles(trial: Trial, p50_ms: float | None) -> dict[str, Any]:
+    styles: dict[str, Any] = {}
+    for name, samples in trial.extras.items():
+        if not samples:
+            styles[name] = {
+                "p50_ms": None,
+                "vs_function": None,
+                "error": trial.extra_errors.get(name),
+            }
+            continue
+        ms = statistics.median(samples) * 1e3
+        styles[name] = {
+            "p50_ms": ms,
+            "vs_function": ms / p50_ms if p50_ms else None,
+            "n": len(samples),
+        }
+    return styles
+
+
+# -- comparing two stored runs -----------------------------------------------------------------
+
+
+def unpaired_speedup(
+    a_s: Sequence[float], b_s: Sequence[float], threshold: float = DEFAULT_THRESHOLD
+) -> dict[str, Any]:
+    """Speedup of B over A (A time / B time) from independent samples (seconds).
+
+    Median ratio, a percentile-bootstrap 95% interval (fixed seed), a two-sided Mann-Whitney
+    p-value, and the verdict rule of :func:`tfperf.stats.paired_speedup`.
+    """
+    import numpy as np
+    from scipy import stats as sps
+
+    from tfperf import stats
+
+    a = np.asarray([x for x in a_s if x > 0 and math.isfinite(x)], dtype=float)
+    b = np.asarray([x for x in b_s if x > 0 and math.isfinite(x)], dtype=float)
+    out: dict[str, Any] = {
+        "median": None,
+        "ci95": [None, None],
+        "p_value": None,
+        "n_a": int(a.size),
+        "n_b": int(b.size),
+        "threshold": threshold,
+        "verdict": "inconclusive",
+        "warnings": [],
+        "paired": False,
+    }
+    if a.size < stats.MIN_CI_SAMPLES or b.size < stats.MIN_CI_SAMPLES:
+        out["warnings"].append(
+            f"too few blocks ({a.size} and {b.size}) for a verdict; "
+            f"at least {stats.MIN_CI_SAMPLES} each are needed"
+        )
+        if a.size and b.size:
+            out["median"] = float(np.median(a) / np.median(b))
+        return out
+    rng = np.random.default_rng(0)
+    boots = np.median(rng.choice(a, (2000, a.size)), axis=1) / np.median(
+        rng.choice(b, (2000, b.size)), axis=1
+    )
+    median = float(np.median(a) / np.median(b))
+    low, high = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
+    p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    out.update(median=median, ci95=[low, high], p_value=p)
+    out["verdict"] = verdict(median, low, high, p, threshold)
+    out["warnings"].append(
+        "the runs were not interleaved: machine drift between them counts as a difference"
+    )
+    return out
+
+
+def verdict(median: float, low: float, high: float, p: float, threshold: float) -> str:
+    """faster / slower / same / inconclusive, as in :mod:`tfperf.stats`."""
+    if p < SIGNIFICANCE and median >= 1 + threshold:
+        return "faster"
+    if p < SIGNIFICANCE and median <= 1 / (1 + threshold):
+        return "slower"
+    if low >= 1 / (1 + threshold) and high <= 1 + threshold:
+        return "same"
+    return "inconclusive"
+
+
+def _block_medians(trial: Mapping[str, Any]) -> list[float]:
+    medians = [
+        statistics.median(b["samples_s"])
+        for b in trial.get("blocks", [])
+        if b.get("phase") == "steady" and b.get("samples_s")
+    ]
+    if len(medians) >= 6:
+        return medians
+    return list(trial.get("samples_s") or [])
+
+
+def _pairs(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[tuple[dict, dict]]:
+    ok_a = [t for t in run_a["trials"] if t["status"] == "ok"]
+    ok_b = [t for t in run_b["trials"] if t["status"] == "ok"]
+    by_label = {t["label"]: t for t in ok_b}
+    pairs = [(t, by_label[t["label"]]) for t in ok_a if t["label"] in by_label]
+    if not pairs and ok_a and ok_b:
+        pairs = [(ok_a[0], ok_b[0])]
+    return pairs
+
+
+def compare_runs(
+    store: Any, run_a: int | str, run_b: int | str, threshold: float = DEFAULT_THRESHOLD
+) -> dict[str, Any]:
+    """Compare stored run B against run A; see the module docstring."""
+    from tfperf import stats
+    from tfperf.errors import UserError
+
+    a, b = store.load_run(run_a), store.load_run(run_b)
+    pairs = _pairs(a, b)
+    if not pairs:
+        raise UserError(
+            f"runs {a['id']} and {b['id']} have no successful trials to compare; "
+            "pick runs from `tfperf history` whose trials finished ok."
+        )
+    warnings = []
+    if (a.get("workload") or {}) != (b.get("workload") or {}):
+        warnings.append("the two runs measured different workloads")
+    if (a.get("machine") or {}).get("fingerprint") != (b.get("machine") or {}).get("fingerprint"):
+        warnings.append("the two runs ran on different machines")
+    comparisons = []
+    for ta, tb in pairs:
+        batch_a = int((ta.get("info") or {}).get("batch") or 1)
+        batch_b = int((tb.get("info") or {}).get("batch") or 1)
+        comparisons.append(
+            {
+                "label_a": ta["label"],
+                "label_b": tb["label"],
+                "trial_a": ta["id"],
+                "trial_b": tb["id"],
+                "a": stats.summarize(ta["samples_s"], batch=batch_a),
+                "b": stats.summarize(tb["samples_s"], batch=batch_b),
+                "speedup": unpaired_speedup(_block_medians(ta), _block_medians(tb), threshold),
+            }
+        )
+    regressions = [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"]
+    return {
+        "kind": "compare-runs",
+        "run_a": a["id"],
+        "run_b": b["id"],
+        "threshold": threshold,
+        "comparisons": comparisons,
+        "regressions": regressions,
+        "warnings": warnings,
+    }
+
+
+def regressions_in(doc: Mapping[str, Any]) -> list[str]:
+    """Candidates significantly slower than their baseline in a bench/compare document."""
+    if "regressions" in doc:
+        return list(doc["regressions"])
+    return [
+        c["candidate"] for c in doc.get("comparisons", []) if c["speedup"]["verdict"] == "slower"
+    ]
