@@ -192,9 +192,12 @@ def profiler_flops(concrete: Any) -> tuple[int | None, str]:
         graph_def = frozen.graph.as_graph_def()
         if graph_has_loop(graph_def):
             return UNKNOWN
-        opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
-        opts["output"] = "none"
-        result = tf.compat.v1.profiler.profile(graph=frozen.graph, options=opts)
+        from tensorflow.python.util import deprecation
+
+        with deprecation.silence():
+            opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+            opts["output"] = "none"
+            result = tf.compat.v1.profiler.profile(graph=frozen.graph, options=opts)
     except Exception:  # the profiler is best effort: any failure means "unknown"
         return UNKNOWN
     total = int(getattr(result, "total_float_ops", 0) or 0)

@@ -159,7 +159,14 @@ def batch_of(inputs: dict[str, Any], default: int) -> int:
 
 def _dtype_name(dtype: Any) -> str:
     """A numpy dtype name for a Keras/TensorFlow/numpy dtype."""
-    name = getattr(dtype, "name", None) or str(dtype)
+    import numpy as np
+
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
     return {"string": "object"}.get(name, name)
 
 
@@ -237,24 +244,106 @@ def _trace_to_input(tensor: Any, depth: int = 0) -> str | None:
 
 
 def signature_input_specs(concrete: Any) -> list[InputSpec]:
-    """The input signature of a SavedModel signature (a ``ConcreteFunction`` called by keyword)."""
+    """The input signature of a SavedModel signature (a ``ConcreteFunction`` called by keyword).
+
+    An integer input used as the indices of a gather (an embedding lookup) gets
+    ``int_range = (0, rows of the table)``.
+    """
     _args, kwargs = concrete.structured_input_signature
     specs = []
     for name, spec in kwargs.items():
         shape = tuple(spec.shape.as_list()) if spec.shape.rank is not None else ()
         specs.append(InputSpec(str(name), shape, _dtype_name(spec.dtype.as_numpy_dtype)))
+    if any(s.dtype.startswith(("int", "uint")) for s in specs):
+        placeholders = {
+            str(getattr(spec, "name", None) or name): str(name) for name, spec in kwargs.items()
+        }
+        ranges = _graph_gather_ranges(concrete, placeholders)
+        specs = [
+            InputSpec(s.name, s.shape, s.dtype, (0, ranges[s.name])) if s.name in ranges else s
+            for s in specs
+        ]
     return specs
+
+
+def _propagate(
+    sources: dict[Any, Any],
+    edges: list[tuple[list[Any], list[Any]]],
+    gathers: list[tuple[Any, int]],
+) -> dict[Any, int]:
+    """Input name -> rows of the smallest table it indexes.
+
+    ``edges`` are integer-valued ops ``(inputs, outputs)`` through which an index flows (casts,
+    the wrap-around of negative indices); ``gathers`` are ``(indices tensor, table rows)``.
+    """
+    origin = dict(sources)
+    changed = True
+    while changed:
+        changed = False
+        for ins, outs in edges:
+            src = next((origin[i] for i in ins if i in origin), None)
+            for out in outs:
+                if src is not None and out not in origin:
+                    origin[out] = src
+                    changed = True
+    ranges: dict[Any, int] = {}
+    for indices, rows in gathers:
+        if indices in origin and rows > 0:
+            name = origin[indices]
+            ranges[name] = min(rows, ranges.get(name, rows))
+    return ranges
+
+
+_GATHER_OPS = frozenset({"GatherV2", "ResourceGather", "Gather"})
+_INT_DTYPES = frozenset({3, 4, 5, 6, 9, 17, 22, 23})  # DataType enum: int32 uint8 int16 ...
+
+
+def _graph_gather_ranges(concrete: Any, placeholders: dict[str, str]) -> dict[str, int]:
+    """Gather ranges of a ``ConcreteFunction``, read from its graph with variables frozen."""
+    try:
+        from tensorflow.python.framework.convert_to_constants import (
+            convert_variables_to_constants_v2,
+        )
+
+        graph_def = convert_variables_to_constants_v2(concrete).graph.as_graph_def()
+    except Exception:  # freezing is best effort; the fallback is a small range
+        return {}
+    nodes = {n.name: n for n in graph_def.node}
+
+    def ref(name: str) -> str:
+        return name.split(":")[0]
+
+    def rows(name: str) -> int:
+        node = nodes.get(ref(name))
+        while node is not None and node.op == "Identity" and node.input:
+            node = nodes.get(ref(node.input[0]))
+        if node is None or node.op != "Const":
+            return 0
+        dims = node.attr["value"].tensor.tensor_shape.dim
+        return int(dims[0].size) if dims else 0
+
+    edges, gathers = [], []
+    for node in graph_def.node:
+        data = [ref(i) for i in node.input if not i.startswith("^")]
+        if node.op in _GATHER_OPS and len(data) >= 2:
+            gathers.append((data[1], rows(data[0])))
+        elif any(node.attr[k].type in _INT_DTYPES for k in ("T", "DstT") if k in node.attr):
+            edges.append((data, [node.name]))
+    sources = {name: arg for name, arg in placeholders.items() if name in nodes}
+    return _propagate(sources, edges, gathers)
 
 
 def tflite_input_specs(interpreter: Any) -> list[InputSpec]:
     """The input signature of a LiteRT interpreter.
 
-    ``shape_signature`` marks free dimensions with -1; an integer input used as the indices of a
-    GATHER op gets ``int_range = (0, rows of the gathered table)``.
+    Inputs are named by the model's single signature when it has one (``ids``, not
+    ``serving_default_ids:0``). ``shape_signature`` marks free dimensions with -1; an integer
+    input used as the indices of a GATHER op gets ``int_range = (0, rows of the table)``.
     """
     import numpy as np
 
     ranges = _tflite_gather_ranges(interpreter)
+    names = {index: name for name, index in tflite_signature_inputs(interpreter).items()}
     specs = []
     for detail in interpreter.get_input_details():
         sig = detail.get("shape_signature")
@@ -264,32 +353,39 @@ def tflite_input_specs(interpreter: Any) -> list[InputSpec]:
         int_range = None
         if dtype.startswith(("int", "uint")) and detail["index"] in ranges:
             int_range = (0, ranges[detail["index"]])
-        specs.append(InputSpec(str(detail["name"]), shape, dtype, int_range))
+        name = names.get(detail["index"], str(detail["name"]))
+        specs.append(InputSpec(name, shape, dtype, int_range))
     return specs
+
+
+def tflite_signature_inputs(interpreter: Any) -> dict[str, int]:
+    """Input name -> tensor index from the model's signature, when it has exactly one."""
+    try:
+        signatures = interpreter._get_full_signature_list()
+        if len(signatures) == 1:
+            return {str(k): int(v) for k, v in next(iter(signatures.values()))["inputs"].items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        pass
+    return {}
 
 
 def _tflite_gather_ranges(interpreter: Any) -> dict[int, int]:
     """Input tensor index -> rows of the smallest table a GATHER op indexes with it."""
+    import numpy as np
+
     try:
         ops = interpreter._get_ops_details()
         tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
     except (AttributeError, ValueError, RuntimeError):
         return {}
-    inputs = {d["index"] for d in interpreter.get_input_details()}
-    # follow casts / reshapes from an input to the indices operand of a GATHER
-    origin = {i: i for i in inputs}
-    ranges: dict[int, int] = {}
+    edges, gathers = [], []
     for op in ops:
-        name = op.get("op_name", "")
-        op_inputs = [int(i) for i in op.get("inputs", []) if int(i) >= 0]
-        if name in ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS") and op_inputs:
-            if op_inputs[0] in origin:
-                for out in op.get("outputs", []):
-                    origin[int(out)] = origin[op_inputs[0]]
-        elif name == "GATHER" and len(op_inputs) >= 2 and op_inputs[1] in origin:
-            table = tensors.get(op_inputs[0])
-            if table is not None and len(table["shape"]):
-                rows = int(table["shape"][0])
-                src = origin[op_inputs[1]]
-                ranges[src] = min(rows, ranges.get(src, rows))
-    return ranges
+        ins = [int(i) for i in op.get("inputs", []) if int(i) >= 0]
+        outs = [int(i) for i in op.get("outputs", [])]
+        if op.get("op_name") == "GATHER" and len(ins) >= 2:
+            shape = tensors.get(ins[0], {}).get("shape", [])
+            gathers.append((ins[1], int(shape[0]) if len(shape) else 0))
+        elif any(np.dtype(t).kind in "iu" for t in op.get("result_types", [])):
+            edges.append((ins, outs))
+    sources = {int(d["index"]): int(d["index"]) for d in interpreter.get_input_details()}
+    return _propagate(sources, edges, gathers)

@@ -33,6 +33,7 @@ from tfperf.inputs import (
     load_npz,
     signature_input_specs,
     tflite_input_specs,
+    tflite_signature_inputs,
 )
 from tfperf.workloads import SEED, check_batch
 
@@ -394,16 +395,14 @@ def prepare(workload: dict[str, Any], config: dict[str, Any]) -> Prepared:
 
 def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     """:func:`prepare` for an already loaded workload."""
-    is_tflite = loaded.format == "tflite"
-    runtime = config.get("runtime") or ("litert" if is_tflite else "tf")
+    runtime = config.get("runtime") or "tf"
     precision = config.get("precision") or "fp32"
-    if is_tflite and runtime == "tf":
-        raise UserError("A .tflite model runs through LiteRT, not TensorFlow: use runtime litert.")
-    if precision == "fp32" and runtime == "litert" and is_tflite:
+    if loaded.format == "tflite" and runtime in ("tf", "litert") and precision == "fp32":
+        # TensorFlow cannot run a .tflite file: its default (and only fp32) runtime is LiteRT
         return litert_prepared(
             loaded.model,
             loaded.inputs,
-            config.get("intra_threads"),
+            config.get("litert_threads"),
             notes=loaded.notes,
         )
     if precision == "fp32" and runtime == "tf":
@@ -564,13 +563,7 @@ def _match_inputs(interpreter: Any, inputs: dict[str, Any]) -> list[tuple[int, A
         raise UserError(
             f"The LiteRT model takes {len(details)} input(s) but {len(inputs)} were given."
         )
-    by_signature: dict[str, int] = {}
-    try:
-        signatures = interpreter._get_full_signature_list()
-        if len(signatures) == 1:
-            by_signature = dict(next(iter(signatures.values()))["inputs"])
-    except (AttributeError, KeyError, TypeError, ValueError):
-        by_signature = {}
+    by_signature = tflite_signature_inputs(interpreter)
     if set(inputs) <= set(by_signature):
         return [(int(by_signature[n]), a) for n, a in inputs.items()]
     keys = {_tensor_key(d["name"]): d["index"] for d in details}
