@@ -7,8 +7,6 @@ for real (about a second) and the candidates are real variants of it: a LiteRT f
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -80,10 +78,11 @@ def test_guard_accepts_a_real_litert_fp16_variant(digits_model):
     from ai_edge_litert.interpreter import Interpreter
 
     from tfperf.convert import convert_litert
+    from tfperf.prepare import Loaded
 
     model, x, y, reference = digits_model
     notes: list[str] = []
-    loaded = SimpleNamespace(model=model, inputs=[x], input_names=["x"], format="keras")
+    loaded = Loaded(model, {"x": x}, ["x"], "keras", False, None, "unknown", len(x), "digits")
     flatbuffer = convert_litert(loaded, "litert-fp16", notes)
     interpreter = Interpreter(model_content=flatbuffer)
     detail = interpreter.get_input_details()[0]

@@ -82,22 +82,41 @@ def artifact_from_notes(notes: Sequence[str]) -> str | None:
 
 
 def _inputs(loaded: Any) -> list:
+    """The sample inputs as arrays, in the model's input order."""
     import numpy as np
 
-    return [np.asarray(x) for x in loaded.inputs]
+    return [np.asarray(loaded.inputs[n]) for n in loaded.input_names]
+
+
+def _weights_digest(loaded: Any, h: Any) -> bool:
+    """Feed what identifies the model's weights into ``h``; ``False`` when nothing does."""
+    import numpy as np
+
+    if loaded.format == "savedmodel":
+        root = Path(loaded.source)
+        for item in sorted(root.rglob("*")):
+            if item.is_file():
+                stat = item.stat()
+                h.update(f"{item.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+        return True
+    weights = getattr(loaded.model, "weights", None)
+    if not weights:
+        return False
+    for w in weights:
+        h.update(np.ascontiguousarray(np.asarray(w)).tobytes())
+    return True
 
 
 def _digest(loaded: Any, runtime: str) -> str:
     """A key for the converted file: weights, sample inputs, runtime (so a cache never lies)."""
     import numpy as np
 
-    h = hashlib.sha256(runtime.encode())
-    h.update(str(getattr(loaded, "source_path", "") or "").encode())
+    h = hashlib.sha256(f"{runtime}|{loaded.format}|{loaded.source}".encode())
     for x in _inputs(loaded):
         h.update(str((x.shape, x.dtype.str)).encode())
         h.update(np.ascontiguousarray(x).tobytes())
-    for w in getattr(loaded.model, "weights", None) or getattr(loaded.model, "variables", []):
-        h.update(np.ascontiguousarray(w.numpy()).tobytes())
+    if not _weights_digest(loaded, h):
+        h.update(os.urandom(16))  # weights unknown: never reuse this conversion
     return h.hexdigest()[:20]
 
 
@@ -110,21 +129,14 @@ def _artifact_dir(loaded: Any, runtime: str) -> Path:
 
 
 def _fixed_function(loaded: Any) -> Any:
-    """A ``tf.function`` over the model with the sample inputs' exact shapes and dtypes."""
+    """A concrete function of the model with the sample inputs' exact shapes and dtypes."""
     import tensorflow as tf
 
-    model = loaded.model
-    inputs = _inputs(loaded)
-    names = list(getattr(loaded, "input_names", None) or [])
-    signature = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in inputs]
-    serving = (
-        getattr(model, "signatures", {}).get("serving_default") if _is_savedmodel(loaded) else None
-    )
+    names = list(loaded.input_names)
+    signature = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in _inputs(loaded)]
 
     def call(*args: Any) -> Any:
-        if serving is not None:
-            return serving(**dict(zip(names, args, strict=True)))
-        return model(list(args) if len(args) > 1 else args[0])
+        return loaded.call_model(dict(zip(names, args, strict=True)))
 
     return tf.function(call, input_signature=signature).get_concrete_function()
 
@@ -138,7 +150,7 @@ def _is_keras(loaded: Any) -> bool:
 
 
 def _is_savedmodel(loaded: Any) -> bool:
-    return getattr(loaded, "format", "") == "savedmodel"
+    return loaded.format == "savedmodel"
 
 
 # ----------------------------------------------------------------------------- LiteRT
@@ -167,8 +179,8 @@ def _converters(loaded: Any) -> list[tuple[str, Callable[[], Any]]]:
     out: list[tuple[str, Callable[[], Any]]] = []
     if _is_keras(loaded):
         out.append(("", lambda: tf.lite.TFLiteConverter.from_keras_model(loaded.model)))
-    elif _is_savedmodel(loaded) and getattr(loaded, "source_path", None):
-        out.append(("", lambda: tf.lite.TFLiteConverter.from_saved_model(loaded.source_path)))
+    elif _is_savedmodel(loaded):
+        out.append(("", lambda: tf.lite.TFLiteConverter.from_saved_model(loaded.source)))
     shapes = ", ".join(str(tuple(x.shape)) for x in _inputs(loaded))
     out.append(
         (
@@ -276,11 +288,14 @@ def _litert_variant(loaded: Any, config: dict) -> Any:
         snippet = _LITERT_SNIPPET.format(path=str(path), threads=threads, inputs=shapes)
         _write_artifact(folder, "model.tflite", data, snippet)
         meta_path.write_text(json.dumps(notes))
-    prepared = litert_prepared(str(path), _inputs(loaded), threads)
-    prepared.notes = [*prepared.notes, *notes, ARTIFACT_NOTE + str(path)]
-    prepared.flops_per_call = getattr(loaded, "flops", None)
-    prepared.flops_source = "analytic" if prepared.flops_per_call else "unknown"
-    return prepared
+    return litert_prepared(
+        str(path),
+        loaded.inputs,
+        threads,
+        flops_per_call=loaded.flops_per_call,
+        flops_source=loaded.flops_source,
+        notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(path)],
+    )
 
 
 # ----------------------------------------------------------------------------- OpenVINO
@@ -315,7 +330,7 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     inputs = _inputs(loaded)
     notes: list[str] = []
     try:
-        source = loaded.source_path if _is_savedmodel(loaded) else loaded.model
+        source = loaded.source if _is_savedmodel(loaded) else loaded.model
         ov_model = ov.convert_model(source, example_input=inputs if len(inputs) > 1 else inputs[0])
     except Exception as exc:
         raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
@@ -345,59 +360,83 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     return Prepared(
         call=call,
         outputs=outputs,
-        batch=int(getattr(loaded, "batch", 1) or 1),
-        flops_per_call=getattr(loaded, "flops", None),
-        flops_source="analytic" if getattr(loaded, "flops", None) else "unknown",
+        batch=loaded.batch,
+        flops_per_call=loaded.flops_per_call,
+        flops_source=loaded.flops_source,
         extra={},
-        notes=[*notes, ARTIFACT_NOTE + str(xml)],
+        notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
     )
 
 
 # ----------------------------------------------------------------------------- precision
-def bf16_keras_clone(model: Any) -> Any:
-    """A clone of a Keras model under the ``mixed_bfloat16`` policy with the same weights."""
+def policy_clone(model: Any, policy: str = "mixed_bfloat16") -> Any:
+    """A clone of a Keras model whose layers compute under ``policy``, with the same weights.
+
+    Keras saves each layer's dtype policy in its config, so the global policy alone would not
+    reach a clone: every layer is rebuilt from its config with ``dtype=policy``.
+    """
     import keras
 
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_bfloat16")
+    def rebuild(layer: Any) -> Any:
+        config = layer.get_config()
+        if "dtype" in config:
+            config["dtype"] = policy
+        return layer.__class__.from_config(config)
+
     try:
-        clone = keras.models.clone_model(model)
-    except Exception as exc:
+        clone = keras.models.clone_model(model, clone_function=rebuild)
+        clone.set_weights(model.get_weights())
+    except Exception as exc:  # subclassed models cannot be cloned
         raise ConversionError(
-            f"cannot clone the Keras model under a bf16 policy: {_first_error(exc)}"
+            f"cannot clone the Keras model under the {policy} policy: {_first_error(exc)}"
         ) from None
-    finally:
-        keras.config.set_dtype_policy(previous)
-    clone.set_weights(model.get_weights())
     return clone
 
 
 def _precision_variant(loaded: Any, config: dict) -> Any:
+    from dataclasses import replace
+
+    from tfperf.prepare import tf_prepared
+
     precision = config.get("precision") or "fp32"
     if precision == "mixed_float16":
         import tensorflow as tf
 
         if not tf.config.list_physical_devices("GPU"):
             raise ConversionError("mixed_float16 needs a GPU; this worker sees none.")
-        raise ConversionError("mixed_float16 is only tuned on GPU builds, which this one is not.")
-    if precision != "bf16":
+        if not _is_keras(loaded):
+            raise ConversionError("mixed_float16 is tuned for Keras models only.")
+        loaded = replace(loaded, model=policy_clone(loaded.model, "mixed_float16"))
+        note = "mixed_float16: Keras policy (model cloned, weights copied)"
+    elif precision != "bf16":
         raise ConversionError(f"unknown precision {precision!r}: use fp32 or bf16.")
-    if not cpu_has_bf16():
+    elif not cpu_has_bf16():
         raise ConversionError("bf16 needs a CPU with AVX512_BF16 or AMX; this one has neither.")
-    from tfperf import prepare
-
-    if _is_keras(loaded):
-        model = bf16_keras_clone(loaded.model)
-        note = "Keras mixed_bfloat16 policy (model cloned, weights copied)"
+    elif _is_keras(loaded):
+        loaded = replace(loaded, model=policy_clone(loaded.model, "mixed_bfloat16"))
+        note = "bf16: Keras mixed_bfloat16 policy (model cloned, weights copied)"
     else:
         import tensorflow as tf
 
         tf.config.optimizer.set_experimental_options({"auto_mixed_precision_onednn_bfloat16": True})
-        model = loaded.model
-        note = "TensorFlow graph rewrite auto_mixed_precision_onednn_bfloat16"
-    prepared = prepare.tf_prepared(loaded, model, jit_compile=config.get("xla") == "jit")
+        note = "bf16: TensorFlow graph rewrite auto_mixed_precision_onednn_bfloat16"
+    prepared = tf_prepared(loaded, {**config, "precision": "fp32"})
     prepared.notes = [*prepared.notes, note]
+    low_precision_outputs = prepared.outputs
+    prepared.outputs = lambda: [_as_float32(a) for a in low_precision_outputs()]
     return prepared
+
+
+def _as_float32(array: Any) -> Any:
+    """Low-precision outputs as float32 (the parent's numpy and ``.npz`` know no bfloat16)."""
+    import numpy as np
+
+    array = np.asarray(array)
+    return (
+        array
+        if array.dtype in (np.float32, np.float64) or array.dtype.kind in "iub"
+        else (array.astype(np.float32))
+    )
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -409,11 +448,17 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
         raise ConversionError(f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}.")
     if runtime != "tf" and precision != "fp32":
         raise ConversionError("precision applies to the TensorFlow runtime; use fp32 here.")
-    if runtime != "tf" and getattr(loaded, "train", False):
+    if runtime != "tf" and loaded.train:
         raise ConversionError("training workloads run in TensorFlow only.")
     if runtime in LITERT_RUNTIMES:
-        if getattr(loaded, "format", "") == "tflite" and runtime != "litert":
-            raise ConversionError("a .tflite model cannot be converted again; use runtime=litert.")
+        if loaded.format == "tflite":
+            if runtime != "litert":
+                raise ConversionError("a .tflite model is already converted; use runtime=litert.")
+            from tfperf.prepare import litert_prepared
+
+            return litert_prepared(
+                loaded.model, loaded.inputs, config.get("litert_threads"), notes=loaded.notes
+            )
         return _litert_variant(loaded, config)
     if runtime in OPENVINO_RUNTIMES:
         return _openvino_variant(loaded, config)
