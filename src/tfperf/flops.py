@@ -20,7 +20,6 @@ model's layers (duck-typed, no import); :func:`profiler_flops` imports TensorFlo
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -45,7 +44,7 @@ def mlp_flops(batch: int, widths: Sequence[int]) -> int:
     ``sum_i batch * (2 * widths[i] * widths[i+1] + widths[i+1])``; e.g. 256 -> 512 -> 512 -> 10
     at batch 1 is ``(2*256*512 + 512) + (2*512*512 + 512) + (2*512*10 + 10) = 797_706``.
     """
-    return sum(dense_flops(batch, a, b) for a, b in itertools.pairwise(widths))
+    return sum(dense_flops(batch, a, b) for a, b in zip(widths[:-1], widths[1:]))  # noqa: B905, RUF007 (Python 3.9)
 
 
 def lstm_flops(batch: int, steps: int, features: int, units: int) -> int:

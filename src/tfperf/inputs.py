@@ -129,7 +129,8 @@ def _checked(path: str, spec: InputSpec, array: Any) -> Any:
             f"{want}: save it with .astype('{want}')."
         )
     ok = len(array.shape) == len(spec.shape) and all(
-        w is None or w == g for w, g in zip(spec.shape[1:], array.shape[1:], strict=False)
+        w is None or w == g
+        for w, g in zip(spec.shape[1:], array.shape[1:])  # noqa: B905 (Python 3.9)
     )
     if not ok:
         raise UserError(

@@ -101,6 +101,14 @@ class Loaded:
         return model(ordered[0], **kwargs)
 
 
+def _named(names: list[str], values: Any) -> dict[str, Any]:
+    """``dict(zip(names, values))`` checking equal lengths (``zip(strict=)`` needs Python 3.10)."""
+    values = list(values)
+    if len(values) != len(names):
+        raise ValueError(f"expected {len(names)} inputs, got {len(values)}")
+    return dict(zip(names, values))  # noqa: B905 (lengths checked above)
+
+
 def _is_keras_model(obj: Any) -> bool:
     return any(cls.__name__ in ("Model", "Functional", "Sequential") for cls in type(obj).__mro__)
 
@@ -348,7 +356,7 @@ def _factory_inputs(ref: str, model: Any, raw: Any) -> tuple[dict[str, Any], lis
         if isinstance(raw, (list, tuple)):
             arrays = [_as_array(v) for v in raw]
             names = _model_input_names(model, len(arrays))
-            return dict(zip(names, arrays, strict=True)), names, "list"
+            return _named(names, arrays), names, "list"
         names = _model_input_names(model, 1)
         return {names[0]: _as_array(raw)}, names, "single"
     except (ValueError, TypeError) as exc:
@@ -455,7 +463,7 @@ def tf_prepared(loaded: Loaded, config: dict[str, Any]) -> Prepared:
         return _train_prepared(loaded, tensors, jit, notes)
 
     def forward(*xs: Any) -> Any:
-        return loaded.call_model(dict(zip(names, xs, strict=True)))
+        return loaded.call_model(_named(names, xs))
 
     fn = tf.function(forward, jit_compile=jit)
     args = [tensors[n] for n in names]
@@ -508,14 +516,14 @@ def _train_prepared(
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
 
     def forward_loss(*xs: Any) -> tuple[Any, Any]:
-        pred = loaded.call_model(dict(zip(names, xs, strict=True)), training=True)
+        pred = loaded.call_model(_named(names, xs), training=True)
         return pred, loss_fn(labels, pred)
 
     def step(*xs: Any) -> Any:
         with tf.GradientTape() as tape:
             _pred, loss = forward_loss(*xs)
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # noqa: B905 (Python 3.9)
         return loss
 
     fn = tf.function(step, jit_compile=jit)
@@ -543,7 +551,7 @@ def _train_prepared(
 
 
 def _assign(variables: list[Any], values: list[Any]) -> None:
-    for var, value in zip(variables, values, strict=True):
+    for var, value in zip(variables, values):  # noqa: B905 (Python 3.9)
         var.assign(value)
 
 
@@ -569,7 +577,7 @@ def _match_inputs(interpreter: Any, inputs: dict[str, Any]) -> list[tuple[int, A
     keys = {_tensor_key(d["name"]): d["index"] for d in details}
     if set(inputs) <= set(keys):
         return [(int(keys[n]), a) for n, a in inputs.items()]
-    return [(int(d["index"]), a) for d, a in zip(details, inputs.values(), strict=True)]
+    return [(int(d["index"]), a) for d, a in zip(details, inputs.values())]  # noqa: B905 (Python 3.9)
 
 
 def litert_prepared(
