@@ -6,7 +6,7 @@ applies call-level knobs (thread pools) before its first op, builds the workload
 ``tfperf.prepare.prepare(workload, config)``, times the first call, warms up and answers
 ``ready``; then it answers ``run``, ``outputs`` and ``extra`` requests until ``quit``. Any
 exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3. Its stdout and stderr
-are only captured for error reports.
+are only captured for error reports (faulthandler adds the Python stack of a crash).
 
 This module also runs under other TensorFlow installs (down to TF 2.15 with Keras 2 on Python
 3.9): it uses only ``tf.config.threading`` and ``tf.__version__`` from TensorFlow, and nothing
@@ -24,6 +24,7 @@ Testing hooks (environment variables, for tests that inject faults for real):
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import json
 import os
@@ -263,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cmd-fd", type=int, required=True)
     parser.add_argument("--res-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash inside TensorFlow leaves its Python stack in the log
     with (
         os.fdopen(args.cmd_fd, "r", encoding="utf-8") as cmd,
         os.fdopen(args.res_fd, "w", encoding="utf-8") as res,

@@ -1,0 +1,101 @@
+"""Config: --set/--env parsing, labels, the dict round trip and the worker env it implies."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import require
+from tfperf import config
+from tfperf.allocators import find_allocator
+from tfperf.config import XLA_AUTO_FLAGS, Config, register_knob
+from tfperf.errors import UserError
+
+
+def test_parse_reads_every_kind_of_knob():
+    cfg = Config.parse(
+        ["onednn=off", "intra_threads=2", "inter-threads=1", "xla=jit", "runtime=litert"],
+        ["OMP_NUM_THREADS=1", "EMPTY="],
+    )
+    assert cfg.onednn is False
+    assert (cfg.intra_threads, cfg.inter_threads) == (2, 1)
+    assert cfg.xla == "jit" and cfg.runtime == "litert"
+    assert dict(cfg.env) == {"OMP_NUM_THREADS": "1", "EMPTY": ""}
+
+
+@pytest.mark.parametrize(
+    ("sets", "envs", "needle"),
+    [
+        (["bogus=1"], [], "use one of"),
+        (["onednn=maybe"], [], "on, off or default"),
+        (["intra_threads=0"], [], ">= 1"),
+        (["xla=fast"], [], "off, jit, auto"),
+        (["allocator=mimalloc"], [], "system, tcmalloc, jemalloc"),
+        (["onednn"], [], "KEY=VALUE"),
+        ([], ["1BAD=x"], "not an environment variable name"),
+    ],
+)
+def test_bad_input_is_one_sentence_naming_valid_values(sets, envs, needle):
+    with pytest.raises(UserError) as err:
+        Config.parse(sets, envs)
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_knob_error_lists_the_valid_keys():
+    with pytest.raises(UserError) as err:
+        Config.parse(["threads=2"], [])
+    for key in ("onednn", "intra_threads", "allocator", "xla"):
+        assert key in str(err.value)
+
+
+def test_labels_name_the_changes():
+    assert Config().label() == "default"
+    assert Config.parse(["onednn=default"], []).label() == "default"
+    assert Config.parse(["onednn=off"], []).label() == "onednn=off"
+    label = Config.parse(["xla=jit", "intra_threads=2"], ["A=1"]).label()
+    assert label == "intra_threads=2,xla=jit,env:A=1"
+
+
+def test_round_trip_keeps_unknown_keys():
+    data = Config.parse(["onednn=on"], ["K=V"]).to_dict()
+    data["future_knob"] = {"level": 3}
+    cfg = Config.from_dict(data)
+    assert cfg.extra == {"future_knob": {"level": 3}}
+    assert cfg.to_dict() == data
+    assert Config.from_dict(cfg.to_dict()) == cfg
+    assert hash(Config.from_dict(cfg.to_dict())) == hash(cfg)
+    assert "future_knob" in cfg.label()
+
+
+def test_register_knob_extends_parse(monkeypatch):
+    monkeypatch.setattr(config, "KNOBS", dict(config.KNOBS))
+    monkeypatch.setattr(config, "DEFAULTS", dict(config.DEFAULTS))
+    register_knob("test_only_level", lambda v: int(v), default=0)
+    cfg = Config.parse(["test_only_level=3"], [])
+    assert cfg.to_dict()["test_only_level"] == 3
+    assert cfg.label() == "test_only_level=3"
+
+
+def test_worker_env_applies_env_knobs():
+    cfg = Config.parse(["onednn=off", "xla=auto", "intra_threads=3", "inter_threads=2"], ["X=1"])
+    env = cfg.worker_env({"TF_XLA_FLAGS": "--tf_xla_clustering_debug", "PATH": "/bin"})
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert env["TF_XLA_FLAGS"] == f"--tf_xla_clustering_debug {XLA_AUTO_FLAGS}"
+    assert "--tf_xla_auto_jit=2" in env["TF_XLA_FLAGS"]
+    assert "--tf_xla_cpu_global_jit" in env["TF_XLA_FLAGS"]
+    assert env["TF_NUM_INTRAOP_THREADS"] == "3" and env["TF_NUM_INTEROP_THREADS"] == "2"
+    assert env["X"] == "1" and env["PATH"] == "/bin"
+    assert "TF_ENABLE_ONEDNN_OPTS" not in Config().worker_env({})
+    assert Config.parse(["onednn=on"], []).worker_env({})["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def test_env_entries_override_knobs():
+    env = Config.parse(["onednn=off"], ["TF_ENABLE_ONEDNN_OPTS=1"]).worker_env({})
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def test_allocator_knob_preloads_the_library():
+    path = find_allocator("jemalloc")
+    require(path is not None, "libjemalloc2 is not installed")
+    env = Config.parse(["allocator=jemalloc"], []).worker_env({"LD_PRELOAD": "/x/libfoo.so"})
+    assert env["LD_PRELOAD"].split(":") == [path, "/x/libfoo.so"]

@@ -1,0 +1,135 @@
+"""A real worker process: protocol, knobs applied, outputs, other call styles, clean exit."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from tfperf.config import Config
+from tfperf.workerproc import Worker
+
+TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
+
+PREPARE_HOOK = textwrap.dedent(
+    '''
+    from types import SimpleNamespace
+
+    import tensorflow as tf
+
+
+    def prepare(workload, config):
+        """A workload built by the test: two matmuls, and the thread pools it saw."""
+        w = tf.constant(tf.ones([8, 8]))
+        x = tf.ones([workload["batch"], 8])
+        fn = tf.function(lambda v: tf.matmul(tf.matmul(v, w), w))
+        seen = tf.config.threading.get_intra_op_parallelism_threads()
+        return SimpleNamespace(
+            call=lambda: fn(x).numpy(),
+            outputs=lambda: [fn(x).numpy()],
+            batch=workload["batch"],
+            flops_per_call=2 * 2 * 8 * 8 * workload["batch"],
+            flops_source="analytic",
+            extra={},
+            notes=[f"intra_threads={seen}"],
+        )
+    '''
+)
+
+
+def _ready(worker: Worker) -> dict:
+    """The worker's ready message (waits for it the first time)."""
+    return worker.ready if worker.ready is not None else worker.wait_ready()
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    """Two workers started side by side: a built-in, and a workload built by this test."""
+    hook_dir = tmp_path_factory.mktemp("hook")
+    (hook_dir / "tfperf_test_hook.py").write_text(PREPARE_HOOK)
+    environ = dict(os.environ, OMP_NUM_THREADS="3")
+    builtin = Worker(TINY_MLP, Config.parse(["onednn=off"], []), timeout_s=120, environ=environ)
+    hooked = Worker(
+        {"kind": "test", "batch": 4},
+        Config.parse(["intra_threads=1"], ["TFPERF_PREPARE=tfperf_test_hook:prepare"]),
+        python=sys.executable,
+        pythonpath=[str(hook_dir)],
+        timeout_s=120,
+    )
+    builtin.start()
+    hooked.start()
+    yield builtin, hooked
+    builtin.close()
+    hooked.close()
+
+
+def test_ready_reports_startup_phases_and_install(workers):
+    worker, _ = workers
+    ready = _ready(worker)
+    for key in ("import_s", "load_s", "first_call_s", "startup_s"):
+        assert ready[key] > 0, key
+    assert ready["startup_s"] >= ready["import_s"] + ready["load_s"] + ready["first_call_s"]
+    assert len(ready["warmup"]["samples_s"]) >= 5
+    assert ready["install"]["tf_version"]
+    assert ready["install"]["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert ready["flops"]["source"] in ("analytic", "profiler", "unknown")
+    assert ready["batch"] == 1
+    assert ready["rss_bytes"] > 0 and worker.peak_rss_bytes >= ready["rss_bytes"]
+
+
+def test_user_speed_variables_are_reported_not_inherited(workers):
+    worker, _ = workers
+    _ready(worker)
+    assert worker.not_inherited.get("OMP_NUM_THREADS") == "3"
+    environ = psutil.Process(worker.pid).environ()
+    assert "OMP_NUM_THREADS" not in environ
+    assert environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
+
+
+def test_blocks_outputs_and_call_styles(workers, tmp_path):
+    worker, _ = workers
+    _ready(worker)
+    samples = worker.run_block(7)
+    assert len(samples) == 7 and all(s > 0 for s in samples)
+    path = worker.outputs(tmp_path / "out.npz")
+    with np.load(path) as data:
+        arrays = [data[k] for k in data.files]
+    assert arrays and arrays[0].shape[0] == 1
+    eager = worker.extra("eager", 3)
+    assert eager is not None and len(eager) == 3
+    assert worker.extra("no-such-style", 2) is None
+
+
+def test_call_level_knobs_reach_a_workload_on_the_given_pythonpath(workers):
+    _, worker = workers
+    ready = _ready(worker)
+    assert ready["notes"] == ["intra_threads=1"]
+    assert ready["batch"] == 4 and ready["flops"]["per_call"] == 2 * 2 * 8 * 8 * 4
+    assert len(worker.run_block(3)) == 3
+
+
+def test_close_leaves_no_process(workers):
+    for worker in workers:
+        _ready(worker)
+        pid = worker.pid
+        worker.close()
+        worker.close()  # idempotent
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_worker_needs_its_pipes():
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfperf.worker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent,
+    )
+    assert proc.returncode == 2 and "--cmd-fd" in proc.stderr
