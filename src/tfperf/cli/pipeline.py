@@ -1,9 +1,124 @@
-"""CLI commands: pipeline (being written)."""
+"""CLI: ``tfperf pipeline module:function | --demo`` — is training waiting for its input?
+
+A thin layer over :func:`tfperf.pipeline.analyze.analyze_pipeline`: it shows the worker's
+progress on stderr and renders the report (or prints it with ``--json``).
+"""
 
 from __future__ import annotations
 
 import click
 
+from tfperf.pipeline.analyze import DEFAULT_TIMEOUT
+
+
+def _fmt(value: float | None, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def render(doc: dict) -> None:
+    """Print the report for people."""
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    from tfperf.output import console
+    from tfperf.pipeline.verdict import one_line
+
+    out = console()
+    metric = doc["metric"]
+    out.print(f"[bold]{doc['target']}[/]  (batch {doc['batch']}, TensorFlow {doc['tf_version']})")
+    out.print(f"dataset alone: {_fmt(doc['dataset']['batches_per_s'])} batches/s")
+    if doc["compute"]:
+        out.print(f"training step on a cached batch: {_fmt(doc['compute']['steps_per_s'])} steps/s")
+        out.print(f"both together: {_fmt(doc['train']['steps_per_s'])} steps/s")
+    style = {"highly_input_bound": "red", "moderately_input_bound": "yellow"}.get(
+        doc["verdict"] or "", "green"
+    )
+    out.print(f"[bold {style}]{one_line(doc['input_share'], doc['verdict'])}[/]")
+
+    stages = Table(title="prefix throughput (each row: the pipeline up to that stage)")
+    for col in ("stage", "elements/s", "batches/s", "adds ms/batch"):
+        stages.add_column(col, justify="left" if col == "stage" else "right")
+    for row in doc["stages"]:
+        mark = " [bold red]<- bounds throughput[/]" if row["bounding"] else ""
+        stages.add_row(
+            row["stage"] + mark,
+            _fmt(row["elements_per_s"], ".0f"),
+            _fmt(row["batches_per_s"]),
+            _fmt(row["added_ms_per_batch"], ".2f"),
+        )
+    out.print(stages)
+
+    fixes = Table(title=f"fixes, measured side by side ({metric}, end to end)")
+    for col in ("fix", metric, "speedup", "95% CI", "verdict"):
+        fixes.add_column(col, justify="left" if col in ("fix", "verdict") else "right")
+    for fix in doc["fixes"]:
+        if fix["measured"]:
+            low, high = fix["ci95"]
+            fixes.add_row(
+                fix["name"],
+                _fmt(fix["per_s"]),
+                f"{_fmt(fix['speedup'], '.2f')}x",
+                f"{_fmt(low, '.2f')}..{_fmt(high, '.2f')}",
+                fix["verdict"],
+            )
+        else:
+            fixes.add_row(fix["name"], "-", "-", "-", f"not measured: {fix['reason']}")
+    out.print(fixes)
+
+    best = doc["best_fix"]
+    if best["name"] is None:
+        out.print(f"[bold]best fix:[/] {best['change']}")
+    else:
+        out.print(
+            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x {metric} "
+            "end to end[/]"
+        )
+        out.print(Syntax(best["change"], "python", theme="ansi_dark", word_wrap=True))
+    gpu = doc["gpu"]
+    if gpu["available"]:
+        util = (gpu.get("utilization") or {}).get("mean_util")
+        out.print(f"GPU {', '.join(gpu['devices'])}: mean utilisation {_fmt(util, '.0f')}%")
+    else:
+        out.print(gpu["reason"])
+    for advice in gpu["model"]["advice"]:
+        out.print(f"model: {advice}")
+
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to ``group``."""
+    """Add ``tfperf pipeline`` to ``group``."""
+
+    @group.command("pipeline")
+    @click.argument("target", required=False, metavar="MODULE:FUNCTION")
+    @click.option("--demo", is_flag=True, help="Analyse the built-in input-bound pipeline.")
+    @click.option("--steps", default=20, show_default=True, help="Timed steps per block.")
+    @click.option(
+        "--rounds", default=6, show_default=True, help="Interleaved rounds (>= 6 for a verdict)."
+    )
+    @click.option(
+        "--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Seconds before giving up."
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    def pipeline(
+        target: str | None, demo: bool, steps: int, rounds: int, timeout: float, as_json: bool
+    ) -> None:
+        """Find out whether training waits for its input pipeline, where, and what fixes it.
+
+        MODULE:FUNCTION returns a tf.data.Dataset, or a dict {"dataset", "model", "loss",
+        "optimizer"} (or a tuple in that order) to time a real training step.
+        """
+        from tfperf.output import emit_json, err_console
+        from tfperf.pipeline.analyze import analyze_pipeline
+
+        with err_console().status("starting the pipeline worker") as status:
+            doc = analyze_pipeline(
+                target,
+                demo=demo,
+                steps=steps,
+                rounds=rounds,
+                timeout=timeout,
+                on_progress=lambda line: status.update(line),
+            )
+        if as_json:
+            emit_json(doc)
+        else:
+            render(doc)

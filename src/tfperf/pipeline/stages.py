@@ -2,7 +2,8 @@
 
 Contract: :func:`chain` lists the datasets a pipeline is built from, source first, each one a
 real, iterable ``tf.data.Dataset`` (the prefix that ends with that stage); :func:`measure_stages`
-iterates each prefix for a short time budget with the public iterator API and returns::
+counts each prefix's elements for a short time budget with the public ``Dataset.reduce`` and
+returns::
 
     [{"stage": "map(_load)", "kind": "MapDataset", "elements_per_s": float,
       "batches_per_s": float,       # elements_per_s / elements per final batch
@@ -91,25 +92,43 @@ def _final_batch_size(ds: Any) -> int:
     return int(first.shape[0]) if first.shape.rank else 1
 
 
-def rate(ds: Any, budget_s: float, skip: int = 2) -> float | None:
-    """Elements per second of a fresh iterator of ``ds`` (repeated) over about ``budget_s``."""
+def _reduce_seconds(ds: Any, n: int) -> float:
+    """Wall time to pull ``n`` elements of ``ds`` inside TensorFlow (``Dataset.reduce``)."""
     import tensorflow as tf
 
-    card = int(ds.cardinality())
-    if card == 0:
-        return None
-    source = ds if card == int(tf.data.INFINITE_CARDINALITY) else ds.repeat()
-    it = iter(source)
-    for _ in range(skip):
-        next(it)
-    count = 0
+    from tfperf.pipeline.target import TargetError, first_line
+
     start = time.perf_counter()
-    elapsed = 0.0
-    while elapsed < budget_s:
-        next(it)
-        count += 1
-        elapsed = time.perf_counter() - start
-    return count / elapsed if elapsed > 0 else None
+    try:
+        ds.take(n).reduce(tf.constant(0, tf.int64), lambda acc, *_: acc + 1)
+    except tf.errors.OpError as exc:
+        raise TargetError(
+            f"the dataset raised {type(exc).__name__} while timing its stages: {first_line(exc)}"
+        ) from exc
+    return time.perf_counter() - start
+
+
+def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
+    """Elements per second of ``ds`` (repeated when finite) over about ``budget_s``.
+
+    Elements are counted by ``Dataset.reduce``, inside TensorFlow, so Python's per-element
+    iterator overhead does not swamp cheap stages. A short run of ``base_n`` elements is
+    subtracted from a long one, which cancels the fixed cost of starting an iteration.
+    """
+    from tfperf.pipeline.timing import endless
+
+    if int(ds.cardinality()) == 0:
+        return None
+    src = endless(ds)
+    base_t = _reduce_seconds(src, base_n)
+    n = base_n * 8
+    while True:
+        t = _reduce_seconds(src, n)
+        spent = t - base_t
+        if spent >= budget_s or n >= 1 << 24:
+            break
+        n = int(n * min(16.0, max(2.0, 1.3 * budget_s / max(spent, 1e-4))))
+    return (n - base_n) / spent if spent > 0 else None
 
 
 def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None) -> list[dict]:

@@ -92,7 +92,7 @@ def unpack(result: Any, spec: str) -> tuple[Any, Any]:
     if isinstance(result, dict):
         dataset = result.get("dataset")
         model, loss, optimizer = result.get("model"), result.get("loss"), result.get("optimizer")
-    elif isinstance(result, (tuple, list)) and result:
+    elif isinstance(result, (tuple, list)) and result and isinstance(result[0], tf.data.Dataset):
         dataset, *rest = result
         rest = [*rest, None, None, None]
         model, loss, optimizer = rest[0], rest[1], rest[2]

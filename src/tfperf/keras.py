@@ -1,0 +1,181 @@
+"""``BottleneckCallback``: the input-bound diagnosis from a real ``model.fit`` run.
+
+Keras 3 pulls each batch inside its compiled train step, so a callback cannot time the wait for
+input directly. This one records the wall time between consecutive ``on_train_batch_end``
+calls (the real step, input included; the first ``skip_steps`` of every epoch are left out as
+warm-up), then replays the compute alone: ``train_on_batch`` on one cached batch, with the
+model's and optimizer's variables saved before and restored after, so the replay does not change
+the training. The input share is ``1 - compute / real`` with TensorFlow profiler's thresholds
+(see :mod:`tfperf.pipeline.verdict`).
+
+Contract: after the replay (at the end of training, or after epoch ``replay_after_epoch``)
+``cb.report`` holds a dict of the same shape as ``tfperf pipeline --json`` (fields that need
+the pipeline's structure -- stages, fixes, best_fix -- are empty or ``None``) and, with
+``verbose``, one line with the verdict is printed. The real steps and the replay are measured
+one after the other, not interleaved, so a machine whose speed drifts during training biases
+the share; ``report["notes"]`` says so. This module runs in the user's training process.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import keras
+
+from tfperf.pipeline import gpu as gpu_mod
+from tfperf.pipeline.verdict import input_share, one_line, verdict
+
+
+def _one_batch(data: Any) -> Any:
+    """The first batch of a ``tf.data.Dataset`` (or any iterable of batches), or ``data``."""
+    import tensorflow as tf
+
+    if isinstance(data, tf.data.Dataset):
+        return next(iter(data.take(1)))
+    return data
+
+
+class BottleneckCallback(keras.callbacks.Callback):
+    """Tell whether ``model.fit`` waits for its input; see the module docstring.
+
+    ``data`` is the training dataset (its first batch is cached for the replay) or one batch
+    ``(x, y)`` / ``(x, y, sample_weight)``. ``replay_steps`` compute-only steps are timed.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        replay_steps: int = 20,
+        skip_steps: int = 2,
+        replay_after_epoch: int | None = None,
+        verbose: bool = True,
+    ) -> None:
+        super().__init__()
+        if replay_steps < 1:
+            raise ValueError("replay_steps must be at least 1")
+        self._data = data
+        self.replay_steps = replay_steps
+        self.skip_steps = skip_steps
+        self.replay_after_epoch = replay_after_epoch
+        self.verbose = verbose
+        self.step_s: list[float] = []
+        self.compute_s: list[float] = []
+        self.report: dict | None = None
+        self._last: float | None = None
+        self._seen = 0
+        self._nvml: Any = None
+        self._sampler: gpu_mod.UtilSampler | None = None
+        self._gpu_reason = ""
+
+    # --- recording real steps ---------------------------------------------------------
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self._nvml, self._gpu_reason = gpu_mod.open_nvml()
+        if self._nvml is not None:
+            self._sampler = gpu_mod.UtilSampler(self._nvml)
+            self._sampler.start()
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._last = None
+        self._seen = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        now = time.perf_counter()
+        self._seen += 1
+        if self._last is not None and self._seen > self.skip_steps and self.report is None:
+            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+            self.step_s.append((now - self._last) / spe)
+        self._last = now
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self.replay_after_epoch is not None and epoch == self.replay_after_epoch:
+            self._finish()
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if self.report is None:
+            self._finish()
+
+    # --- the compute-only replay ----------------------------------------------------------
+    def replay(self) -> list[float]:
+        """Time ``replay_steps`` compute-only steps on the cached batch; weights restored."""
+        model = self.model
+        x, y, w = keras.utils.unpack_x_y_sample_weight(_one_batch(self._data))
+        weights = model.get_weights()
+        opt = getattr(model, "optimizer", None)
+        opt_vars = [v.numpy() for v in opt.variables] if opt is not None else []
+        times = []
+        try:
+            for i in range(self.replay_steps + 2):
+                start = time.perf_counter()
+                model.train_on_batch(x, y, sample_weight=w)
+                if i >= 2:
+                    times.append(time.perf_counter() - start)
+        finally:
+            model.set_weights(weights)
+            if opt is not None:
+                for var, value in zip(opt.variables, opt_vars, strict=True):
+                    var.assign(value)
+        return times
+
+    def _finish(self) -> None:
+        util = self._sampler.stop() if self._sampler is not None else None
+        self.compute_s = self.replay()
+        self.report = self._build_report(util)
+        if self._nvml is not None:
+            self._nvml.close()
+        if self.verbose:
+            print(f"tfperf: {self._line()}")
+
+    def _build_report(self, util: dict | None) -> dict:
+        notes = [
+            "real steps and the compute-only replay were timed one after the other; "
+            "a machine whose speed drifts biases the share"
+        ]
+        real = statistics.median(self.step_s) if self.step_s else None
+        compute = statistics.median(self.compute_s)
+        share = input_share(real, compute) if real else None
+        if real is None:
+            notes.append(
+                f"no steady-state steps were recorded (each epoch's first {self.skip_steps} "
+                "are warm-up); train for more steps"
+            )
+        checks = gpu_mod.model_checks(self.model, self._nvml is not None)
+        if self._nvml is not None:
+            gpu_doc = {
+                "available": True,
+                "reason": "",
+                "devices": self._nvml.names,
+                "utilization": util,
+                "bound": gpu_mod.classify((util or {}).get("mean_util"), verdict(share)),
+                "model": checks,
+            }
+        else:
+            gpu_doc = gpu_mod.no_gpu(self._gpu_reason, checks)
+        return {
+            "target": f"model.fit({self.model.name})",
+            "verdict": verdict(share),
+            "input_share": share,
+            "input_share_ci95": None,
+            "dataset": None,
+            "compute": {"steps_per_s": 1.0 / compute if compute > 0 else None,
+                        "samples_s": self.compute_s},
+            "train": {"steps_per_s": 1.0 / real if real else None, "samples_s": self.step_s},
+            "metric": "steps/s",
+            "stages": [],
+            "bounding_stage": None,
+            "fixes": [],
+            "best_fix": None,
+            "gpu": gpu_doc,
+            "notes": notes,
+        }
+
+    def _line(self) -> str:
+        assert self.report is not None
+        train = self.report["train"]["steps_per_s"]
+        comp = self.report["compute"]["steps_per_s"]
+        detail = ""
+        if train and comp:
+            detail = f" (real step {1e3 / train:.1f} ms, compute only {1e3 / comp:.1f} ms)"
+        return one_line(self.report["input_share"], self.report["verdict"]) + detail

@@ -1,0 +1,294 @@
+"""Parent side of ``tfperf pipeline``: run the worker, enforce its timeout, derive the report.
+
+Contract: :func:`analyze_pipeline` never imports TensorFlow. It checks the ``module:function``
+argument without importing it (:func:`check_target`), runs ``python -m tfperf.pipeline.worker``
+in a fresh process (the current directory importable, as users expect), waits at most
+``timeout`` seconds, and turns the worker's raw block times into the report::
+
+    {"target", "verdict": "highly_input_bound"|"moderately_input_bound"|"not_input_bound"|None,
+     "input_share": float|None, "input_share_ci95": [lo, hi],
+     "dataset": {"batches_per_s", "summary"}, "compute": {"steps_per_s", ...} | None,
+     "train": {"steps_per_s", ...} | None, "metric": "steps/s"|"batches/s",
+     "stages": [...], "bounding_stage": str|None,
+     "fixes": [{"name", "change", "baseline_per_s", "per_s", "speedup", "ci95", "p_value",
+                "verdict", "measured": True, "warnings"} | {"name", "change"?, "reason",
+                "measured": False}],
+     "best_fix": {"name", "change", "speedup", "ci95", "verdict"},
+     "gpu": {...}, "notes": [...], "tf_version", "batch", "steps", "rounds"}
+
+``verdict`` is ``None`` only when no model was given (no training step to compare with).
+``best_fix`` is the significantly faster fix (``verdict == "faster"``) with the highest median
+end-to-end speedup; when none is, its ``name`` is ``None`` and ``change`` says to keep the
+pipeline. Every failure (a user mistake reported by the worker, a crash, a signal, a timeout)
+raises :class:`~tfperf.errors.UserError` with one sentence.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tfperf.errors import UserError
+from tfperf.pipeline.verdict import input_share, verdict
+
+THRESHOLD = 0.03
+"""Size threshold (3%) for a fix to count as faster."""
+DEFAULT_TIMEOUT = 900.0
+
+
+def check_target(spec: str) -> None:
+    """Raise :class:`UserError` unless ``spec`` is ``module:function`` with a findable module.
+
+    The module is located with :func:`importlib.util.find_spec` (the current directory first),
+    not imported: importing it may import TensorFlow, which only the worker does.
+    """
+    module, sep, func = spec.partition(":")
+    if not sep or not module or not func or not func.replace(".", "_").isidentifier():
+        raise UserError(f"'{spec}' is not module:function; pass e.g. my_data:make_dataset")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        raise UserError(f"cannot find module {module} ({exc}); check the name and cwd") from exc
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    if found is None:
+        raise UserError(
+            f"cannot find module {module}; run from the directory that contains it or "
+            "install it"
+        )
+
+
+def run_worker(
+    args: list[str],
+    timeout: float,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Run the worker with ``args``; return its result document or raise :class:`UserError`."""
+    with tempfile.TemporaryDirectory(prefix="tfperf-pipeline-") as tmp:
+        out = Path(tmp) / "result.json"
+        prog = Path(tmp) / "progress.txt"
+        log = Path(tmp) / "worker.log"
+        env = dict(os.environ)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p
+        )
+        cmd = [sys.executable, "-m", "tfperf.pipeline.worker", "--out", str(out)]
+        cmd += ["--progress", str(prog), *args]
+        with open(log, "wb") as log_fh:
+            proc = subprocess.Popen(
+                cmd, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            finished = _wait(proc, timeout, prog, on_progress)
+        return _result(proc.returncode if finished else None, out, log, timeout)
+
+
+def _wait(
+    proc: subprocess.Popen, timeout: float, prog: Path, on_progress: Callable[[str], None] | None
+) -> bool:
+    """Wait for ``proc``, forwarding progress lines; on timeout kill its process group and
+    return ``False``."""
+    deadline = time.monotonic() + timeout
+    seen = ""
+    while proc.poll() is None:
+        if on_progress is not None and prog.exists():
+            lines = prog.read_text(encoding="utf-8", errors="replace").splitlines()
+            if lines and lines[-1] != seen:
+                seen = lines[-1]
+                on_progress(seen)
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _result(code: int | None, out: Path, log: Path, timeout: float) -> dict:
+    if code is None:
+        raise UserError(
+            f"the pipeline analysis did not finish within {timeout:g} s; raise --timeout, "
+            "lower --steps/--rounds, or check that the dataset does not hang"
+        )
+    doc = None
+    if out.exists():
+        try:
+            doc = json.loads(out.read_text(encoding="utf-8"))
+        except ValueError:
+            doc = None
+    if isinstance(doc, dict) and "error" in doc:
+        err = doc["error"]
+        if err.get("kind") == "user":
+            raise UserError(err["message"])
+        raise UserError(
+            f"the pipeline worker failed ({err.get('message')}); its log ends with: "
+            f"{_tail(log)}"
+        )
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+        raise UserError(
+            f"the pipeline worker was killed by {name}{hint} while running the pipeline; "
+            f"its log ends with: {_tail(log)}"
+        )
+    if code != 0 or not isinstance(doc, dict):
+        raise UserError(
+            f"the pipeline worker exited with code {code} without a result; its log ends with: "
+            f"{_tail(log)}"
+        )
+    return doc
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(empty log)"
+
+
+def _per_s(blocks: list[float]) -> float | None:
+    import statistics
+
+    good = [b for b in blocks if b and b > 0]
+    return 1.0 / statistics.median(good) if good else None
+
+
+def _compare(name: str, change: str, base: list[float], cand: list[float]) -> dict:
+    from tfperf.stats import paired_speedup
+
+    result = paired_speedup(base, cand, threshold=THRESHOLD)
+    return {
+        "name": name,
+        "change": change,
+        "measured": True,
+        "baseline_per_s": _per_s(base),
+        "per_s": _per_s(cand),
+        "speedup": result["median"],
+        "ci95": result["ci95"],
+        "p_value": result["p_value"],
+        "verdict": result["verdict"],
+        "warnings": result["warnings"],
+    }
+
+
+def _summary(blocks: list[float], batch: int) -> dict:
+    from tfperf.stats import summarize
+
+    return summarize(blocks, batch)
+
+
+def report(raw: dict) -> dict:
+    """The user-facing report (see the module docstring) from the worker's raw document."""
+    from tfperf.stats import paired_speedup
+
+    blocks = raw["blocks"]
+    batch = int(raw.get("batch") or 1)
+    share = share_ci = name = None
+    compute = train = None
+    if raw.get("has_model"):
+        # speedup of compute over train = train / compute; share = 1 - 1/ratio, pair by pair.
+        ratio = paired_speedup(blocks["train"], blocks["compute"], threshold=THRESHOLD)
+        if ratio["median"] is not None:
+            share = input_share(ratio["median"], 1.0)
+            share_ci = [input_share(r, 1.0) if r else None for r in ratio["ci95"]]
+        name = verdict(share)
+        compute = {"steps_per_s": _per_s(blocks["compute"])}
+        compute.update(summary=_summary(blocks["compute"], batch))
+        train = {"steps_per_s": _per_s(blocks["train"])}
+        train.update(summary=_summary(blocks["train"], batch))
+    fixes = [_compare(f["name"], f["change"], f["baseline"], f["candidate"]) for f in raw["fixes"]]
+    for combo in raw.get("combined") or []:
+        row = _compare(combo["name"], combo["change"], combo["baseline"], combo["candidate"])
+        row["parts"] = combo["parts"]
+        fixes.append(row)
+    unmeasured = [{**s, "measured": False} for s in raw.get("skipped", [])]
+    unmeasured += [{**a, "measured": False} for a in raw.get("advice", [])]
+    bounding = next((s["stage"] for s in raw["stages"] if s.get("bounding")), None)
+    return {
+        "target": raw["target"],
+        "verdict": name,
+        "input_share": share,
+        "input_share_ci95": share_ci,
+        "dataset": {
+            "batches_per_s": _per_s(blocks["dataset"]),
+            "summary": _summary(blocks["dataset"], batch),
+        },
+        "compute": compute,
+        "train": train,
+        "metric": raw["metric"],
+        "stages": raw["stages"],
+        "bounding_stage": bounding,
+        "fixes": fixes + unmeasured,
+        "best_fix": best_fix(fixes),
+        "gpu": raw["gpu"],
+        "notes": raw.get("notes", []),
+        "tf_version": raw.get("tf_version"),
+        "batch": batch,
+        "steps": raw.get("steps"),
+        "rounds": raw.get("rounds"),
+    }
+
+
+def best_fix(measured: list[dict]) -> dict:
+    """The significantly faster fix with the highest median speedup, or "keep the pipeline"."""
+    faster = [f for f in measured if f["verdict"] == "faster" and f["speedup"] is not None]
+    if not faster:
+        return {
+            "name": None,
+            "change": "keep the pipeline as it is: no fix was significantly faster",
+            "speedup": None,
+            "ci95": [None, None],
+            "verdict": None,
+        }
+    top = max(faster, key=lambda f: f["speedup"])
+    return {k: top[k] for k in ("name", "change", "speedup", "ci95", "verdict")}
+
+
+def analyze_pipeline(
+    target: str | None = None,
+    *,
+    demo: bool = False,
+    steps: int = 20,
+    rounds: int = 6,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Diagnose ``target`` (``module:function``) or the built-in demo; return the report.
+
+    ``steps`` is the number of timed steps per block and ``rounds`` the number of interleaved
+    rounds (at least 6 for a significant verdict). Raises :class:`UserError` on bad input or
+    when the worker fails, crashes or exceeds ``timeout`` seconds.
+    """
+    if demo == (target is not None):
+        raise UserError("give either a module:function or --demo")
+    if steps < 1 or rounds < 1:
+        raise UserError("--steps and --rounds must be at least 1")
+    args = ["--steps", str(steps), "--rounds", str(rounds)]
+    if demo:
+        args.append("--demo")
+    else:
+        assert target is not None
+        check_target(target)
+        args += ["--target", target]
+    raw = run_worker(args, timeout, on_progress)
+    if raw.get("schema") != 1:
+        raise UserError("the pipeline worker wrote an unknown result version; reinstall tfperf")
+    return report(raw)

@@ -1,0 +1,113 @@
+"""Bad input and worker faults through the real CLI: one sentence, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.tf
+
+BAD = '''
+import ctypes
+import time
+
+import numpy as np
+import tensorflow as tf
+
+
+def not_a_dataset():
+    return [1, 2, 3]
+
+
+def empty():
+    return tf.data.Dataset.range(10).filter(lambda x: x > 100).batch(2)
+
+
+def corrupt_files(tmp=__import__("os").path.dirname(__file__)):
+    good = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8)).numpy()
+    paths = []
+    for i in range(4):
+        path = f"{tmp}/img{i}.jpg"
+        with open(path, "wb") as fh:
+            fh.write(good if i != 2 else b"this is not a jpeg")
+        paths.append(path)
+    ds = tf.data.Dataset.from_tensor_slices(paths)
+    return ds.map(lambda p: tf.io.decode_jpeg(tf.io.read_file(p))).batch(1)
+
+
+def crashes():
+    ctypes.string_at(0)
+
+
+def hangs():
+    time.sleep(600)
+
+
+def model_mismatch():
+    import keras
+    x = np.zeros((8, 5), np.float32)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4), model
+'''
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("badpipes")
+    (d / "badpipes.py").write_text(textwrap.dedent(BAD))
+    (d / "broken_import.py").write_text("import tensorflow as tf\nraise RuntimeError('boom')\n")
+    return d
+
+
+def _fails(bad_dir: Path, *args: str) -> str:
+    res = run_cli("pipeline", *args, "--steps", "2", "--rounds", "1", cwd=bad_dir, timeout=240)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
+    assert res.stdout == ""
+    return " ".join(res.stderr.split())
+
+
+def test_not_a_dataset(bad_dir: Path) -> None:
+    err = _fails(bad_dir, "badpipes:not_a_dataset")
+    assert "returned list, not a tf.data.Dataset" in err
+
+
+def test_empty_dataset(bad_dir: Path) -> None:
+    assert "dataset is empty" in _fails(bad_dir, "badpipes:empty")
+
+
+def test_dataset_raising_midway(bad_dir: Path) -> None:
+    err = _fails(bad_dir, "badpipes:corrupt_files")
+    assert "the dataset raised InvalidArgumentError after 2 elements" in err
+
+
+def test_missing_module_checked_without_worker(bad_dir: Path) -> None:
+    err = _fails(bad_dir, "no_such_module_here:make")
+    assert "cannot find module no_such_module_here" in err
+
+
+def test_bad_syntax(bad_dir: Path) -> None:
+    assert "is not module:function" in _fails(bad_dir, "badpipes.not_a_dataset")
+
+
+def test_module_raising_on_import(bad_dir: Path) -> None:
+    err = _fails(bad_dir, "broken_import:make")
+    assert "importing broken_import failed with RuntimeError: boom" in err
+
+
+def test_training_step_mismatch(bad_dir: Path) -> None:
+    assert "the training step failed" in _fails(bad_dir, "badpipes:model_mismatch")
+
+
+def test_worker_segfault(bad_dir: Path) -> None:
+    assert "killed by SIGSEGV" in _fails(bad_dir, "badpipes:crashes")
+
+
+def test_worker_timeout(bad_dir: Path) -> None:
+    err = _fails(bad_dir, "badpipes:hangs", "--timeout", "8")
+    assert "did not finish within 8 s" in err
