@@ -39,7 +39,7 @@ KIND = "builds"
 
 
 def resolve_workload(
-    workload: str | None, model: str | None, size: str, batch: int, tmp: Path
+    workload: str | None, model: str | None, size: str, batch: int
 ) -> dict[str, Any]:
     """The workload dict every environment receives (models as SavedModel, see above)."""
     if workload is not None:
@@ -55,7 +55,7 @@ def resolve_workload(
             raise UserError(f"{model} is a folder without saved_model.pb; pass a SavedModel.")
         fmt = "savedmodel"
     elif path.suffix in (".keras", ".h5"):
-        path = export_savedmodel(path, tmp / "savedmodel")
+        path = export_savedmodel(path, _export_dir(path))
         fmt = "savedmodel"
     elif path.suffix == ".tflite":
         fmt = "tflite"
@@ -71,8 +71,24 @@ def resolve_workload(
     }
 
 
+def _export_dir(model: Path) -> Path:
+    """Cache folder of a model file's SavedModel export, keyed by the file's content."""
+    import hashlib
+
+    from tfperf.builds.envs import cache_root
+
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
+    return cache_root().parent / "exports" / f"{model.stem}-{digest}"
+
+
 def export_savedmodel(src: Path, dst: Path, python: str = sys.executable) -> Path:
-    """Export a Keras model file to a SavedModel in a subprocess of the baseline environment."""
+    """Export a Keras model file to a SavedModel in a subprocess of the baseline environment.
+
+    An export already at ``dst`` is reused.
+    """
+    if (dst / "saved_model.pb").is_file():
+        return dst
+    dst.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [python, "-m", "tfperf.builds.export", str(src), str(dst)],
         capture_output=True,
@@ -138,7 +154,7 @@ def compare_builds(
     if not candidates:
         raise UserError("give at least one --candidate (a pip requirement or a wheel path).")
     with tempfile.TemporaryDirectory(prefix="tfperf-builds-") as tmp:
-        wl = resolve_workload(workload, model, size, batch, Path(tmp))
+        wl = resolve_workload(workload, model, size, batch)
         envs, failed = prepare_candidates(candidates)
         if not envs:
             reasons = "; ".join(f"{f['spec']}: {f['reason']}" for f in failed)
@@ -173,7 +189,7 @@ def _trials(envs: list[CandidateEnv], config_cls: Any, measure: Any) -> list[tup
     """(Trial, python, expected TF version) for the baseline and each candidate."""
     out = [
         (
-            measure.Trial(0, config_cls(), measure.BASELINE, "current environment"),
+            measure.Trial(0, config_cls(), measure.BASELINE, "current"),
             sys.executable,
             None,
         )
@@ -392,15 +408,8 @@ def render_compare(result: dict[str, Any]) -> None:
         title=f"builds compare, {result['rounds']} interleaved rounds "
         f"(stopped: {result['stopped']})"
     )
-    for col in (
-        "environment",
-        "TensorFlow",
-        "median ms",
-        "speedup vs current [95% CI]",
-        "verdict",
-        "status",
-    ):
-        table.add_column(col)
+    for col in ("environment", "TF", "p50 ms", "speedup [95% CI]", "verdict", "status"):
+        table.add_column(col, overflow="fold")
     for row in result["results"]:
         s = row["summary"] or {}
         med = (s.get("latency_ms") or {}).get("p50")
