@@ -1,0 +1,146 @@
+"""``tfperf doctor`` end to end in a subprocess: schema, exit codes, and real faults.
+
+Faults are injected for real with a ``tensorflow`` package put first on PYTHONPATH: one that
+kills itself with SIGSEGV, one that raises, one that hangs, one that is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import require, run_cli
+
+HAS_TF = importlib.util.find_spec("tensorflow") is not None
+
+FAKES = {
+    "segfault": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    "raises": (
+        "raise ImportError('libcudart.so.12: cannot open shared object file: "
+        "No such file or directory')\n"
+    ),
+    "hangs": "import time\ntime.sleep(600)\n",
+    "absent": "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n",
+}
+
+
+def fake_tensorflow(tmp_path: Path, kind: str) -> dict[str, str]:
+    """An environment whose ``import tensorflow`` does ``kind`` for real."""
+    pkg = tmp_path / kind / "tensorflow"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(FAKES[kind])
+    return {"PYTHONPATH": str(pkg.parent)}
+
+
+def check_schema(doc: dict) -> None:
+    assert doc["schema_version"] == 1
+    machine, install = doc["machine"], doc["install"]
+    assert isinstance(machine["isa"], list) and machine["isa"]
+    assert set(machine["allocators_available"]) == {"tcmalloc", "jemalloc"}
+    assert machine["cores"]["usable"] >= 1 and machine["fingerprint"]
+    assert isinstance(install["isa_missing"], list)
+    assert install["status"] in ("ok", "not_installed", "import_failed", "crashed", "timeout")
+    for f in doc["findings"]:
+        assert {"id", "severity", "evidence", "fix"} <= set(f)
+        assert f["severity"] in ("info", "warn", "error")
+
+
+@pytest.mark.tf
+def test_json_report_and_fail_on_warn(tmp_path: Path) -> None:
+    require(HAS_TF, "TensorFlow is not installed")
+    # A second distribution claiming the tensorflow package, found by the real metadata scan.
+    info = tmp_path / "tensorflow-2.20.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.20.0\n")
+    (info / "top_level.txt").write_text("tensorflow\n")
+    env = {
+        "PYTHONPATH": str(tmp_path),
+        "OMP_NUM_THREADS": "4",
+        "KMP_AFFINITY": "granularity=fine,compact,1,0",
+        "TF_NUM_INTRAOP_THREADS": "64",
+    }
+    res = run_cli("doctor", "--json", "--fail-on", "warn", env=env)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    check_schema(doc)
+    install = doc["install"]
+    assert install["status"] == "ok"
+    assert isinstance(install["onednn"]["enabled"], bool)
+    assert install["allocator"] == "system"
+    assert install["env"]["OMP_NUM_THREADS"] == "4"
+    ids = {f["id"] for f in doc["findings"]}
+    assert {"tf-duplicate-distributions", "threads-oversubscribe"} <= ids
+    if install["openmp"]["linked"] is False:
+        assert "omp-no-effect" in ids
+    assert "fail-on" in res.stderr
+
+
+@pytest.mark.tf
+def test_human_report_passes_fail_on_error(tmp_path: Path) -> None:
+    require(HAS_TF, "TensorFlow is not installed")
+    res = run_cli("doctor", "--fail-on", "error")
+    assert res.returncode == 0, res.stderr
+    for section in ("Machine", "TensorFlow install", "Findings"):
+        assert section in res.stdout
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_tensorflow_that_segfaults_on_import(tmp_path: Path) -> None:
+    env = fake_tensorflow(tmp_path, "segfault")
+    res = run_cli("doctor", "--json", env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    check_schema(doc)
+    assert doc["install"]["status"] == "crashed"
+    assert doc["install"]["error"]["signal"] == "SIGSEGV"
+    [f] = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert f["id"] == "tensorflow-crashed" and "SIGSEGV" in f["evidence"]
+    assert "Traceback" not in res.stderr
+
+    human = run_cli("doctor", "--fail-on", "error", env=env, timeout=120)
+    assert human.returncode == 1
+    assert "Machine" in human.stdout and "tensorflow-crashed" in human.stdout
+    assert "Traceback" not in human.stdout + human.stderr
+
+
+def test_tensorflow_that_raises_on_import(tmp_path: Path) -> None:
+    res = run_cli("doctor", "--json", env=fake_tensorflow(tmp_path, "raises"), timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["install"]["status"] == "import_failed"
+    [f] = [f for f in doc["findings"] if f["id"] == "tensorflow-import-failed"]
+    assert "libcudart.so.12" in f["evidence"]
+
+
+def test_tensorflow_that_hangs_is_killed(tmp_path: Path) -> None:
+    env = fake_tensorflow(tmp_path, "hangs")
+    res = run_cli("doctor", "--json", "--timeout", "3", env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["install"]["status"] == "timeout"
+    assert any(f["id"] == "tensorflow-timeout" for f in doc["findings"])
+
+
+def test_no_tensorflow_prints_machine_then_one_sentence(tmp_path: Path) -> None:
+    env = fake_tensorflow(tmp_path, "absent")
+    res = run_cli("doctor", env=env, timeout=120)
+    assert res.returncode == 2
+    assert "Machine" in res.stdout and "Instruction sets" in res.stdout
+    assert "pip install tensorflow-cpu" in res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+
+    as_json = run_cli("doctor", "--json", env=env, timeout=120)
+    assert as_json.returncode == 2
+    doc = json.loads(as_json.stdout)
+    check_schema(doc)
+    assert doc["install"]["status"] == "not_installed"
+
+
+@pytest.mark.parametrize("value", ["warning", "info", ""])
+def test_bad_fail_on_is_a_usage_error(value: str) -> None:
+    res = run_cli("doctor", "--fail-on", value, timeout=60)
+    assert res.returncode == 2
+    assert "--fail-on" in res.stderr
