@@ -130,7 +130,8 @@ def render(doc: dict[str, Any]) -> None:
     for f in findings:
         style = _STYLE[f["severity"]]
         out.print(f"[{style}]{f['severity'].upper():5}[/] [bold]{f['id']}[/]: {escape(f['title'])}")
-        out.print(f"      {escape(f['evidence'])}", soft_wrap=True)
+        evidence = f["evidence"].replace("\n", "\n      ")
+        out.print(f"      {escape(evidence)}", soft_wrap=True)
         out.print(f"      [green]fix:[/] {escape(f['fix'])}", soft_wrap=True)
     if not findings:
         out.print("  nothing to fix")
@@ -176,8 +177,8 @@ def register(group: click.Group) -> None:
             py = python or sys.executable
             raise UserError(
                 f"TensorFlow is not installed for this Python: install it with `{py} -m pip "
-                "install tensorflow-cpu` (or `tensorflow[and-cuda]` for an NVIDIA GPU) and rerun "
-                "`tfperf doctor`."
+                "install tensorflow-cpu` (on an NVIDIA GPU machine: the `tensorflow` package with "
+                "its `and-cuda` extra) and rerun `tfperf doctor`."
             )
         if fail_on and fails_on(doc, fail_on):
             worst = [f["id"] for f in doc["findings"] if f["severity"] in ("error", fail_on)]
