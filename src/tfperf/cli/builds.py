@@ -1,10 +1,19 @@
-"""CLI commands: ``tfperf builds plan|register|compare`` (thin layer over :mod:`tfperf.builds`)."""
+"""CLI commands: ``tfperf builds plan|register|compare|explain`` over :mod:`tfperf.builds`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import click
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+STORE_OPTION = click.option(
+    "--store",
+    "store",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Store path (default: TFPERF_STORE or the platform data dir).",
+)
 
 
 @click.group(name="builds")
@@ -37,7 +46,7 @@ def builds() -> None:
 )
 @click.option("--run", "run_it", is_flag=True, help="Run build.sh after writing it.")
 @click.option("--dry-run", is_flag=True, help="With --run: print each command instead of running.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@JSON_OPTION
 def plan_cmd(
     tensorflow: str,
     cuda: bool,
@@ -126,7 +135,7 @@ def _run_with_progress(
 @builds.command(name="register")
 @click.argument("wheel", type=click.Path())
 @click.option("--name", default=None, help="Name to pass to --candidate (default: wheel name).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@JSON_OPTION
 def register_cmd(wheel: str, name: str | None, as_json: bool) -> None:
     """Register a built wheel as a `builds compare` candidate."""
     from tfperf.builds.envs import register_wheel
@@ -164,14 +173,8 @@ def register_cmd(wheel: str, name: str | None, as_json: bool) -> None:
     "--budget", default=30.0, show_default=True, type=float, help="Seconds of steady measuring."
 )
 @click.option("--calls", default=None, type=int, help="Calls per block (default: from warm-up).")
-@click.option(
-    "--store",
-    "store",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Store path (default: TFPERF_STORE or the platform data dir).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@STORE_OPTION
+@JSON_OPTION
 def compare_cmd(
     candidates: tuple[str, ...],
     workload: str | None,
@@ -210,14 +213,8 @@ def compare_cmd(
 
 
 @builds.command(name="explain")
-@click.option(
-    "--store",
-    "store",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Store path (default: TFPERF_STORE or the platform data dir).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@STORE_OPTION
+@JSON_OPTION
 def explain_cmd(store: str | None, as_json: bool) -> None:
     """What a build for this CPU could buy beyond XLA or LiteRT, from measured figures."""
     from tfperf.builds.explain import explain, render_explain
