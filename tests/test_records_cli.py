@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 from test_report_html import fill_store
 
@@ -66,9 +68,8 @@ def test_report_json_and_table(store_path: Path) -> None:
     fast = next(c for c in doc["comparisons"] if c["candidate"]["label"] == "xla=jit")
     assert fast["speedup"]["verdict"] == "faster"
     assert len(fast["speedup"]["ci95"]) == 2
-    human = run_cli("report", "latest", "--store", str(store_path))
-    assert human.returncode == 0 and "p50 ms" in human.stdout
     table = run_cli("report", str(ids["run"]), "--store", str(store_path), env=WIDE)
+    assert table.returncode == 0 and "p50 ms" in table.stdout
     assert "faster" in table.stdout and "SIGSEGV" in table.stdout and "xla=jit" in table.stdout
 
 
@@ -125,3 +126,44 @@ def test_help_does_not_load_heavy_modules() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = [m for m in ("numpy", "scipy", "plotly", "tensorflow") if m in out.stdout]
     assert loaded == [], out.stdout
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_history_and_report_of_a_real_bench_run(tmp_path: Path) -> None:
+    """The whole path: real workers measure a tiny workload, then history/report read it."""
+    store = tmp_path / "real.sqlite"
+    bench = run_cli(
+        "bench",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--set",
+        "onednn=off",
+        "--budget",
+        "1",
+        "--no-peak",
+        "--store",
+        str(store),
+        "--json",
+        timeout=240,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    run_id = json.loads(bench.stdout)["run_id"]
+    runs = json.loads(run_cli("history", "--store", str(store), "--json").stdout)["runs"]
+    assert [(r["id"], r["kind"], r["status"]) for r in runs] == [(run_id, "bench", "ok")]
+    html = tmp_path / "real.html"
+    res = run_cli("report", str(run_id), "--store", str(store), "--json", "--html", str(html))
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [r["label"] for r in doc["results"]] == ["default", "onednn=off"]
+    for result in doc["results"]:
+        assert result["status"] == "ok" and result["n"] > 0
+        lat = result["latency_ms"]
+        assert 0 < lat["p50_ci95"][0] <= lat["p50"] <= lat["p50_ci95"][1]
+        assert result["gflops"] is not None  # the built-in mlp has an analytic FLOP count
+    (comp,) = doc["comparisons"]
+    assert comp["source"] == "stored" and comp["speedup"]["n_pairs"] >= 1
+    assert comp["speedup"]["verdict"] in ("faster", "slower", "same", "inconclusive")
+    assert "Plotly.newPlot" in html.read_text()

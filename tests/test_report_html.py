@@ -148,6 +148,21 @@ def test_flop_rates_from_each_kind_of_trial_info(store_path: Path) -> None:
     assert results["unknown"]["gflops"] is None and results["unknown"]["peak_share"] is None
 
 
+def test_latency_plot_uses_boxes_on_a_log_axis_for_heavy_tails() -> None:
+    from tfperf.report_html import _latency_figure
+
+    rng = np.random.default_rng(12)
+    report = {"results": [{"trial_id": 1, "label": "a"}, {"trial_id": 2, "label": "b"}]}
+    tight = {1: list(rng.lognormal(0, 0.05, 200)), 2: list(rng.lognormal(0.1, 0.05, 200))}
+    fig = _latency_figure(report, tight)
+    assert [t.type for t in fig.data] == ["violin", "violin"]
+    assert fig.layout.yaxis.type == "linear"
+    tailed = {k: [*v, 30.0] for k, v in tight.items()}  # one 30x stall per config
+    fig = _latency_figure(report, tailed)
+    assert [t.type for t in fig.data] == ["box", "box"]
+    assert fig.layout.yaxis.type == "log"
+
+
 def test_describe_workload() -> None:
     assert describe_workload({"kind": "builtin", "name": "lstm", "size": "tiny", "batch": 1}) == (
         "lstm (tiny, batch 1)"

@@ -31,6 +31,8 @@ from typing import Any
 from tfperf.errors import UserError
 
 SCHEMA_VERSION = 1
+LOG_AXIS_SPAN = 5.0
+"""Latency plots switch to a log axis when the slowest sample is this many times the fastest."""
 
 
 def error_text(error: dict | None) -> str:
@@ -214,9 +216,16 @@ def _latency_figure(report: dict, samples_ms: dict[int, list[float]]):
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    present = [s for s in samples_ms.values() if s]
+    low = min(min(s) for s in present)
+    heavy_tail = low > 0 and max(max(s) for s in present) / low > LOG_AXIS_SPAN
     for res in report["results"]:
         samples = samples_ms.get(res["trial_id"])
-        if samples:
+        if not samples:
+            continue
+        if heavy_tail:  # a kernel density smears a long tail; quartiles and outliers do not
+            fig.add_trace(go.Box(y=samples, name=res["label"], boxpoints="outliers"))
+        else:
             fig.add_trace(
                 go.Violin(
                     y=samples,
@@ -224,11 +233,13 @@ def _latency_figure(report: dict, samples_ms: dict[int, list[float]]):
                     box_visible=True,
                     meanline_visible=True,
                     points=False,
+                    spanmode="hard",
                 )
             )
     fig.update_layout(
-        title="Latency per call (steady state)",
+        title="Latency per call (steady state)" + (", log scale" if heavy_tail else ""),
         yaxis_title="milliseconds",
+        yaxis_type="log" if heavy_tail else "linear",
         showlegend=False,
         height=420,
         margin={"t": 50, "b": 40},
@@ -263,7 +274,8 @@ def _speedup_figure(report: dict):
                 ],
             },
             text=[f"{c['speedup']['median']:.3f}x {c['speedup']['verdict']}" for c in comps],
-            textposition="outside",
+            textposition="inside",
+            insidetextanchor="middle",
             hovertemplate="%{x}: %{text}<extra></extra>",
         )
     )
@@ -283,24 +295,29 @@ def _speedup_figure(report: dict):
 
 
 def _peak_figure(report: dict):
+    """% of the machine's peak per config; achieved GFLOP/s alone where the peak is unknown."""
     import plotly.graph_objects as go
 
-    rows = [r for r in report["results"] if r["peak_share"] is not None]
+    with_share = [r for r in report["results"] if r["peak_share"] is not None]
+    if with_share:
+        rows, title, axis = with_share, "Share of this machine's measured peak FLOP/s", "% of peak"
+        values = [100.0 * r["peak_share"] for r in rows]
+        text = [f"{r['gflops']:.3g} of {r['peak_gflops']:.3g} GFLOP/s" for r in rows]
+    else:
+        rows = [r for r in report["results"] if r["gflops"] is not None]
+        title = "Achieved GFLOP/s (this machine's peak was not measured)"
+        axis, values = "GFLOP/s", [r["gflops"] for r in rows]
+        text = [f"{v:.3g} GFLOP/s" for v in values]
     fig = go.Figure(
         go.Bar(
             x=[r["label"] for r in rows],
-            y=[100.0 * r["peak_share"] for r in rows],
-            text=[f"{r['gflops']:.3g} of {r['peak_gflops']:.3g} GFLOP/s" for r in rows],
+            y=values,
+            text=text,
             textposition="outside",
             marker_color="#1565c0",
         )
     )
-    fig.update_layout(
-        title="Share of this machine's measured peak FLOP/s",
-        yaxis_title="% of peak",
-        height=380,
-        margin={"t": 50, "b": 40},
-    )
+    fig.update_layout(title=title, yaxis_title=axis, height=380, margin={"t": 50, "b": 40})
     return fig
 
 
@@ -364,7 +381,7 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
     samples_ms = samples_ms or {}
     has_samples = any(samples_ms.get(r["trial_id"]) for r in report["results"])
     has_speedups = any(c["speedup"]["median"] is not None for c in report["comparisons"])
-    has_peak = any(r["peak_share"] is not None for r in report["results"])
+    has_peak = any(r["gflops"] is not None for r in report["results"])
     sections = [
         (
             "Latency distribution",
@@ -379,7 +396,7 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
         (
             "Share of peak",
             _peak_figure(report) if has_peak else None,
-            "FLOP counts or the machine's peak are unknown for this run.",
+            "FLOP counts are unknown for this workload.",
         ),
     ]
     parts = []
