@@ -33,6 +33,22 @@ LOOP_OPS = frozenset({"While", "StatelessWhile", "Enter", "Exit", "NextIteration
 """Graph ops that mean a loop: the profiler would count its body once."""
 
 
+HEAVY_OPS = frozenset(
+    {
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "Einsum",
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+        "Conv2DBackpropInput",
+    }
+)
+"""Ops that carry a model's FLOPs: a profiler count that misses one of them is refused."""
+
+
 def dense_flops(batch: int, n_in: int, n_out: int, bias: bool = True) -> int:
     """One Dense layer: ``batch * (2 * n_in * n_out + n_out)`` (the bias term only with a bias)."""
     return batch * (2 * n_in * n_out + (n_out if bias else 0))
@@ -176,7 +192,9 @@ def profiler_flops(concrete: Any) -> tuple[int | None, str]:
 
     Uses TensorFlow's profiler (``float_operation``) on the function with its variables frozen
     to constants. Returns ``UNKNOWN`` when the graph holds a loop (the profiler would count its
-    body once), when the profiler counts nothing, or when it fails.
+    body once), when it leaves a matmul or convolution uncounted (``Einsum`` has no FLOPs
+    statistic; a matmul after a dynamic reshape has no static shape), when it counts nothing,
+    or when it fails.
     """
     import tensorflow as tf
 
@@ -196,11 +214,21 @@ def profiler_flops(concrete: Any) -> tuple[int | None, str]:
         with deprecation.silence():
             opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
             opts["output"] = "none"
-            result = tf.compat.v1.profiler.profile(graph=frozen.graph, options=opts)
+            result = tf.compat.v1.profiler.profile(graph=frozen.graph, cmd="scope", options=opts)
     except Exception:  # the profiler is best effort: any failure means "unknown"
         return UNKNOWN
+    counted = {node.name for node in _walk(result) if node.total_float_ops > 0}
+    if any(n.op in HEAVY_OPS and n.name not in counted for n in graph_def.node):
+        return UNKNOWN  # a matmul or convolution the profiler could not count (Einsum, ...)
     total = int(getattr(result, "total_float_ops", 0) or 0)
     return (total, "profiler") if total > 0 else UNKNOWN
+
+
+def _walk(node: Any) -> Iterable[Any]:
+    """Every node of a profiler result tree."""
+    for child in node.children:
+        yield child
+        yield from _walk(child)
 
 
 def function_flops(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[int | None, str]:

@@ -175,8 +175,9 @@ def keras_input_specs(model: Any) -> list[InputSpec]:
     """The input signature of a built Keras model (Keras 3 or Keras 2).
 
     Each integer input that reaches ``Embedding`` layers through layers with a single input
-    gets ``int_range = (0, smallest input_dim)``; an integer input not traced to an Embedding in
-    a model that has Embedding layers gets the smallest ``input_dim`` of them all.
+    gets ``int_range = (0, smallest input_dim)``. When some Embedding's input cannot be traced
+    (inside a subclassed layer), every other integer input gets the smallest ``input_dim`` of
+    those untraced layers, which is safe whichever input feeds them.
     """
     tensors = list(getattr(model, "inputs", None) or [])
     if not tensors:
@@ -185,8 +186,7 @@ def keras_input_specs(model: Any) -> list[InputSpec]:
             "build it on sample inputs or return it from a module:function factory with inputs."
         )
     embeddings = [layer for layer in _all_layers(model) if type(layer).__name__ == "Embedding"]
-    ranges = _embedding_ranges(embeddings)
-    fallback = min((int(e.input_dim) for e in embeddings), default=None)
+    ranges, fallback = _embedding_ranges(embeddings)
     specs = []
     for i, tensor in enumerate(tensors):
         name = _input_name(tensor, i)
@@ -213,18 +213,22 @@ def _all_layers(model: Any) -> list[Any]:
     return list(getattr(model, "layers", []))
 
 
-def _embedding_ranges(embeddings: list[Any]) -> dict[str, int]:
-    """Input layer name -> smallest vocabulary of the Embedding layers it feeds."""
+def _embedding_ranges(embeddings: list[Any]) -> tuple[dict[str, int], int | None]:
+    """Input layer name -> smallest vocabulary of the Embedding layers it feeds, and the
+    smallest vocabulary among Embedding layers whose input could not be traced (or ``None``)."""
     ranges: dict[str, int] = {}
+    untraced: list[int] = []
     for layer in embeddings:
+        vocab = int(layer.input_dim)
         try:
             source = _trace_to_input(layer.input)
         except (AttributeError, ValueError, IndexError, TypeError):
-            continue
-        if source is not None:
-            vocab = int(layer.input_dim)
+            source = None
+        if source is None:
+            untraced.append(vocab)
+        else:
             ranges[source] = min(vocab, ranges.get(source, vocab))
-    return ranges
+    return ranges, min(untraced, default=None)
 
 
 def _trace_to_input(tensor: Any, depth: int = 0) -> str | None:
@@ -246,6 +250,8 @@ def _trace_to_input(tensor: Any, depth: int = 0) -> str | None:
 
 def signature_input_specs(concrete: Any) -> list[InputSpec]:
     """The input signature of a SavedModel signature (a ``ConcreteFunction`` called by keyword).
+
+    The caller keeps the object ``tf.saved_model.load`` returned alive: it owns the variables.
 
     An integer input used as the indices of a gather (an embedding lookup) gets
     ``int_range = (0, rows of the table)``.
