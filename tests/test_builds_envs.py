@@ -40,9 +40,16 @@ def test_version_that_does_not_exist_is_one_clear_line(isolated):
 
 def test_wheel_for_another_platform_is_refused(isolated):
     wheel = isolated / "tensorflow_cpu-2.20.0-cp27-cp27m-win32.whl"
+    info = "tensorflow_cpu-2.20.0.dist-info"
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("tensorflow_cpu-2.20.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
-    with pytest.raises(CandidateError, match="not for Python"):
+        zf.writestr(
+            f"{info}/METADATA", "Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.20.0\n"
+        )
+        zf.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp27-cp27m-win32\n"
+        )
+        zf.writestr(f"{info}/RECORD", "")
+    with pytest.raises(CandidateError, match="no wheel for Python"):
         ensure_env(str(wheel))
     assert _leftover_envs(isolated / "envs") == []
 
@@ -50,7 +57,7 @@ def test_wheel_for_another_platform_is_refused(isolated):
 def test_file_that_is_not_a_wheel_is_refused(isolated):
     bogus = isolated / "tensorflow_cpu-2.20.0-py3-none-any.whl"
     bogus.write_bytes(b"this is not a zip archive")
-    with pytest.raises(CandidateError, match="not a valid wheel"):
+    with pytest.raises(CandidateError, match="cannot be read as a wheel"):
         ensure_env(str(bogus))
 
 

@@ -298,12 +298,15 @@ def _call(cmd: list[str], spec: str, log: Any, timeout: float) -> None:
 
 _NO_VERSION = "no such version on the package index, or none for Python {py} on this platform"
 _FAILURES: tuple[tuple[str, str], ...] = (
+    (
+        r"is not a supported wheel on this platform|has no wheels with a matching",
+        "no wheel for Python {py} on this platform",
+    ),
     (r"No matching distribution found|No solution found when resolving", _NO_VERSION),
-    (r"is not a supported wheel on this platform", "the wheel is not for Python {py} here"),
     (r"Invalid wheel filename|not a valid wheel filename", "not a valid wheel file name"),
     (
-        r"BadZipFile|not a zip file|zip archive|Failed to read|invalid zip|\.whl is invalid",
-        "the wheel file is not a valid wheel (not a zip archive)",
+        r"BadZipFile|not a zip file|zip archive|invalid zip|\.whl is invalid|Failed to read",
+        "the file cannot be read as a wheel",
     ),
     (r"ResolutionImpossible|conflicting dependencies", "its requirements conflict"),
     (r"Could not find a version that satisfies|No matching", _NO_VERSION),

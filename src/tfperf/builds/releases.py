@@ -16,8 +16,10 @@ Sources, per field:
 - Python: the same Spack file (``python@3.9:3.13`` for 2.20, ``3.9:3.12`` for 2.16-2.19,
   ``3.9:3.11`` for 2.14-2.15); 2.21 from its wheel metadata (``Requires-Python: >=3.10``).
 - Compiler: TensorFlow's "tested build configurations" table on tensorflow.org/install/source
-  (Clang 16 for 2.15, Clang 17 for 2.16-2.18, Clang 18 for 2.19 on; Clang became the default
-  compiler with 2.13, and the Clang 18 switch is tensorflow/tensorflow commit 9122d7a).
+  (Clang 16 for 2.15, Clang 17 for 2.16-2.18, Clang 18 for 2.19 on); of these, only "Clang is
+  the default compiler from 2.13" and the switch to Clang 18 (tensorflow/tensorflow commit
+  9122d7a) were re-checked against a stored copy. The version only selects archspec's flags
+  and the ``llvm-N`` package; the build itself uses TensorFlow's own toolchain settings.
 - Wheel target: ``//tensorflow/tools/pip_package:wheel`` from 2.17 on (the wheel lands in
   ``bazel-bin/tensorflow/tools/pip_package/wheel_house``), ``build_pip_package`` before.
 """
