@@ -25,7 +25,11 @@ def test_allowlist_kept_speed_variables_reported_the_rest_dropped():
     assert base["PATH"] == "/usr/bin" and base["LC_ALL"] == "C.UTF-8"
     assert base["VIRTUAL_ENV"] == "/venv"
     assert set(reported) == {
-        "TF_ENABLE_ONEDNN_OPTS", "OMP_NUM_THREADS", "LD_PRELOAD", "XLA_FLAGS", "MALLOC_CONF"
+        "TF_ENABLE_ONEDNN_OPTS",
+        "OMP_NUM_THREADS",
+        "LD_PRELOAD",
+        "XLA_FLAGS",
+        "MALLOC_CONF",
     }
     for name in [*reported, "AWS_SECRET", "RANDOM_APP_SETTING", "TF_CLI_CONFIG_FILE"]:
         assert name not in base

@@ -99,6 +99,7 @@ def bench(
     memory_limit_bytes: int | None = None,
     min_rounds: int | None = None,
     block_s: float | None = None,
+    parallel_start: bool = False,
     extras: Sequence[str] = EXTRAS,
     peak: bool = True,
     python: str = sys.executable,
@@ -118,6 +119,7 @@ def bench(
         precision=precision,
         min_rounds=min_rounds if min_rounds is not None else stats.MIN_PAIRS + 2,
         block_s=block_s,
+        parallel_start=parallel_start,
         timeout_s=timeout_s,
         memory_limit_bytes=memory_limit_bytes,
         extras=tuple(extras),
@@ -428,16 +430,17 @@ def compare_runs(
     from tfperf.errors import UserError
 
     a, b = store.load_run(run_a), store.load_run(run_b)
+    ra, rb = a["run"], b["run"]
     pairs = _pairs(a, b)
     if not pairs:
         raise UserError(
-            f"runs {a['id']} and {b['id']} have no successful trials to compare; "
+            f"runs {ra['id']} and {rb['id']} have no successful trials to compare; "
             "pick runs from `tfperf history` whose trials finished ok."
         )
     warnings = []
-    if (a.get("workload") or {}) != (b.get("workload") or {}):
+    if (ra.get("workload") or {}) != (rb.get("workload") or {}):
         warnings.append("the two runs measured different workloads")
-    if (a.get("machine") or {}).get("fingerprint") != (b.get("machine") or {}).get("fingerprint"):
+    if (ra.get("machine") or {}).get("fingerprint") != (rb.get("machine") or {}).get("fingerprint"):
         warnings.append("the two runs ran on different machines")
     comparisons = []
     for ta, tb in pairs:
@@ -457,8 +460,8 @@ def compare_runs(
     regressions = [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"]
     return {
         "kind": "compare-runs",
-        "run_a": a["id"],
-        "run_b": b["id"],
+        "run_a": ra["id"],
+        "run_b": rb["id"],
         "threshold": threshold,
         "comparisons": comparisons,
         "regressions": regressions,

@@ -3,9 +3,10 @@
 Contract of :func:`measure`:
 
 - One worker per config (the first config is the baseline), started one after the other so
-  that each cold start is timed alone: ``cold_start_s`` = process start + TensorFlow import +
-  load + first call, one figure; ``first_call_s`` (tracing, XLA compile) is also kept apart,
-  and the worker's warm-up samples are handed over as phase ``"warmup"``.
+  that each cold start is timed alone (``parallel_start`` overlaps them, for speed):
+  ``cold_start_s`` = process start + TensorFlow import + load + first call, one figure;
+  ``first_call_s`` (tracing, XLA compile) is also kept apart, and the worker's warm-up
+  samples are handed over as phase ``"warmup"``.
 - Then rounds: each round runs one block per live config, in an order rotated by one each
   round, and hands every block to ``listener.block`` as it arrives (phase ``"steady"``). A
   block lasts about ``block_s`` (its call count is set per config from the warm-up median).
@@ -130,6 +131,8 @@ class Settings:
     extra_s: float = 1.0
     python: str = sys.executable
     pythonpath: tuple[str, ...] = ()
+    parallel_start: bool = False
+    """Start every worker at once: quicker, but then cold starts compete for the CPU."""
 
     def block_seconds(self, n_configs: int) -> float:
         """The target block duration for ``n_configs`` configs sharing the budget."""
@@ -154,8 +157,15 @@ def measure(
         Trial(i, c, BASELINE if i == 0 else CANDIDATE, c.label()) for i, c in enumerate(configs)
     ]
     try:
-        for trial in trials:
-            _start(trial, workload, settings, listener, environ)
+        if settings.parallel_start:
+            for trial in trials:
+                _spawn(trial, workload, settings, listener, environ)
+            for trial in trials:
+                _await_ready(trial, listener)
+        else:
+            for trial in trials:
+                _spawn(trial, workload, settings, listener, environ)
+                _await_ready(trial, listener)
         block_s = settings.block_seconds(len(trials))
         for trial in trials:
             if trial.alive:
@@ -173,7 +183,7 @@ def measure(
     return Measurement(dict(workload), trials, rounds, stopped, steady_s)
 
 
-def _start(
+def _spawn(
     trial: Trial,
     workload: Mapping[str, Any],
     settings: Settings,
@@ -195,8 +205,17 @@ def _start(
     trial.worker = worker
     try:
         worker.start()
-        trial.not_inherited = dict(worker.not_inherited)
-        ready = worker.wait_ready()
+    except WorkerFailed as exc:
+        trial.fail(exc)
+        listener.trial(trial, "failed")
+    trial.not_inherited = dict(worker.not_inherited)
+
+
+def _await_ready(trial: Trial, listener: Listener) -> None:
+    if trial.status == "failed" or trial.worker is None:
+        return
+    try:
+        ready = trial.worker.wait_ready()
     except WorkerFailed as exc:
         trial.fail(exc)
         listener.trial(trial, "failed")
@@ -204,11 +223,7 @@ def _start(
     trial.status = "running"
     trial.ready = ready
     trial.warmup_s = list(ready["warmup"]["samples_s"])
-    trial.cold_start_s = (
-        ready["startup_s"] - sum(trial.warmup_s)
-        if ready.get("startup_s") is not None
-        else ready["import_s"] + ready["load_s"] + ready["first_call_s"]
-    )
+    trial.cold_start_s = ready["startup_s"] - sum(trial.warmup_s)
     listener.trial(trial, "ready")
     listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
 

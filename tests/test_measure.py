@@ -1,0 +1,151 @@
+"""The measuring loop with real workers: interleaving, stop rules, a failing worker that does
+not stop the run, the store written as blocks arrive, and the machine's matmul peak."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tfperf.bench import bench
+from tfperf.config import Config
+from tfperf.measure import Listener
+from tfperf.store import Store
+
+TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 2}
+MIN_ROUNDS = 8
+
+
+class Recorder(Listener):
+    """Remembers every event in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def trial(self, trial, event):
+        self.events.append(("trial", trial.index, event))
+
+    def block(self, trial, samples_s, phase, info):
+        self.events.append(("block", trial.index, phase, info.get("round"), len(samples_s)))
+
+    def round(self, done, elapsed_s, budget_s):
+        self.events.append(("round", done))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One bench run: default, a harmless candidate, and a candidate whose worker segfaults."""
+    store = Store.open(tmp_path_factory.mktemp("store") / "store.sqlite")
+    configs = [
+        Config(),
+        Config.parse(["inter_threads=1"], []),
+        Config.parse([], ["TFPERF_INJECT_FAULT=segfault-on-run"]),
+    ]
+    recorder = Recorder()
+    doc = bench(
+        TINY_MLP,
+        configs,
+        store=store,
+        budget_s=60,
+        precision=0.5,
+        min_rounds=MIN_ROUNDS,
+        block_s=0.02,
+        parallel_start=True,
+        timeout_s=60,
+        peak=False,
+        listener=recorder,
+    )
+    yield doc, recorder, store
+    store.close()
+
+
+def test_a_failing_worker_is_a_failed_trial_and_the_others_go_on(run):
+    doc, _, _ = run
+    ok, other, failed = doc["results"]
+    assert [r["status"] for r in doc["results"]] == ["ok", "ok", "failed"]
+    assert failed["error"]["reason"] == "worker crashed with SIGSEGV"
+    assert failed["n"] == 0
+    assert ok["n"] > 0 and other["n"] > 0
+
+
+def test_rounds_interleave_in_rotating_order(run):
+    doc, recorder, _ = run
+    steady = [(e[3], e[1]) for e in recorder.events if e[0] == "block" and e[2] == "steady"]
+    by_round: dict[int, list[int]] = {}
+    for round_no, index in steady:
+        by_round.setdefault(round_no, []).append(index)
+    assert len(by_round) == doc["rounds"]
+    for round_no, order in by_round.items():
+        assert order == ([0, 1] if round_no % 2 == 0 else [1, 0])
+    # warm-up blocks come first, before any steady block, one per started trial
+    phases = [e[2] for e in recorder.events if e[0] == "block"]
+    assert phases[:3] == ["warmup"] * 3 and "warmup" not in phases[3:]
+
+
+def test_a_loose_precision_target_stops_the_run_after_the_minimum_rounds(run):
+    doc, _, _ = run
+    assert doc["stopped"] == "precision"
+    assert doc["rounds"] >= MIN_ROUNDS
+
+
+def test_results_carry_the_figures_and_their_names(run):
+    doc, _, _ = run
+    res = doc["results"][0]
+    lat = res["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"]
+    low, high = lat["p50_ci95"]
+    assert low <= lat["p50"] <= high
+    assert res["throughput_per_s"] == pytest.approx(2 / (lat["p50"] / 1e3))
+    assert res["cold_start_s"] >= res["import_s"] + res["load_s"] + res["first_call_s"]
+    assert res["blocks"] == doc["rounds"]
+    assert res["flops"]["per_call"] and res["flops"]["source"] == "analytic"
+    assert res["flops"]["gflops_per_s"] > 0 and res["flops"]["share_of_peak"] is None
+    for style in ("eager", "predict"):
+        assert res["call_styles"][style]["vs_function"] > 0
+    assert doc["results"][1]["call_styles"] == {}
+
+
+def test_the_comparison_has_a_speedup_interval_and_verdict(run):
+    doc, _, _ = run
+    assert len(doc["comparisons"]) == 1
+    comp = doc["comparisons"][0]
+    assert (comp["baseline"], comp["candidate"]) == ("default", "inter_threads=1")
+    speed = comp["speedup"]
+    assert speed["n_pairs"] == doc["rounds"]
+    low, high = speed["ci95"]
+    assert low <= speed["median"] <= high
+    assert speed["verdict"] in ("faster", "slower", "same", "inconclusive")
+
+
+def test_the_store_holds_every_block_and_the_failure(run):
+    doc, _, store = run
+    loaded = store.load_run(doc["run_id"])
+    assert loaded["run"]["status"] == "partial"
+    trials = {t["label"]: t for t in loaded["trials"]}
+    assert len(trials) == 3
+    base = trials["default"]
+    steady_blocks = [b for b in base["blocks"] if b["phase"] == "steady"]
+    assert len(steady_blocks) == doc["rounds"]
+    assert len(base["samples_s"]) == doc["results"][0]["n"]
+    failed = trials["env:TFPERF_INJECT_FAULT=segfault-on-run"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["reason"] == "worker crashed with SIGSEGV"
+    assert len(loaded["comparisons"]) == 1
+    json.dumps(loaded)  # everything stored is JSON
+
+
+def test_peak_probe_is_measured_once_and_cached(tmp_path, monkeypatch):
+    from tfperf.machine import collect_machine
+    from tfperf.peak import cache_path, get_peak, has_bf16, share_of_peak
+
+    monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path))
+    machine = collect_machine()
+    peak = get_peak(machine, matrix=256)
+    assert peak is not None and peak["fp32_gflops"] > 0
+    assert (peak["bf16_gflops"] is not None) == has_bf16(machine)
+    path = cache_path(machine["fingerprint"])
+    assert json.loads(path.read_text()) == peak
+    path.write_text(json.dumps({**peak, "fp32_gflops": 123.0}))
+    assert get_peak(machine)["fp32_gflops"] == 123.0
+    used, share = share_of_peak(12.3e9, {"fp32_gflops": 123.0})
+    assert (used, share) == (123.0, pytest.approx(0.1))
