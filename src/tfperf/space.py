@@ -302,26 +302,25 @@ def build_space(facts: SpaceFacts) -> Space:
 
 
 def machine_facts(
-    model_format: str = "builtin", train: bool = False, runtimes: tuple[str, ...] | None = None
+    machine: Mapping[str, Any],
+    model_format: str = "builtin",
+    train: bool = False,
+    runtimes: tuple[str, ...] | None = None,
 ) -> SpaceFacts:
-    """:class:`SpaceFacts` for this machine (cheap: no TensorFlow, no OpenVINO import)."""
-    import os
+    """:class:`SpaceFacts` from :func:`tfperf.machine.collect_machine`'s dict (no TensorFlow)."""
+    from tfperf.allocators import ALLOCATOR_PACKAGES
+    from tfperf.convert import openvino_available
 
-    from tfperf.allocators import ALLOCATOR_PACKAGES, available_allocators
-    from tfperf.convert import cpu_has_bf16, openvino_available
-
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
+    isa = {name.upper() for name in machine.get("isa", [])}
     return SpaceFacts(
-        cores=cores,
-        bf16=cpu_has_bf16(),
-        allocators=available_allocators(),
+        cores=int((machine.get("cores") or {}).get("usable") or 1),
+        bf16=bool(isa & {"AVX512_BF16", "AMX_BF16"}),
+        allocators=dict(machine.get("allocators_available") or {}),
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
         model_format=model_format,
         train=train,
+        gpu=bool(machine.get("gpus")),
         runtimes=runtimes,
     )
 

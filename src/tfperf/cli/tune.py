@@ -1,9 +1,329 @@
-"""CLI commands: tune (being written)."""
+"""CLI commands ``tune``, ``apply`` and ``run``: thin wrappers over :mod:`tfperf.tune` and
+:mod:`tfperf.profiles`.
+
+``tfperf tune`` finds the fastest configuration whose outputs stay within tolerance and saves
+it as a profile; ``tfperf apply PROFILE --format env|sh|python`` prints how to adopt it;
+``tfperf run --profile PROFILE -- CMD ...`` runs any command with the profile's env-level
+knobs and exits with the command's exit code.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
+
+from tfperf.errors import UserError
+
+
+def _progress() -> Any:
+    """A :class:`tfperf.tune.Progress` that shows rich progress on stderr (a context)."""
+    from rich.markup import escape
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from tfperf.output import err_console
+    from tfperf.tune import Progress as TuneProgress
+
+    class RichProgress(TuneProgress):
+        def __init__(self) -> None:
+            self.bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                console=err_console(),
+                transient=True,
+            )
+            self.task = self.bar.add_task("starting", total=None, info="")
+            self.count = 0
+
+        def phase(self, text: str) -> None:
+            self.bar.update(self.task, description=text)
+
+        def candidate(self, name: str) -> None:
+            self.bar.update(self.task, description=f"trying {name}", info=f"{self.count} tried")
+
+        def done(self, outcome: Any) -> None:
+            self.count += 1
+            if outcome.status == "measured":
+                median = (outcome.speedup or {}).get("median")
+                text = f"[green]{median:.2f}x[/]" if median else "measured"
+            else:
+                text = f"[yellow]{outcome.status}[/]: {escape(outcome.reason)}"
+            self.bar.console.print(f"  {escape(outcome.label)}: {text}", soft_wrap=True)
+
+        def __enter__(self) -> RichProgress:
+            self.bar.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.bar.stop()
+
+    return RichProgress()
+
+
+def _speedup_text(speedup: dict | None) -> str:
+    if not speedup or speedup.get("median") is None:
+        return "-"
+    low, high = speedup.get("ci95") or [None, None]
+    ci = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
+    return f"{speedup['median']:.2f}x{ci}"
+
+
+def _err_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
+_ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
+
+
+def render_tune(doc: dict) -> None:
+    """The ranked table and the recommendation, for people."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tfperf.output import console
+
+    out = console()
+    table = Table(
+        title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
+        f"stopped: {doc['stopped']}"
+    )
+    table.add_column("#", justify="right")
+    table.add_column("config", overflow="fold")
+    for col in ("status", "speedup", "95% CI", "ms", "abs err", "rel err", "adopt"):
+        table.add_column(
+            col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
+        )
+    reasons = []
+    for i, row in enumerate(doc["candidates"], 1):
+        status = row["status"]
+        shown = {"measured": "ok", "rejected": "[yellow]rejected[/]", "failed": "[red]failed[/]"}[
+            status
+        ]
+        if row["reason"]:
+            reasons.append(f"{i}. {row['label']}: {row['reason']}")
+        speedup = row["speedup"] or {}
+        low, high = speedup.get("ci95") or [None, None]
+        table.add_row(
+            str(i),
+            row["label"],
+            shown,
+            "-" if speedup.get("median") is None else f"{speedup['median']:.2f}x",
+            "-" if low is None or high is None else f"{low:.2f}-{high:.2f}",
+            "-" if row["time_ms"] is None else f"{row['time_ms']:.3g}",
+            _err_text(row["max_abs_error"]),
+            _err_text(row["max_rel_error"]),
+            _ADOPT_SHORT[row["adoption"]],
+        )
+    out.print(table)
+    for line in reasons:
+        out.print(escape(line), soft_wrap=True)
+    for item in doc.get("unavailable", []):
+        out.print(
+            escape(f"not tried: {item['knob']}={item['value']} ({item['reason']})"),
+            style="dim",
+            soft_wrap=True,
+        )
+    rec = doc["recommendation"]
+    if rec["keep_default"]:
+        out.print(f"[bold]Keep the default[/]: {escape(rec['reason'])}.", soft_wrap=True)
+    else:
+        out.print(
+            f"[bold green]Use {escape(rec['label'])}[/]: {_speedup_text(rec['speedup'])} "
+            f"faster than the default ({doc['default']['time_ms']:.3g} ms -> "
+            f"{rec['time_ms']:.3g} ms), max abs error {_err_text(rec['max_abs_error'])}; "
+            f"adopting it takes: {rec['adoption_text']}.",
+            soft_wrap=True,
+        )
+        if rec.get("artifact"):
+            out.print(
+                f"converted model: {rec['artifact']} (run_model.py beside it runs it)",
+                soft_wrap=True,
+            )
+    for warning in doc.get("warnings", []):
+        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    out.print(
+        f"profile: {doc['profile']}  (tfperf apply {doc['profile']} --format sh)", soft_wrap=True
+    )
+
+
+def _runtimes(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    from tfperf.convert import RUNTIMES
+
+    names = tuple(r.strip() for r in text.split(",") if r.strip())
+    bad = [r for r in names if r not in RUNTIMES]
+    if bad:
+        raise UserError(f"unknown runtime {bad[0]!r}: use some of {', '.join(RUNTIMES)}.")
+    return names
+
+
+@click.command("tune")
+@click.argument("model", required=False)
+@click.option("--workload", "-w", help="A built-in workload (lstm, encoder, mobilenetv2, ...).")
+@click.option(
+    "--size",
+    type=click.Choice(["standard", "tiny"]),
+    default="standard",
+    show_default=True,
+    help="Size of a built-in workload.",
+)
+@click.option("--batch", type=int, default=1, show_default=True, help="Examples per call.")
+@click.option("--inputs", help="Sample inputs for MODEL (.npz).")
+@click.option("--unsafe", is_flag=True, help="Allow a .keras file to run code on load.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["staged", "optuna"]),
+    default="staged",
+    show_default=True,
+    help="Coordinate search, or Optuna's TPE sampler.",
+)
+@click.option("--max-trials", type=int, help="Stop after this many candidates.")
+@click.option("--budget", type=float, help="Stop starting candidates after this many seconds.")
+@click.option(
+    "--tolerance",
+    help="Accuracy limits: a relative error (0.02) or "
+    "rel=..,abs=..,top1=..,metric=.. (see docs/tune.md).",
+)
+@click.option(
+    "--labels",
+    type=click.Path(dir_okay=False),
+    help="Labels of the sample inputs (.npy/.npz) for a task metric.",
+)
+@click.option("--runtimes", help="Restrict the runtimes tried, e.g. tf,litert.")
+@click.option("--resume", help="Continue an interrupted tune (a run id or 'latest').")
+@click.option(
+    "--profile-out",
+    type=click.Path(dir_okay=False),
+    help="Where to save the profile (default: the user data dir).",
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    help="Copy the winner's converted model and its snippet here.",
+)
+@click.option(
+    "--confirm-rounds",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Rounds of the final winner-vs-default confirmation.",
+)
+@click.option(
+    "--candidate-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds one candidate may take (conversion included).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --strategy optuna.")
+@click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def tune_command(
+    model: str | None,
+    workload: str | None,
+    size: str,
+    batch: int,
+    inputs: str | None,
+    unsafe: bool,
+    strategy: str,
+    max_trials: int | None,
+    budget: float | None,
+    tolerance: str | None,
+    labels: str | None,
+    runtimes: str | None,
+    resume: str | None,
+    profile_out: str | None,
+    out_dir: str | None,
+    confirm_rounds: int,
+    candidate_timeout: float,
+    seed: int,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Find the fastest configuration of a model whose outputs stay correct, and save it."""
+    from tfperf.accuracy import load_labels, parse_tolerance
+    from tfperf.cli.bench import _workload
+    from tfperf.output import emit_json
+    from tfperf.paths import resolve_store_path
+    from tfperf.tune import tune
+
+    if confirm_rounds < 6:
+        raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
+    wl = _workload(workload, model, inputs, unsafe, batch, size)
+    options = dict(
+        strategy=strategy,
+        max_trials=max_trials,
+        budget_s=budget,
+        tolerance=parse_tolerance(tolerance),
+        labels=load_labels(labels) if labels else None,
+        runtimes=_runtimes(runtimes),
+        store_path=str(resolve_store_path(store)),
+        resume=resume,
+        profile_out=profile_out,
+        artifacts_dir=out_dir,
+        confirm_rounds=confirm_rounds,
+        candidate_timeout_s=candidate_timeout,
+        seed=seed,
+    )
+    with _progress() as progress:
+        doc = tune(wl, progress=progress, **options)
+    if as_json:
+        emit_json(doc)
+    else:
+        render_tune(doc)
+
+
+@click.command("apply")
+@click.argument("profile")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["env", "sh", "python"]),
+    default="sh",
+    show_default=True,
+    help="env: KEY=VALUE lines; sh: export lines; python: a snippet.",
+)
+def apply_command(profile: str, fmt: str) -> None:
+    """Print how to adopt a tuned profile."""
+    import sys
+
+    from tfperf.output import err_console
+    from tfperf.profiles import load_profile, mismatch_warnings, render
+
+    data = load_profile(profile)
+    for warning in mismatch_warnings(data):
+        err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    sys.stdout.write(render(data, fmt))
+
+
+@click.command(
+    "run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--profile", "profile", required=True, help="A profile saved by tfperf tune.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run_command(profile: str, command: tuple[str, ...]) -> int:
+    """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
+    from tfperf.output import err_console
+    from tfperf.profiles import load_profile, mismatch_warnings, run_with_profile
+
+    data = load_profile(profile)
+    for warning in mismatch_warnings(data):
+        err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    if data.get("code"):
+        err_console().print(
+            "[dim]note: this profile also needs code changes that tfperf run cannot make: "
+            f"{'; '.join(data['code'])}[/]",
+            soft_wrap=True,
+        )
+    code = run_with_profile(data, command)
+    raise click.exceptions.Exit(code)
 
 
 def register(group: click.Group) -> None:
-    """Add this module's commands to ``group``."""
+    """Add ``tune``, ``apply`` and ``run`` to ``group``."""
+    group.add_command(tune_command)
+    group.add_command(apply_command)
+    group.add_command(run_command)

@@ -1,0 +1,625 @@
+"""``tfperf tune`` as a library function: find the fastest correct configuration for a workload.
+
+Contract
+--------
+
+:func:`tune` ``(workload, ...) -> dict`` searches the pruned space of :mod:`tfperf.space` with
+:class:`tfperf.search.Search` and returns the JSON document ``tfperf tune --json`` prints::
+
+    {"run_id", "workload", "machine": {"fingerprint", "cpu", "cores"}, "install",
+     "strategy", "stopped", "trials", "elapsed_s", "tolerance", "space_size",
+     "default": {"time_ms"},
+     "recommendation": {"label", "config", "keep_default": bool, "reason",
+                        "speedup": {"median", "ci95": [lo, hi], "p_value", "verdict", ...},
+                        "time_ms", "max_abs_error", "max_rel_error", "top1_agreement",
+                        "adoption", "adoption_text", "artifact", "notes"},
+     "candidates": [{"label", "config", "status": "measured"|"rejected"|"failed", "reason",
+                     "speedup", "time_ms", "max_abs_error", "max_rel_error",
+                     "top1_agreement", "metric", "adoption", "artifact", "notes"}],  # ranked
+     "unavailable": [{"knob", "value", "reason"}],
+     "profile": path | None, "artifacts_dir": path | None, "warnings": [...]}
+
+How a candidate is tried (:class:`Evaluator`): a worker per config (the default's and the
+incumbent's stay alive, with a few recent ones); the candidate's outputs on the sample inputs
+are checked against the default's (fp32 TensorFlow) by :func:`tfperf.accuracy.guard` first —
+beyond tolerance it is *rejected* and not timed further; then rounds of blocks interleave
+default, incumbent and candidate (order rotated) until the verdict against the incumbent is
+decided or ``max_rounds`` is reached. A conversion that fails, a worker that crashes or hangs
+past its timeout (the time left in the budget, at most ``candidate_timeout_s``) makes the
+candidate *failed* with the worker's reason, and the search goes on.
+
+The final confirmation round measures the winner against the default alone, interleaved, for
+``confirm_rounds`` rounds: the reported speedup and its CI come from it. Unless that verdict is
+``"faster"`` the recommendation is to keep the default.
+
+Everything is recorded in the store as it happens (a run of kind ``"tune"``, one trial per
+evaluated candidate whose ``info["outcome"]`` is the :class:`tfperf.search.Outcome`), so
+``resume=RUN`` replays an interrupted tune's finished candidates without measuring them again.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import statistics
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
+from tfperf.config import Config
+from tfperf.convert import artifact_from_notes
+from tfperf.errors import UserError
+from tfperf.search import FAILED, MEASURED, REJECTED, Outcome, Search, cache_key
+from tfperf.space import ADOPTION_TEXT, Space, adoption, label, normalize, to_config_dict
+from tfperf.workerproc import Worker, WorkerFailed
+
+KIND = "tune"
+
+
+class Progress:
+    """Receives progress events (the CLI shows them with rich); every method may be ignored."""
+
+    def start(self, total: int | None) -> None:
+        """The search starts; ``total`` is the trial limit when known."""
+
+    def candidate(self, name: str) -> None:
+        """A candidate is being tried."""
+
+    def done(self, outcome: Outcome) -> None:
+        """A candidate finished."""
+
+    def phase(self, text: str) -> None:
+        """A phase without a candidate (starting the default, confirming)."""
+
+
+class _Handle:
+    """A live worker for one config and what it needs to time a block."""
+
+    def __init__(self, worker: Worker, ready: dict, block_s: float) -> None:
+        self.worker = worker
+        self.ready = ready
+        tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:] or [
+            ready.get("first_call_s") or block_s
+        ]
+        self.per_call_s = max(statistics.median(tail), 1e-7)
+        self.calls = int(min(100_000, max(1, round(block_s / self.per_call_s))))
+
+    def block_median(self) -> tuple[float, list[float]]:
+        samples = self.worker.run_block(self.calls)
+        return statistics.median(samples), samples
+
+
+class Evaluator:
+    """Tries candidates for real in worker processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        *,
+        tolerance: Tolerance = DEFAULT_TOLERANCE,
+        labels: Any = None,
+        block_s: float = 0.1,
+        min_rounds: int = 6,
+        max_rounds: int = 16,
+        candidate_timeout_s: float = 300.0,
+        warmup: Mapping[str, Any] | None = None,
+        keep_workers: int = 2,
+        store: Any = None,
+        run_id: int | None = None,
+        progress: Progress | None = None,
+        threshold: float = 0.03,
+    ) -> None:
+        self.workload = dict(workload)
+        self.tolerance = tolerance
+        self.labels = labels
+        self.block_s = block_s
+        self.min_rounds = min_rounds
+        self.max_rounds = max_rounds
+        self.candidate_timeout_s = candidate_timeout_s
+        self.warmup = dict(warmup or {"min_calls": 5, "max_seconds": 3.0})
+        self.keep_workers = keep_workers
+        self.store = store
+        self.run_id = run_id
+        self.progress = progress or Progress()
+        self.threshold = threshold
+        self._workers: OrderedDict[str, _Handle] = OrderedDict()
+        self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
+        self.reference: list | None = None
+        self.default_ready: dict | None = None
+
+    # ------------------------------------------------------------------ workers
+    def _start(self, config: dict, timeout_s: float) -> _Handle:
+        name = label(config)
+        if name in self._workers:
+            self._workers.move_to_end(name)
+            return self._workers[name]
+        worker = Worker(
+            self.workload,
+            Config.from_dict(to_config_dict(config)),
+            timeout_s=max(5.0, timeout_s),
+            init_timeout_s=max(5.0, timeout_s),
+            warmup=self.warmup,
+        )
+        worker.start()
+        ready = worker.wait_ready()
+        handle = _Handle(worker, ready, self.block_s)
+        self._workers[name] = handle
+        return handle
+
+    def _evict(self, keep: set[str]) -> None:
+        spare = [n for n in self._workers if n not in keep]
+        while len(spare) > self.keep_workers:
+            self._workers.pop(spare.pop(0)).worker.close()
+
+    def _drop(self, name: str) -> None:
+        handle = self._workers.pop(name, None)
+        if handle is not None:
+            handle.worker.close()
+
+    def _drop_dead(self) -> None:
+        """Forget workers that failed (a failed worker closes itself)."""
+        for name in [
+            n
+            for n, h in self._workers.items()
+            if h.worker.pid is None or getattr(h.worker, "_closed", False)
+        ]:
+            self._workers.pop(name)
+
+    def close(self) -> None:
+        """Close every worker and remove temporary files."""
+        for handle in self._workers.values():
+            handle.worker.close()
+        self._workers.clear()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _outputs(self, handle: _Handle) -> list:
+        from tfperf.accuracy import load_outputs
+
+        path = self._tmp / f"out-{time.monotonic_ns()}.npz"
+        handle.worker.outputs(path)
+        arrays = load_outputs(path)
+        path.unlink(missing_ok=True)
+        return arrays
+
+    def start_default(self) -> dict:
+        """Start the default worker and take the reference outputs; its ``ready`` message.
+
+        Raises :class:`UserError` when the default itself cannot run (nothing to tune).
+        """
+        try:
+            handle = self._start({}, self.candidate_timeout_s)
+            self.reference = self._outputs(handle)
+        except WorkerFailed as exc:
+            raise UserError(
+                f"the workload does not run under the default configuration ({exc.reason}); "
+                "check it with `tfperf bench` first."
+            ) from None
+        self.default_ready = handle.ready
+        return handle.ready
+
+    # ------------------------------------------------------------------ one candidate
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        config, incumbent = normalize(config), normalize(incumbent)
+        name = label(config)
+        self.progress.candidate(name)
+        trial_id = self._new_trial(config)
+        self._evict({"default", label(incumbent)})
+        limit = (
+            self.candidate_timeout_s
+            if timeout_s is None
+            else min(self.candidate_timeout_s, timeout_s)
+        )
+        started = time.monotonic()
+        try:
+            outcome = self._try(config, incumbent, limit, trial_id)
+        except WorkerFailed as exc:
+            self._drop(name)
+            self._drop_dead()
+            outcome = Outcome(
+                config,
+                FAILED,
+                reason=_failure_reason(exc),
+                incumbent=incumbent,
+                info={"error": exc.to_dict()},
+            )
+        outcome.info["elapsed_s"] = time.monotonic() - started
+        self._finish_trial(trial_id, outcome)
+        self.progress.done(outcome)
+        return outcome
+
+    def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
+        from tfperf.accuracy import guard
+
+        name = label(config)
+        cand = self._start(config, limit)
+        notes = list(cand.ready.get("notes") or [])
+        info = {
+            "notes": notes,
+            "artifact": artifact_from_notes(notes),
+            "first_call_s": cand.ready.get("first_call_s"),
+        }
+        check = guard(self.reference or [], self._outputs(cand), self.tolerance, self.labels)
+        if not check["accepted"]:
+            self._drop(name)
+            return Outcome(
+                config,
+                REJECTED,
+                reason=check["reason"],
+                incumbent=incumbent,
+                accuracy=check,
+                time_ms=cand.per_call_s * 1e3,
+                info=info,
+            )
+        base = self._start({}, limit)
+        inc = self._start(incumbent, limit) if incumbent else base
+        rounds = self._rounds(
+            [base, inc, cand], trial_id, cand, started=time.monotonic(), limit=limit, decide=True
+        )
+        from tfperf.stats import paired_speedup
+
+        speedup = paired_speedup(rounds[0], rounds[2], self.threshold)
+        vs_inc = paired_speedup(rounds[1], rounds[2], self.threshold)
+        return Outcome(
+            config,
+            MEASURED,
+            speedup=speedup,
+            vs_incumbent=vs_inc,
+            incumbent=incumbent,
+            accuracy=check,
+            time_ms=statistics.median(rounds[2]) * 1e3,
+            info=info,
+        )
+
+    def _rounds(
+        self,
+        handles: list[_Handle],
+        trial_id: int | None,
+        cand: _Handle,
+        *,
+        started: float,
+        limit: float,
+        decide: bool,
+        rounds: int | None = None,
+    ) -> list[list[float]]:
+        """Interleaved rounds; block medians per handle (a handle listed twice runs once)."""
+        from tfperf.stats import paired_speedup
+
+        unique = list(dict.fromkeys(id(h) for h in handles))
+        by_id = {id(h): h for h in handles}
+        medians: dict[int, list[float]] = {i: [] for i in unique}
+        target = rounds or self.max_rounds
+        for r in range(target):
+            order = unique[r % len(unique) :] + unique[: r % len(unique)]
+            for i in order:
+                median, samples = by_id[i].block_median()
+                medians[i].append(median)
+                if by_id[i] is cand and trial_id is not None and self.store is not None:
+                    self.store.add_block(trial_id, samples, "steady", {"round": r})
+            if time.monotonic() - started > limit:
+                break
+            if decide and r + 1 >= self.min_rounds:
+                verdict = paired_speedup(
+                    medians[id(handles[1])], medians[id(handles[2])], self.threshold
+                )["verdict"]
+                if verdict in ("faster", "slower", "same"):
+                    break
+        return [medians[id(h)] for h in handles]
+
+    def confirm(self, config: dict, rounds: int) -> dict:
+        """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result."""
+        from tfperf.stats import paired_speedup
+
+        self.progress.phase(f"confirming {label(config)} against the default")
+        base = self._start({}, self.candidate_timeout_s)
+        cand = self._start(config, self.candidate_timeout_s)
+        result = self._rounds(
+            [base, base, cand],
+            None,
+            cand,
+            started=time.monotonic(),
+            limit=math.inf,
+            decide=False,
+            rounds=rounds,
+        )
+        speedup = paired_speedup(result[0], result[2], self.threshold)
+        speedup["default_ms"] = statistics.median(result[0]) * 1e3
+        speedup["candidate_ms"] = statistics.median(result[2]) * 1e3
+        return speedup
+
+    # ------------------------------------------------------------------ store
+    def _new_trial(self, config: dict) -> int | None:
+        if self.store is None:
+            return None
+        return self.store.new_trial(self.run_id, label(config), to_config_dict(config), "candidate")
+
+    def _finish_trial(self, trial_id: int | None, outcome: Outcome) -> None:
+        if self.store is None or trial_id is None:
+            return
+        status = {MEASURED: "ok", REJECTED: "rejected", FAILED: "failed"}[outcome.status]
+        error = {"reason": outcome.reason} if outcome.status != MEASURED else None
+        self.store.finish_trial(trial_id, status, {"outcome": outcome.to_dict()}, error)
+
+
+def _failure_reason(exc: WorkerFailed) -> str:
+    """The worker's reason, with the last meaningful stderr line for a crash."""
+    reason = exc.reason
+    if exc.signal and exc.stderr_tail:
+        lines = [ln.strip() for ln in exc.stderr_tail.splitlines() if ln.strip()]
+        hint = next((ln for ln in reversed(lines) if "convert" in ln.lower()), None)
+        if hint:
+            reason += f" (last log line: {hint[:160]})"
+    return reason
+
+
+# ---------------------------------------------------------------------------- the tune
+
+
+def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) -> dict:
+    run = store.load_run(resume)
+    if run["kind"] != KIND:
+        raise UserError(f"run {run['id']} is a {run['kind']} run, not a tune; pass a tune run.")
+    if run["workload"] != dict(workload):
+        raise UserError(
+            f"run {run['id']} tuned another workload; resume it with the same model and options."
+        )
+    cache = {}
+    for trial in run["trials"]:
+        data = (trial.get("info") or {}).get("outcome")
+        if trial["status"] in ("ok", "rejected", "failed") and data:
+            outcome = Outcome.from_dict(data)
+            cache[cache_key(outcome.config, outcome.incumbent)] = outcome
+    return cache
+
+
+def _candidate_row(outcome: Outcome) -> dict:
+    acc = outcome.accuracy or {}
+    return {
+        "label": outcome.label,
+        "config": to_config_dict(outcome.config),
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "speedup": outcome.speedup,
+        "time_ms": outcome.time_ms,
+        "max_abs_error": acc.get("max_abs_error"),
+        "max_rel_error": acc.get("max_rel_error"),
+        "top1_agreement": acc.get("top1_agreement"),
+        "metric": acc.get("metric"),
+        "adoption": adoption(outcome.config),
+        "artifact": outcome.info.get("artifact"),
+        "notes": outcome.info.get("notes", []),
+    }
+
+
+def rank(outcomes: list[Outcome]) -> list[dict]:
+    """One row per distinct candidate (its latest measurement), best first.
+
+    Measured candidates by speedup over the default (highest first), then rejected, then
+    failed ones.
+    """
+    latest: dict[str, Outcome] = {}
+    for o in outcomes:
+        if o.status != MEASURED and o.label in latest and latest[o.label].status == MEASURED:
+            continue
+        latest[o.label] = o
+    order = {MEASURED: 0, REJECTED: 1, FAILED: 2}
+
+    def key(o: Outcome) -> tuple:
+        median = (o.speedup or {}).get("median") or 0.0
+        return (order[o.status], -median)
+
+    return [_candidate_row(o) for o in sorted(latest.values(), key=key)]
+
+
+def tune(
+    workload: Mapping[str, Any],
+    *,
+    strategy: str = "staged",
+    max_trials: int | None = None,
+    budget_s: float | None = None,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    labels: Any = None,
+    runtimes: tuple[str, ...] | None = None,
+    store_path: str | None = None,
+    resume: int | str | None = None,
+    profile_out: str | Path | None = None,
+    artifacts_dir: str | Path | None = None,
+    confirm_rounds: int = 20,
+    block_s: float = 0.1,
+    min_rounds: int = 6,
+    max_rounds: int = 16,
+    candidate_timeout_s: float = 300.0,
+    threshold: float = 0.03,
+    seed: int = 0,
+    space: Space | None = None,
+    progress: Progress | None = None,
+    command: str = "tfperf tune",
+) -> dict:
+    """Tune ``workload`` (a workload dict); see the module docstring for the result."""
+    from tfperf.bench import machine_summary
+    from tfperf.machine import collect_machine
+    from tfperf.search import STRATEGIES
+    from tfperf.space import build_space, machine_facts
+    from tfperf.store import Store
+
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}.")
+    if max_trials is not None and max_trials < 1:
+        raise UserError("--max-trials must be at least 1.")
+    if budget_s is not None and budget_s <= 0:
+        raise UserError("--budget must be a positive number of seconds.")
+    progress = progress or Progress()
+    machine = collect_machine()
+    train = _is_training(workload)
+    fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
+    space = space or build_space(machine_facts(machine, fmt, train, runtimes))
+    settings = {
+        "strategy": strategy,
+        "max_trials": max_trials,
+        "budget_s": budget_s,
+        "tolerance": tolerance.to_dict(),
+        "threshold": threshold,
+        "space": {k: list(v) for k, v in space.values.items()},
+        "resumed_from": None,
+    }
+    started = time.monotonic()
+    with Store.open(store_path) as store:
+        cache = _resume_cache(store, resume, workload) if resume is not None else {}
+        if resume is not None:
+            settings["resumed_from"] = str(resume)
+        run_id = store.new_run(KIND, command, dict(workload), machine, settings)
+        evaluator = Evaluator(
+            workload,
+            tolerance=tolerance,
+            labels=labels,
+            block_s=block_s,
+            min_rounds=min_rounds,
+            max_rounds=max_rounds,
+            candidate_timeout_s=candidate_timeout_s,
+            store=store,
+            run_id=run_id,
+            progress=progress,
+            threshold=threshold,
+        )
+        try:
+            progress.phase("starting the default configuration")
+            default_ready = evaluator.start_default()
+            for outcome in cache.values():
+                tid = store.new_trial(
+                    run_id, outcome.label, to_config_dict(outcome.config), "candidate"
+                )
+                evaluator._finish_trial(tid, outcome)
+            progress.start(max_trials)
+            search = Search(
+                space, evaluator, max_trials=max_trials, budget_s=budget_s, cache=cache, seed=seed
+            )
+            result = search.run(strategy)
+            doc = _conclude(evaluator, result, confirm_rounds, default_ready)
+        except BaseException:
+            store.finish_run(run_id, "interrupted", {})
+            raise
+        finally:
+            evaluator.close()
+        doc.update(
+            run_id=run_id,
+            workload=dict(workload),
+            machine=machine_summary(machine),
+            install=default_ready.get("install", {}),
+            strategy=strategy,
+            stopped=result.stopped,
+            trials=len(result.outcomes),
+            elapsed_s=time.monotonic() - started,
+            tolerance=tolerance.to_dict(),
+            space_size=space.size(),
+            unavailable=space.unavailable,
+        )
+        doc["artifacts_dir"] = _export_artifact(doc["recommendation"], artifacts_dir)
+        from tfperf.profiles import profile_from_tune, save_profile
+
+        doc["profile"] = str(save_profile(profile_from_tune(doc, machine), profile_out))
+        store.finish_run(
+            run_id, "ok", {"recommendation": doc["recommendation"], "profile": doc["profile"]}
+        )
+    return doc
+
+
+def _is_training(workload: Mapping[str, Any]) -> bool:
+    if workload.get("kind") != "builtin":
+        return False
+    from tfperf.workloads import get_builtin
+
+    return get_builtin(workload["name"]).task == "train"
+
+
+def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dict) -> dict:
+    """Confirm the winner against the default and build the document's core."""
+    candidates = rank(result.outcomes)
+    default_ms = None
+    tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
+    if tail:
+        default_ms = statistics.median(tail) * 1e3
+    winner = normalize(result.incumbent)
+    warnings: list[str] = []
+    recommendation: dict = {
+        "label": "default",
+        "config": to_config_dict({}),
+        "keep_default": True,
+        "speedup": None,
+        "adoption": "env",
+        "adoption_text": "nothing to change",
+        "artifact": None,
+        "max_abs_error": 0.0,
+        "max_rel_error": 0.0,
+        "top1_agreement": None,
+        "time_ms": default_ms,
+        "notes": [],
+        "reason": "no candidate was significantly faster than the default",
+    }
+    if winner:
+        try:
+            confirmed = evaluator.confirm(winner, confirm_rounds)
+        except WorkerFailed as exc:
+            confirmed = None
+            warnings.append(f"the winner failed during confirmation: {exc.reason}")
+        row = next(c for c in candidates if c["label"] == label(winner))
+        if confirmed and confirmed["verdict"] == "faster":
+            recommendation = {
+                "label": label(winner),
+                "config": to_config_dict(winner),
+                "keep_default": False,
+                "reason": "significantly faster than the default in the confirmation round",
+                "speedup": confirmed,
+                "time_ms": confirmed["candidate_ms"],
+                "max_abs_error": row["max_abs_error"],
+                "max_rel_error": row["max_rel_error"],
+                "top1_agreement": row["top1_agreement"],
+                "adoption": row["adoption"],
+                "adoption_text": ADOPTION_TEXT[row["adoption"]],
+                "artifact": row["artifact"],
+                "notes": row["notes"],
+            }
+            default_ms = confirmed["default_ms"]
+        elif confirmed:
+            recommendation["reason"] = (
+                f"the best candidate ({label(winner)}) was not significantly faster in the "
+                f"confirmation round (verdict {confirmed['verdict']})"
+            )
+            recommendation["speedup"] = confirmed
+    return {
+        "default": {"time_ms": default_ms},
+        "recommendation": recommendation,
+        "candidates": candidates,
+        "warnings": warnings,
+    }
+
+
+def _export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | None:
+    """Copy the winner's converted model and its snippet to ``out_dir``; the folder or None."""
+    artifact = recommendation.get("artifact")
+    if not artifact or out_dir is None:
+        return None
+    source = Path(artifact).parent
+    target = Path(out_dir).expanduser()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for item in source.iterdir():
+            if item.suffix in (".tflite", ".xml", ".bin", ".py"):
+                shutil.copy2(item, target / item.name)
+    except OSError as exc:
+        raise UserError(
+            f"cannot write the converted model to {target} ({exc}); pass a writable --out-dir."
+        ) from None
+    snippet = target / "run_model.py"
+    with contextlib.suppress(OSError):
+        snippet.write_text(snippet.read_text().replace(str(source), str(target)))
+    recommendation["artifact"] = str(target / Path(artifact).name)
+    return str(target)
+
+
+ProgressFactory = Callable[[], Progress]
