@@ -225,7 +225,9 @@ def to_config_dict(config: Mapping[str, Any]) -> dict:
 
 def _thread_values(cores: int) -> tuple[int | None, ...]:
     """``None`` (the default: every core), 1, and half the cores on larger machines."""
-    values: list[int | None] = [None, 1]
+    values: list[int | None] = [None]
+    if cores > 1:
+        values.append(1)
     if cores >= 4:
         values.append(cores // 2)
     return tuple(values)

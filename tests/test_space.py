@@ -1,0 +1,121 @@
+"""The knob space: what is tried where, what adopting a config takes (no TensorFlow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.config import Config
+from tfperf.machine import collect_machine
+from tfperf.space import (
+    KNOBS,
+    SpaceFacts,
+    adoption,
+    build_space,
+    label,
+    machine_facts,
+    normalize,
+    to_config_dict,
+)
+
+FULL = SpaceFacts(
+    cores=8,
+    bf16=True,
+    allocators={"tcmalloc": "/lib/libtcmalloc.so.4", "jemalloc": "/lib/libjemalloc.so.2"},
+    openvino=True,
+)
+
+
+def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
+    space = build_space(FULL)
+    assert space.values["runtime"][0] == "tf"
+    assert "openvino-bf16" in space.values["runtime"]
+    assert space.values["intra_threads"] == (None, 1, 4)
+    points = space.points()
+    assert points[0] == {}
+    labels = [label(p) for p in points]
+    assert len(labels) == len(set(labels))
+    for p in points:
+        runtime = p.get("runtime", "tf")
+        if runtime != "tf":
+            assert not {"onednn", "xla", "precision", "intra_threads", "inter_threads"} & set(p)
+        else:
+            assert "litert_threads" not in p
+    assert space.applicable("allocator", {"runtime": "litert"})
+    assert not space.applicable("onednn", {"runtime": "litert"})
+    assert space.neighbours({"runtime": "litert"}, "onednn") == []
+    assert {label(c) for c in space.neighbours({}, "xla")} == {"xla=jit", "xla=auto"}
+
+
+def test_missing_pieces_are_listed_with_what_to_install():
+    facts = SpaceFacts(
+        cores=1,
+        bf16=False,
+        allocators={"tcmalloc": None, "jemalloc": "/lib/libjemalloc.so.2"},
+        allocator_packages={"tcmalloc": "libtcmalloc-minimal4"},
+        openvino=False,
+    )
+    space = build_space(facts)
+    why = {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
+    assert "libtcmalloc-minimal4" in why[("allocator", "tcmalloc")]
+    assert "tfperf[openvino]" in why[("runtime", "openvino-f32")]
+    assert ("precision", "bf16") in why
+    assert space.values["allocator"] == ("system", "jemalloc")
+    assert space.values["precision"] == ("fp32",)
+    assert "intra_threads" not in space.knobs()  # one core: nothing to choose
+
+
+def test_training_and_tflite_workloads_get_their_own_spaces():
+    train = build_space(SpaceFacts(cores=2, model_format="builtin", train=True))
+    assert train.values["runtime"] == ("tf",)
+    assert train.values["xla"] == ("off", "jit")
+    tflite = build_space(SpaceFacts(cores=2, bf16=True, model_format="tflite"))
+    assert tflite.values["runtime"] == ("litert",)
+    assert all(p.get("runtime") == "litert" for p in tflite.points())
+    only = build_space(SpaceFacts(cores=2, runtimes=("tf", "litert")))
+    assert only.values["runtime"] == ("tf", "litert")
+
+
+def test_adoption_is_the_hardest_part_of_a_config():
+    assert adoption({}) == "env"
+    assert adoption({"onednn": False, "allocator": "jemalloc", "intra_threads": 1}) == "env"
+    assert adoption({"xla": "auto"}) == "env"
+    assert adoption({"xla": "jit", "onednn": False}) == "code"
+    assert adoption({"precision": "bf16"}) == "code"
+    assert adoption({"runtime": "litert-int8", "allocator": "tcmalloc"}) == "model"
+
+
+def test_configs_normalise_and_round_trip_through_config():
+    messy = {"runtime": "litert", "onednn": False, "litert_threads": 1, "allocator": "system"}
+    assert normalize(messy) == {"runtime": "litert", "litert_threads": 1}
+    assert label(messy) == "runtime=litert,litert_threads=1"
+    assert label({}) == "default"
+    full = to_config_dict({"xla": "jit", "intra_threads": 1})
+    assert set(full) == {*KNOBS, "env"}
+    config = Config.from_dict(full)
+    assert config.xla == "jit" and config.intra_threads == 1
+    assert config.worker_env({})["TF_NUM_INTRAOP_THREADS"] == "1"
+
+
+def test_facts_of_this_machine():
+    machine = collect_machine()
+    facts = machine_facts(machine)
+    assert facts.cores == machine["cores"]["usable"] >= 1
+    assert facts.bf16 == ("AVX512_BF16" in machine["isa"] or "AMX_BF16" in machine["isa"])
+    found = {k for k, v in machine["allocators_available"].items() if v}
+    space = build_space(facts)
+    assert set(space.values["allocator"]) == {"system", *found}
+    try:
+        import openvino  # noqa: F401
+
+        has_openvino = True
+    except ImportError:
+        has_openvino = False
+    assert ("openvino-f32" in space.values["runtime"]) == has_openvino
+
+
+@pytest.mark.parametrize("knob", list(KNOBS))
+def test_every_knob_says_how_it_is_applied_and_adopted(knob):
+    info = KNOBS[knob]
+    assert info.applied in ("env", "call", "model")
+    assert info.adoption in ("env", "code", "model")
+    assert info.runtimes and info.help
