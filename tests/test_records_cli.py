@@ -12,6 +12,7 @@ import pytest
 
 from conftest import run_cli
 from test_report_html import fill_store
+from test_store import kill_writer_after
 
 WIDE = {"COLUMNS": "200"}  # human tables are checked without line wrapping
 
@@ -167,3 +168,38 @@ def test_history_and_report_of_a_real_bench_run(tmp_path: Path) -> None:
     assert comp["source"] == "stored" and comp["speedup"]["n_pairs"] >= 1
     assert comp["speedup"]["verdict"] in ("faster", "slower", "same", "inconclusive")
     assert "Plotly.newPlot" in html.read_text()
+
+
+KILLED_WRITER = """
+import sys
+import numpy as np
+from tfperf.store import Store
+
+rng = np.random.default_rng(3)
+store = Store.open(sys.argv[1])
+run = store.new_run("compare", "killed compare", {"kind": "builtin", "name": "lstm"}, {}, {})
+base = store.new_trial(run, "default", {}, "baseline")
+cand = store.new_trial(run, "xla=jit", {"xla": "jit"}, "candidate")
+rounds = 0
+while True:
+    drift = rng.uniform(0.8, 1.2)
+    store.add_block(base, (0.004 * drift * rng.lognormal(0, 0.02, 10)).tolist(), "steady")
+    store.add_block(cand, (0.002 * drift * rng.lognormal(0, 0.02, 10)).tolist(), "steady")
+    rounds += 1
+    print(rounds, flush=True)
+"""
+
+
+def test_report_of_a_run_killed_with_sigkill(store_path: Path) -> None:
+    kill_writer_after(KILLED_WRITER, store_path, 12)
+    runs = json.loads(run_cli("history", "--store", str(store_path), "--json").stdout)["runs"]
+    assert runs[0]["status"] == "interrupted" and runs[0]["trials"] == {"interrupted": 2}
+    res = run_cli("report", "latest", "--store", str(store_path), "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["run"]["status"] == "interrupted"
+    assert any("interrupted" in w for w in doc["warnings"])
+    (comp,) = doc["comparisons"]
+    assert comp["source"] == "recomputed" and comp["speedup"]["n_pairs"] >= 12
+    assert comp["speedup"]["verdict"] == "faster"
+    assert comp["speedup"]["ci95"][0] <= 2.0 <= comp["speedup"]["ci95"][1]

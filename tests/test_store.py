@@ -162,18 +162,25 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_sigkill_mid_run_keeps_every_committed_block(store_path: Path) -> None:
+def kill_writer_after(script: str, store_path: Path, count: int) -> int:
+    """Run ``script`` (which prints a growing count after each commit) and SIGKILL it once it
+    has printed ``count``; returns the last count it printed."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(store_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, str(store_path)], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
     reported = 0
-    while reported < 50:
+    while reported < count:
         line = proc.stdout.readline()
         assert line, "the writer died early"
         reported = int(line)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
+    return reported
+
+
+def test_sigkill_mid_run_keeps_every_committed_block(store_path: Path) -> None:
+    reported = kill_writer_after(WRITER, store_path, 50)
     with Store.open(store_path) as store:
         doc = store.load_run("latest")
         runs = store.list_runs()

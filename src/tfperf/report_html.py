@@ -208,7 +208,8 @@ th:first-child, td:first-child { text-align: left; }
 """
 
 
-def _fmt(value: Any, spec: str = ".3g") -> str:
+def fmt(value: Any, spec: str = ".3g") -> str:
+    """``value`` formatted with ``spec``, or ``-`` when it is unknown (``None``)."""
     return "-" if value is None else format(value, spec)
 
 
@@ -338,11 +339,11 @@ def _results_table(report: dict) -> str:
             r["role"],
             r["status"],
             str(r["n"]),
-            _fmt(lat["p50"]),
-            f"{_fmt(ci[0])} .. {_fmt(ci[1])}",
-            _fmt(lat["p90"]),
-            _fmt(lat["p99"]),
-            _fmt(r["throughput_per_s"], ".4g"),
+            fmt(lat["p50"]),
+            f"{fmt(ci[0])} .. {fmt(ci[1])}",
+            fmt(lat["p90"]),
+            fmt(lat["p99"]),
+            fmt(r["throughput_per_s"], ".4g"),
             "-" if sp is None else _speedup_text(sp),
             "-" if sp is None else str(sp["verdict"]),
         ]
@@ -354,10 +355,11 @@ def _speedup_text(sp: dict) -> str:
     low, high = sp["ci95"]
     if sp["median"] is None:
         return "-"
-    return f"{sp['median']:.3f}x [{_fmt(low, '.3f')}, {_fmt(high, '.3f')}]"
+    return f"{sp['median']:.3f}x [{fmt(low, '.3f')}, {fmt(high, '.3f')}]"
 
 
-def _warnings_html(report: dict) -> str:
+def all_warnings(report: dict) -> list[str]:
+    """Every warning of a report document, each prefixed with what it is about."""
     items = [f"run: {w}" for w in report["warnings"]]
     items += [f"{r['label']}: {w}" for r in report["results"] for w in r["warnings"]]
     items += [
@@ -365,6 +367,11 @@ def _warnings_html(report: dict) -> str:
         for c in report["comparisons"]
         for w in c["warnings"]
     ]
+    return items
+
+
+def _warnings_html(report: dict) -> str:
+    items = all_warnings(report)
     if not items:
         return "<p class='meta'>No quality warnings.</p>"
     return "<ul class='warn'>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"

@@ -11,6 +11,15 @@ from pathlib import Path
 
 import click
 
+from tfperf.report_html import (
+    all_warnings,
+    build_report,
+    describe_workload,
+    error_text,
+    fmt,
+    write_html,
+)
+
 HISTORY_SCHEMA_VERSION = 1
 
 
@@ -70,7 +79,6 @@ def report(
 
     The returned document gets ``"html": path`` when a file was written.
     """
-    from tfperf.report_html import build_report, write_html
     from tfperf.store import Store
 
     with Store.open(store, create=False) as db:
@@ -82,10 +90,6 @@ def report(
 
 
 # ------------------------------------------------------------------------ rendering
-def _n(value: float | None, spec: str = ".3g") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def _trial_counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "0"
 
@@ -100,7 +104,6 @@ def _table(title: str):
 
 def _print_history(doc: dict) -> None:
     from tfperf.output import console
-    from tfperf.report_html import describe_workload, error_text
 
     out = console()
     if "runs" in doc:
@@ -135,7 +138,7 @@ def _print_history(doc: dict) -> None:
             t["status"],
             str(t["n_samples"]),
             str(t["n_warmup"]),
-            _n(t["p50_ms"]),
+            fmt(t["p50_ms"]),
             error_text(t["error"]),
         )
     out.print(table)
@@ -144,7 +147,6 @@ def _print_history(doc: dict) -> None:
 
 def _print_report(doc: dict) -> None:
     from tfperf.output import console
-    from tfperf.report_html import describe_workload
 
     out = console()
     run = doc["run"]
@@ -164,10 +166,10 @@ def _print_report(doc: dict) -> None:
         row = [
             label,
             str(r["n"]),
-            f"{_n(lat['p50'])} [{_n(low)}, {_n(high)}]",
-            _n(lat["p90"]),
-            _n(lat["p99"]),
-            _n(r["throughput_per_s"], ".4g"),
+            f"{fmt(lat['p50'])} [{fmt(low)}, {fmt(high)}]",
+            fmt(lat["p90"]),
+            fmt(lat["p99"]),
+            fmt(r["throughput_per_s"], ".4g"),
         ]
         if has_peak:
             row.append("-" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}")
@@ -197,23 +199,16 @@ def _print_report(doc: dict) -> None:
             row = [
                 c["candidate"]["label"],
                 "-" if sp["median"] is None else f"{sp['median']:.3f}x",
-                f"{_n(low, '.3f')}..{_n(high, '.3f')}",
-                _n(sp["p_value"], ".2g"),
-                _n(sp["n_pairs"], "d"),
+                f"{fmt(low, '.3f')}..{fmt(high, '.3f')}",
+                fmt(sp["p_value"], ".2g"),
+                fmt(sp["n_pairs"], "d"),
                 f"[{colors.get(verdict, 'white')}]{verdict}[/]",
             ]
             if not one_base:
                 row.insert(1, c["baseline"]["label"])
             comp_table.add_row(*row)
         out.print(comp_table)
-    notes = [f"run: {w}" for w in doc["warnings"]]
-    notes += [f"{r['label']}: {w}" for r in doc["results"] for w in r["warnings"]]
-    notes += [
-        f"{c['candidate']['label']} vs {c['baseline']['label']}: {w}"
-        for c in doc["comparisons"]
-        for w in c["warnings"]
-    ]
-    for note in notes:
+    for note in all_warnings(doc):
         out.print(f"[yellow]warning:[/] {note}", soft_wrap=True)
     if doc.get("html"):
         out.print(f"HTML report written to {doc['html']}")
