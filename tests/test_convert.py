@@ -1,0 +1,136 @@
+"""Model variants for real: LiteRT conversions with their converter traps, bf16, failures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tfperf.accuracy import compare_outputs
+from tfperf.convert import ARTIFACT_NOTE, ConversionError, artifact_from_notes, cpu_has_bf16
+
+pytestmark = pytest.mark.tf
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _variant(workload: dict, config: dict):
+    from tfperf.prepare import load_workload, prepare_loaded
+
+    loaded = load_workload(workload)
+    reference = prepare_loaded(loaded, {}).outputs()
+    prepared = prepare_loaded(loaded, config)
+    return prepared, compare_outputs(reference, prepared.outputs())
+
+
+def test_lstm_converts_only_with_a_fixed_batch_and_says_so():
+    from tfperf.workloads import builtin_workload
+
+    prepared, cmp = _variant(builtin_workload("lstm", "tiny"), {"runtime": "litert"})
+    assert any("fixed input shape" in n for n in prepared.notes)
+    assert cmp["max_rel_error"] < 1e-4
+    path = artifact_from_notes(prepared.notes)
+    assert path and path.endswith(".tflite")
+    snippet = (__import__("pathlib").Path(path).parent / "run_model.py").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert "(1, " in proc.stdout
+
+
+def test_quantized_litert_variants_run_and_reuse_the_cache():
+    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.workloads import builtin_workload
+
+    loaded = load_workload(builtin_workload("mlp", "tiny"))
+    reference = prepare_loaded(loaded, {}).outputs()
+    errors = {}
+    for runtime in ("litert-dynint8", "litert-fp16", "litert-int8"):
+        prepared = prepare_loaded(loaded, {"runtime": runtime, "litert_threads": 1})
+        prepared.call()
+        errors[runtime] = compare_outputs(reference, prepared.outputs())["max_rel_error"]
+        again = prepare_loaded(loaded, {"runtime": runtime})
+        assert "reused the converted model from the cache" in again.notes
+        assert artifact_from_notes(again.notes) == artifact_from_notes(prepared.notes)
+    assert 0 < errors["litert-fp16"] < errors["litert-dynint8"] < 0.1
+    assert 0 < errors["litert-int8"] < 0.1
+    notes = prepare_loaded(loaded, {"runtime": "litert-int8"}).notes
+    assert any("calibrated on the sample inputs" in n for n in notes)
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="the CPU has no bf16 support")
+def test_bf16_keras_policy_changes_the_arithmetic_not_the_answer():
+    from tfperf.workloads import builtin_workload
+
+    prepared, cmp = _variant(builtin_workload("encoder", "tiny"), {"precision": "bf16"})
+    assert any("mixed_bfloat16" in n for n in prepared.notes)
+    assert 0 < cmp["max_rel_error"] < 0.05
+    assert all(o.dtype == np.float32 for o in prepared.outputs())
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="the CPU has no bf16 support")
+def test_bf16_for_a_savedmodel_uses_the_graph_rewrite(tmp_path):
+    import keras
+
+    from tfperf.modelref import resolve_model
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(8)]
+    )
+    model.export(str(tmp_path / "sm"), verbose=False)
+    prepared, cmp = _variant(resolve_model(str(tmp_path / "sm")), {"precision": "bf16"})
+    assert any("auto_mixed_precision_onednn_bfloat16" in n for n in prepared.notes)
+    assert cmp["max_rel_error"] < 0.05
+
+
+def test_a_model_that_cannot_convert_is_a_conversion_error(tmp_path, monkeypatch):
+    (tmp_path / "pyfunc_model.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+
+        def build():
+            def model(x):
+                return tf.py_function(lambda t: t * 2.0, [x], tf.float32)
+            return model, np.ones((1, 4), np.float32)
+    """)
+    )
+    from tfperf.modelref import resolve_model
+    from tfperf.prepare import load_workload, prepare_loaded
+
+    monkeypatch.chdir(tmp_path)
+    loaded = load_workload(resolve_model("pyfunc_model:build"))
+    with pytest.raises(ConversionError, match="LiteRT"):
+        prepare_loaded(loaded, {"runtime": "litert"})
+
+
+def test_impossible_variants_say_why():
+    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.workloads import builtin_workload
+
+    loaded = load_workload(builtin_workload("mlp", "tiny"))
+    with pytest.raises(ConversionError, match="GPU"):
+        prepare_loaded(loaded, {"precision": "mixed_float16"})
+    with pytest.raises(ConversionError, match="precision"):
+        prepare_loaded(loaded, {"runtime": "litert", "precision": "bf16"})
+    with pytest.raises(ConversionError, match="unknown runtime"):
+        prepare_loaded(loaded, {"runtime": "onnx"})
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConversionError, match="not installed"):
+            prepare_loaded(loaded, {"runtime": "openvino-f32"})
+
+
+def test_artifact_note_round_trip():
+    assert artifact_from_notes(["x", ARTIFACT_NOTE + "/a/model.tflite"]) == "/a/model.tflite"
+    assert artifact_from_notes(["x"]) is None
+    assert cpu_has_bf16(["avx2", "amx_bf16"]) and not cpu_has_bf16(["avx2"])
