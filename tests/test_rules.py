@@ -116,6 +116,7 @@ def test_omp_variables_without_openmp_in_tensorflow() -> None:
     m, i = facts(install={"env": env})
     [f] = rules.rule_omp_no_effect(m, i)
     assert "KMP_AFFINITY" in f["evidence"] and "TF_NUM_INTRAOP_THREADS" in f["fix"]
+    assert "unset KMP_AFFINITY" in f["fix"] and "keep OMP_NUM_THREADS only if" in f["fix"]
     linked = {"linked": True, "linked_by": ["libtensorflow_framework.so.2"], "mapped": []}
     m, i = facts(install={"env": env, "openmp": linked})
     assert rules.rule_omp_no_effect(m, i) == []

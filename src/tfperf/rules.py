@@ -248,11 +248,22 @@ def rule_omp_no_effect(machine: Facts, install: Facts) -> list[Finding]:
         return []
     others = openmp.get("mapped") or []
     note = (
-        f" Another library in the process maps its own OpenMP runtime ({', '.join(others)}); "
-        "the variables reach only that library."
+        f" Other libraries map their own OpenMP runtime ({', '.join(others)}): the variables "
+        "reach only them."
         if others
         else ""
     )
+    kmp = [n for n in names if n.startswith("KMP_")]
+    omp = [n for n in names if n not in kmp]
+    fix = "size TensorFlow's pools with TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (or "
+    fix += "tf.config.threading)"
+    if kmp:
+        fix += f"; unset {' '.join(kmp)} (read only by Intel's OpenMP runtime)"
+    if omp:
+        fix += (
+            f"; keep {' '.join(omp)} only if it is meant for numpy/scipy (OpenBLAS reads "
+            "OMP_NUM_THREADS too)"
+        )
     return [
         finding(
             "omp-no-effect",
@@ -261,8 +272,7 @@ def rule_omp_no_effect(machine: Facts, install: Facts) -> list[Finding]:
             f"{', '.join(names)} set, but none of the {openmp.get('libraries_checked')} "
             "TensorFlow libraries loaded links an OpenMP runtime: its oneDNN runs on "
             f"TensorFlow's own thread pools.{note}",
-            "size the pools with TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (or "
-            f"tf.config.threading) and unset {' '.join(names)}",
+            fix,
         )
     ]
 
