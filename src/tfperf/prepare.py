@@ -66,9 +66,11 @@ class Loaded:
     the serving signature of a SavedModel (a ``ConcreteFunction`` called with keyword
     arguments), any other callable a factory returned, or the path of a ``.tflite`` file.
     ``inputs`` maps each input name to a numpy array in ``input_names`` order; ``call_style``
-    says how the model takes them: ``"single"`` (one positional tensor), ``"list"`` (one list),
-    ``"dict"`` (one dict by name), ``"kwargs"`` (keyword arguments), ``"none"`` (a path, for
-    LiteRT). A training workload (``train``) also has integer ``labels``.
+    says how the model takes them: ``"single"`` (one positional tensor), ``"list"`` (one list,
+    how a multi-input Keras model takes them), ``"args"`` (positional arguments: a factory's
+    plain callable with a list or tuple of inputs), ``"dict"`` (one dict by name),
+    ``"kwargs"`` (keyword arguments), ``"none"`` (a path, for LiteRT). A training workload
+    (``train``) also has integer ``labels``.
     """
 
     model: Any
@@ -98,6 +100,8 @@ class Loaded:
             return model(dict(tensors), **kwargs)
         if self.call_style == "list":
             return model(ordered, **kwargs)
+        if self.call_style == "args":
+            return model(*ordered)
         return model(ordered[0], **kwargs)
 
 
@@ -342,8 +346,8 @@ def _as_array(value: Any) -> Any:
 
     to_numpy = getattr(value, "numpy", None)
     array = to_numpy() if callable(to_numpy) else np.asarray(value)
-    if array.dtype == object:
-        raise ValueError("not a numeric array")
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"dtype {array.dtype} is not numeric")
     return array
 
 
@@ -356,7 +360,8 @@ def _factory_inputs(ref: str, model: Any, raw: Any) -> tuple[dict[str, Any], lis
         if isinstance(raw, (list, tuple)):
             arrays = [_as_array(v) for v in raw]
             names = _model_input_names(model, len(arrays))
-            return _named(names, arrays), names, "list"
+            style = "list" if _is_keras_model(model) else "args"
+            return _named(names, arrays), names, style
         names = _model_input_names(model, 1)
         return {names[0]: _as_array(raw)}, names, "single"
     except (ValueError, TypeError) as exc:
