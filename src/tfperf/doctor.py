@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 
 def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any]:
     """Audit this machine and the TensorFlow that ``python`` (default: this one) imports."""
-    from tfperf.install import finish_probe, install_fingerprint, start_probe
+    from tfperf.install import finish_probe, install_fingerprint, kill_probe, start_probe
     from tfperf.machine import collect_machine
     from tfperf.probe import perf_env
     from tfperf.rules import evaluate
@@ -29,7 +29,8 @@ def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any
     try:
         machine = collect_machine()
     except BaseException:
-        handle.proc.kill()
+        kill_probe(handle)
+        handle.proc.wait()
         raise
     install = finish_probe(handle, timeout)
     if install.get("status") == "ok":

@@ -17,6 +17,7 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,6 +29,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from tfperf.errors import UserError
 
 STDERR_TAIL = 2000
 
@@ -54,14 +57,21 @@ def start_probe(python: str | None = None, env: dict[str, str] | None = None) ->
     """Launch the probe in the background with ``python`` (default: this interpreter)."""
     workdir = tempfile.mkdtemp(prefix="tfperf-probe-")
     out_path = os.path.join(workdir, "install.json")
-    proc = subprocess.Popen(
-        [python or sys.executable, "-m", "tfperf.probe", "--out", out_path],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=probe_env(env),
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            [python or sys.executable, "-m", "tfperf.probe", "--out", out_path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=probe_env(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise UserError(
+            f"Cannot run the Python interpreter {python or sys.executable!r} ({exc.strerror}): "
+            "pass the path of an existing interpreter with --python."
+        ) from exc
     return ProbeHandle(proc=proc, out_path=out_path, workdir=workdir)
 
 
@@ -87,6 +97,12 @@ def _read(path: str) -> str:
         return ""
 
 
+def kill_probe(handle: ProbeHandle) -> None:
+    """Kill the probe and anything it started (it leads its own process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(handle.proc.pid, signal.SIGKILL)
+
+
 def finish_probe(handle: ProbeHandle, timeout: float = 120) -> dict[str, Any]:
     """Wait for the probe (at most ``timeout`` seconds from its start) and describe the install."""
     remaining = max(0.1, timeout - (time.perf_counter() - handle.started))
@@ -95,8 +111,13 @@ def finish_probe(handle: ProbeHandle, timeout: float = 120) -> dict[str, Any]:
         stdout, _ = handle.proc.communicate(timeout=remaining)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(handle.proc.pid, signal.SIGKILL)
+        kill_probe(handle)
         stdout, _ = handle.proc.communicate()
+    except BaseException:  # Ctrl-C: the probe runs in its own session, so stop it here
+        kill_probe(handle)
+        handle.proc.wait()
+        shutil.rmtree(handle.workdir, ignore_errors=True)
+        raise
     elapsed = time.perf_counter() - handle.started
     try:
         output = (stdout or b"").decode(errors="replace") + _read(handle.out_path + ".stderr")
