@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import require, run_cli
@@ -144,3 +150,35 @@ def test_bad_fail_on_is_a_usage_error(value: str) -> None:
     res = run_cli("doctor", "--fail-on", value, timeout=60)
     assert res.returncode == 2
     assert "--fail-on" in res.stderr
+
+
+def test_missing_interpreter_is_a_usage_error() -> None:
+    res = run_cli("doctor", "--python", "/nonexistent/bin/python", timeout=60)
+    assert res.returncode == 2
+    assert "--python" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_interrupt_kills_the_probe(tmp_path: Path) -> None:
+    env = {**os.environ, **fake_tensorflow(tmp_path, "hangs")}
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "tfperf", "doctor"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        children: list[psutil.Process] = []
+        while not children and time.monotonic() < deadline:
+            time.sleep(0.2)
+            children = psutil.Process(parent.pid).children(recursive=True)
+        assert children, "doctor never started its probe"
+        time.sleep(1.0)  # let the parent reach its wait on the probe
+        parent.send_signal(signal.SIGINT)
+        _, err = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+    assert parent.returncode == 130, err
+    assert b"Traceback" not in err
+    for child in children:
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
