@@ -212,3 +212,46 @@ def test_writes_from_several_threads(store_path: Path) -> None:
             list(pool.map(write, trials))
         doc = store.load_run(run)
     assert [t["samples_s"] for t in doc["trials"]] == [[float(k) for k in range(25)]] * 4
+
+
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from tfperf.store import Store
+    time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+    with Store.open(sys.argv[1]) as store:
+        store.new_run("bench", "concurrent", {}, {}, {})
+    """
+)
+
+
+def test_processes_creating_one_store_at_once(store_path: Path) -> None:
+    import time
+
+    start = str(time.time() + 1.5)  # all four open the fresh store at the same moment
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(store_path), start], stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    with Store.open(store_path) as store:
+        assert len(store.list_runs()) == 4
+
+
+def test_a_store_locked_by_another_process_is_a_user_error(monkeypatch, store_path: Path) -> None:
+    import tfperf.store
+
+    monkeypatch.setattr(tfperf.store, "BUSY_TIMEOUT_S", 0.2)
+    with Store.open(store_path) as store:
+        holder = sqlite3.connect(store_path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(UserError, match=r"cannot write to the store.*locked"):
+                store.new_run("bench", "blocked", {}, {}, {})
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert store.new_run("bench", "after", {}, {}, {}) == 1

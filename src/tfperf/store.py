@@ -39,6 +39,8 @@ from typing import Any
 from tfperf.errors import UserError
 
 SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+"""How long a write waits for another process holding the store before giving up."""
 APP_ID = "tfperf"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
@@ -112,6 +114,13 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _has_tables(conn: sqlite3.Connection, name: str | None = None) -> bool:
+    """Whether the database has any table (or the table ``name``)."""
+    sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+    row = conn.execute(sql + " AND name = ?", (name,)) if name else conn.execute(sql)
+    return bool(row.fetchone()[0])
+
+
 def _process_start(pid: int) -> float | None:
     """Start time of process ``pid`` (seconds since the epoch), ``None`` if it is gone."""
     import psutil
@@ -166,7 +175,7 @@ class Store:
             ) from exc
         try:
             conn = sqlite3.connect(
-                target, timeout=30.0, isolation_level=None, check_same_thread=False
+                target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise UserError(
@@ -191,25 +200,30 @@ class Store:
 
     @staticmethod
     def _prepare(conn: sqlite3.Connection, target: Path) -> None:
-        conn.execute("PRAGMA busy_timeout = 30000")
+        """Check (or create) the schema; safe when several processes open a new store at once."""
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise UserError(
-                    f"{target} is an SQLite database but not a tfperf store; "
-                    "pass another --store PATH."
-                )
+        if version == 0 and not _has_tables(conn):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO meta VALUES ('app', ?)", (APP_ID,))
-            conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (_iso(time.time()),))
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-            return
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO meta VALUES ('app', ?)", (APP_ID,))
+                    conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (_iso(time.time()),))
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        # Read again: another process may have created the schema meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            raise UserError(
+                f"{target} is an SQLite database but not a tfperf store; pass another --store PATH."
+            )
         if version != SCHEMA_VERSION:
             which = "a newer" if version > SCHEMA_VERSION else "an older"
             hint = (
@@ -221,6 +235,8 @@ class Store:
                 f"the store {target} has schema version {version}, written by {which} tfperf "
                 f"(this one reads version {SCHEMA_VERSION}); {hint}, or pass another --store PATH."
             )
+        if not _has_tables(conn, "meta"):
+            raise UserError(f"{target} is not a tfperf store; pass another --store PATH.")
         app = conn.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
         if app is None or app[0] != APP_ID:
             raise UserError(f"{target} is not a tfperf store; pass another --store PATH.")
@@ -240,8 +256,15 @@ class Store:
 
     # ----------------------------------------------------------------- writing
     def _execute(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        """Run one write; a store that cannot be written becomes a :class:`UserError`."""
         with self._lock:
-            return self._conn.execute(sql, params)
+            try:
+                return self._conn.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                raise UserError(
+                    f"cannot write to the store {self.path} ({exc}); pass a writable "
+                    "--store PATH, or wait for the process holding it to finish."
+                ) from exc
 
     def _insert(self, sql: str, params: tuple) -> int:
         return int(self._execute(sql, params).lastrowid)
