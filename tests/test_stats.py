@@ -166,3 +166,23 @@ def test_detect_warmup_finds_the_slow_start() -> None:
 def test_detect_warmup_is_capped_at_half() -> None:
     decreasing = np.geomspace(1.0, 0.001, 40)
     assert 0 <= stats.detect_warmup(decreasing) <= 20
+
+
+def test_verdict_rarely_claims_a_difference_that_is_not_there() -> None:
+    # 400 null experiments on a drifting machine with 5% noise per block: a significant
+    # "faster"/"slower" must stay rarer than the 5% level the test promises.
+    rng = np.random.default_rng(10)
+    wrong = sum(
+        stats.paired_speedup(*paired(rng, 15, 1.0, 0.05))["verdict"] in ("faster", "slower")
+        for _ in range(400)
+    )
+    assert wrong / 400 <= 0.05
+
+
+def test_verdict_finds_a_real_ten_percent_speedup() -> None:
+    rng = np.random.default_rng(11)
+    found = sum(
+        stats.paired_speedup(*paired(rng, 12, 1.10, 0.02))["verdict"] == "faster"
+        for _ in range(200)
+    )
+    assert found / 200 >= 0.95
