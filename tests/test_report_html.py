@@ -237,3 +237,26 @@ def test_html_renders_in_headless_chromium(store_path: Path, tmp_path: Path) -> 
     assert dom.count('class="trace bars"') == 2
     assert len(re.findall(r'<g class="point">', dom)) == 2 + 3
     assert "1.5" in dom and "faster" in dom
+
+
+def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
+    from tfperf.report_html import _speedup_figure
+
+    def comp(base: str, cand: str, median: float) -> dict:
+        return {
+            "baseline": {"label": base},
+            "candidate": {"label": cand},
+            "speedup": {
+                "median": median,
+                "ci95": [median - 0.1, median + 0.2],
+                "verdict": "faster",
+                "threshold": 0.03,
+            },
+        }
+
+    one = _speedup_figure({"comparisons": [comp("default", "a", 1.2)]})
+    assert list(one.data[0].x) == ["a"] and "vs default" in one.layout.title.text
+    assert list(one.data[0].error_y.array) == pytest.approx([0.2])
+    assert list(one.data[0].error_y.arrayminus) == pytest.approx([0.1])
+    two = _speedup_figure({"comparisons": [comp("default", "a", 1.2), comp("a", "b", 1.1)]})
+    assert list(two.data[0].x) == ["a vs default", "b vs a"]

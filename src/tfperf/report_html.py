@@ -257,10 +257,16 @@ def _speedup_figure(report: dict):
 
     comps = [c for c in report["comparisons"] if c["speedup"]["median"] is not None]
     med = [c["speedup"]["median"] for c in comps]
+    bases = sorted({c["baseline"]["label"] for c in comps})
+    one_base = len(bases) == 1
     bounds = [[_or(v, c["speedup"]["median"]) for v in c["speedup"]["ci95"]] for c in comps]
     fig = go.Figure(
         go.Bar(
-            x=[c["candidate"]["label"] for c in comps],
+            x=[
+                c["candidate"]["label"] if one_base else f"{c['candidate']['label']} vs {base}"
+                for c in comps
+                for base in [c["baseline"]["label"]]
+            ],
             y=[m - 1.0 for m in med],
             base=1.0,
             marker_color=[_VERDICT_COLORS.get(c["speedup"]["verdict"], "#888") for c in comps],
@@ -285,9 +291,9 @@ def _speedup_figure(report: dict):
         y0=1 / (1 + threshold), y1=1 + threshold, fillcolor="#90a4ae", opacity=0.2, line_width=0
     )
     fig.add_hline(y=1.0, line_dash="dash", line_color="#333")
-    base = comps[0]["baseline"]["label"] if comps else "baseline"
     fig.update_layout(
-        title=f"Speedup vs {base} (median of paired ratios, 95% interval)",
+        title=f"Speedup vs {bases[0] if one_base else 'baseline'} "
+        "(median of paired ratios, 95% interval)",
         yaxis_title="speedup (x)",
         height=420,
         margin={"t": 50, "b": 40},
