@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.errors import UserError
+from tfperf.probe import read_text
 
 STDERR_TAIL = 2000
 
@@ -89,14 +90,6 @@ def _tail(text: str) -> str:
     return "\n".join(lines[-12:])[-STDERR_TAIL:]
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
 def kill_probe(handle: ProbeHandle) -> None:
     """Kill the probe and anything it started (it leads its own process group)."""
     with contextlib.suppress(ProcessLookupError):
@@ -120,8 +113,8 @@ def finish_probe(handle: ProbeHandle, timeout: float = 120) -> dict[str, Any]:
         raise
     elapsed = time.perf_counter() - handle.started
     try:
-        output = (stdout or b"").decode(errors="replace") + _read(handle.out_path + ".stderr")
-        record_text = _read(handle.out_path)
+        output = (stdout or b"").decode(errors="replace") + read_text(handle.out_path + ".stderr")
+        record_text = read_text(handle.out_path)
     finally:
         shutil.rmtree(handle.workdir, ignore_errors=True)
     rc = handle.proc.returncode

@@ -392,13 +392,13 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            log_text = _read_text(stderr_path)
+            log_text = read_text(stderr_path)
             record["log"] = parse_tf_log(log_text)
     record.update(describe_install())
     record["allocator"] = current_allocator()
     record["isa_missing"] = record["log"]["isa_missing"]
     record["threads"] = _threads(tf)
-    record["openmp"] = openmp_usage(record["path"], _read_text("/proc/self/maps"))
+    record["openmp"] = openmp_usage(record["path"], read_text("/proc/self/maps"))
     try:
         record["gpus_visible"] = [d.name for d in tf.config.list_physical_devices("GPU")]
     except Exception as exc:  # a broken CUDA setup raises here
@@ -407,7 +407,8 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
     return record
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
+    """The text of ``path`` (undecodable bytes replaced), or ``""`` when it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read()
