@@ -267,6 +267,11 @@ def _measure_options(fn: Any) -> Any:
         ),
         click.option("--no-peak", is_flag=True, help="Skip the matmul peak probe."),
         click.option(
+            "--parallel-start",
+            is_flag=True,
+            help="Start all workers at once (quicker; cold starts then share the CPU).",
+        ),
+        click.option(
             "--store",
             type=click.Path(),
             default=None,
@@ -307,6 +312,7 @@ def _run(
                 timeout_s=opts["timeout"],
                 memory_limit_bytes=memory,
                 peak=not opts["no_peak"],
+                parallel_start=opts["parallel_start"],
                 listener=progress,
                 command=shlex.join(["tfperf", *sys.argv[1:]]),
                 kind=kind,

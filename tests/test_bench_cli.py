@@ -1,0 +1,126 @@
+"""`tfperf bench` through the real CLI: one real run on a tiny built-in, and bad input that
+gets one sentence and exit 2 before any worker starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+WIDE = {"COLUMNS": "200"}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    """``tfperf bench --workload mlp --size tiny --set onednn=off --json`` with a short budget;
+    the store comes from TFPERF_STORE, and a speed variable the user set is reported."""
+    store = tmp_path_factory.mktemp("bench") / "nested" / "store.sqlite"
+    res = run_cli(
+        "bench",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--batch",
+        "3",
+        "--set",
+        "onednn=off",
+        "--budget",
+        "2",
+        "--no-peak",
+        "--json",
+        env={"TFPERF_STORE": str(store), "OMP_NUM_THREADS": "2"},
+    )
+    return res, store
+
+
+def test_bench_json_names_the_figures(bench_run):
+    res, _ = bench_run
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["workload"] == {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 3}
+    assert [r["label"] for r in doc["results"]] == ["default", "onednn=off"]
+    for r in doc["results"]:
+        assert r["status"] == "ok" and r["batch"] == 3
+        lat = r["latency_ms"]
+        assert set(lat) >= {"p50", "p90", "p99", "p50_ci95"}
+        assert lat["p50_ci95"][0] <= lat["p50"] <= lat["p50_ci95"][1]
+        assert r["install"]["TF_ENABLE_ONEDNN_OPTS"] == ("0" if r["role"] == "candidate" else None)
+    (comp,) = doc["comparisons"]
+    assert set(comp["speedup"]) >= {"median", "ci95", "verdict", "p_value", "n_pairs"}
+    assert comp["speedup"]["verdict"] in ("faster", "slower", "same", "inconclusive")
+    assert doc["environment"]["not_inherited"]["OMP_NUM_THREADS"] == "2"
+    assert doc["stopped"] in ("budget", "precision")
+
+
+def test_bench_records_the_run_in_the_store(bench_run):
+    res, store = bench_run
+    doc = json.loads(res.stdout)
+    assert store.exists()
+    history = run_cli("history", "--store", str(store), "--json")
+    if history.returncode == 0:  # history is its own command; the store is checked below too
+        assert doc["run_id"] in [r["id"] for r in json.loads(history.stdout)["runs"]]
+    from tfperf.store import Store
+
+    with Store.open(store) as st:
+        loaded = st.load_run(doc["run_id"])
+    assert loaded["run"]["status"] == "ok" and loaded["run"]["kind"] == "bench"
+    assert [t["status"] for t in loaded["trials"]] == ["ok", "ok"]
+    assert len(loaded["trials"][0]["samples_s"]) == doc["results"][0]["n"]
+
+
+def test_bench_table_renders_the_same_document(bench_run, capsys):
+    from tfperf.cli.bench import _render_bench
+
+    doc = json.loads(bench_run[0].stdout)
+    _render_bench(doc)
+    out = capsys.readouterr().out
+    assert f"tfperf run {doc['run_id']}" in out
+    assert "onednn=off" in out and doc["comparisons"][0]["speedup"]["verdict"] in out
+    assert "OMP_NUM_THREADS" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workload", "nope"], "Unknown workload"),
+        (["--workload", "mlp", "--batch", "0"], "Batch size"),
+        ([], "exactly one"),
+        (["model.keras", "--workload", "mlp"], "exactly one"),
+        (["--workload", "mlp", "--set", "onednn=maybe"], "on, off or default"),
+        (["--workload", "mlp", "--set", "speed=max"], "unknown knob"),
+        (["--workload", "mlp", "--budget", "0"], "--budget"),
+        (["--workload", "mlp", "--memory-limit", "-1"], "--memory-limit"),
+        (["--workload", "mlp", "--inputs", "x.npz"], "--inputs"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(args, needle, tmp_path):
+    res = run_cli("bench", *args, "--store", str(tmp_path / "s.sqlite"))
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_not_a_model_and_a_corrupt_model(tmp_path: Path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    corrupt = tmp_path / "broken.keras"
+    corrupt.write_bytes(b"\x00garbage")
+    for path in (text, corrupt, tmp_path / "missing.keras"):
+        res = run_cli("bench", str(path), "--store", str(tmp_path / "s.sqlite"))
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr and str(path.name) in res.stderr
+
+
+def test_unwritable_store(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    res = run_cli(
+        "bench", "--workload", "mlp", "--size", "tiny", "--store", str(blocker / "s.sqlite")
+    )
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and "error:" in res.stderr

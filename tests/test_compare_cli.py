@@ -1,0 +1,142 @@
+"""`tfperf compare`: several candidates interleaved in one real run, and two stored runs
+compared as a CI gate (exit 1 on a significant regression)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from tfperf.store import Store
+
+WORKLOAD = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
+
+
+def _stored_run(store: Store, seconds: float, seed: int) -> int:
+    """A run whose 'default' trial has 12 blocks of lognormal samples around ``seconds``."""
+    rng = np.random.default_rng(seed)
+    run = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
+    trial = store.new_trial(run, "default", {}, "baseline")
+    for _ in range(12):
+        store.add_block(trial, (seconds * rng.lognormal(0, 0.03, 20)).tolist(), "steady")
+    store.finish_trial(trial, "ok", {"batch": 1}, None)
+    store.finish_run(run, "ok", {})
+    return run
+
+
+@pytest.fixture
+def two_runs(store_path: Path) -> tuple[int, int, int]:
+    with Store.open(store_path) as store:
+        return (
+            _stored_run(store, 0.010, 1),
+            _stored_run(store, 0.013, 2),
+            _stored_run(store, 0.008, 3),
+        )
+
+
+def test_regression_gate_exits_1_when_b_is_slower(store_path, two_runs):
+    base, slower, _ = two_runs
+    res = run_cli(
+        "compare",
+        str(base),
+        str(slower),
+        "--store",
+        str(store_path),
+        "--fail-on-regression",
+        "--json",
+    )
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    (comp,) = doc["comparisons"]
+    assert comp["speedup"]["verdict"] == "slower"
+    assert comp["speedup"]["median"] == pytest.approx(0.010 / 0.013, rel=0.05)
+    low, high = comp["speedup"]["ci95"]
+    assert low <= comp["speedup"]["median"] <= high < 1
+    assert doc["regressions"] == ["default"]
+    assert "significantly slower" in res.stderr
+
+
+def test_a_faster_b_passes_the_gate(store_path, two_runs):
+    base, _, faster = two_runs
+    res = run_cli(
+        "compare",
+        str(base),
+        str(faster),
+        "--store",
+        str(store_path),
+        "--fail-on-regression",
+        env={"COLUMNS": "200"},
+    )
+    assert res.returncode == 0, res.stderr
+    assert "faster" in res.stdout
+
+
+def test_without_the_flag_a_regression_is_reported_not_gated(store_path, two_runs):
+    base, slower, _ = two_runs
+    res = run_cli("compare", str(base), str(slower), "--store", str(store_path), "--json")
+    assert res.returncode == 0
+    assert json.loads(res.stdout)["regressions"] == ["default"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["1"], "two run ids"),
+        (["1", "999"], "no run 999"),
+        (["1", "x"], "not a run id"),
+        (["--workload", "mlp"], "at least one candidate"),
+        (["1", "2", "--threshold", "-1"], "--threshold"),
+    ],
+)
+def test_bad_input_is_exit_2(args, needle, store_path, two_runs):
+    res = run_cli("compare", *args, "--store", str(store_path))
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_interleaved_candidates_then_the_run_against_itself(tmp_path):
+    store = tmp_path / "store.sqlite"
+    res = run_cli(
+        "compare",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--set",
+        "inter_threads=1,intra_threads=1",
+        "--env",
+        "OMP_NUM_THREADS=1",
+        "--budget",
+        "2",
+        "--no-peak",
+        "--parallel-start",
+        "--store",
+        str(store),
+        "--json",
+    )
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "compare"
+    labels = [r["label"] for r in doc["results"]]
+    assert labels == ["default", "intra_threads=1,inter_threads=1", "env:OMP_NUM_THREADS=1"]
+    assert [c["candidate"] for c in doc["comparisons"]] == labels[1:]
+    for comp in doc["comparisons"]:
+        assert comp["speedup"]["n_pairs"] == doc["rounds"]
+    same = run_cli(
+        "compare",
+        str(doc["run_id"]),
+        "latest",
+        "--store",
+        str(store),
+        "--fail-on-regression",
+        "--json",
+    )
+    assert same.returncode == 0, same.stderr
+    again = json.loads(same.stdout)
+    assert [c["label_a"] for c in again["comparisons"]] == labels
+    for comp in again["comparisons"]:
+        assert comp["speedup"]["median"] == pytest.approx(1.0)
+        assert comp["speedup"]["verdict"] != "slower"
