@@ -11,7 +11,7 @@ from conftest import run_cli
 
 pytestmark = pytest.mark.tf
 
-BAD = '''
+BAD = """
 import ctypes
 import time
 
@@ -53,7 +53,7 @@ def model_mismatch():
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(4), model
-'''
+"""
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 Keras 3 pulls each batch inside its compiled train step, so a callback cannot time the wait for
 input directly. This one records the wall time between consecutive ``on_train_batch_end``
 calls (the real step, input included; the first ``skip_steps`` of every epoch are left out as
-warm-up), then replays the compute alone: ``train_on_batch`` on one cached batch, with the
-model's and optimizer's variables saved before and restored after, so the replay does not change
-the training. The input share is ``1 - compute / real`` with TensorFlow profiler's thresholds
+warm-up), then replays the compute alone: ``model.fit`` on one cached batch, repeated, timed the
+same way, with the model's and optimizer's variables (and ``model.history``) saved before and
+restored after, so the replay does not change the training. The input share is ``1 - compute / real`` with TensorFlow profiler's thresholds
 (see :mod:`tfperf.pipeline.verdict`).
 
 Contract: after the replay (at the end of training, or after epoch ``replay_after_epoch``)
@@ -37,6 +37,29 @@ def _one_batch(data: Any) -> Any:
     return data
 
 
+class _StepTimer(keras.callbacks.Callback):
+    """Wall time between consecutive step ends, per step, skipping each epoch's first steps."""
+
+    def __init__(self, skip_steps: int) -> None:
+        super().__init__()
+        self.skip_steps = skip_steps
+        self.step_s: list[float] = []
+        self._last: float | None = None
+        self._seen = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._last = None
+        self._seen = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        now = time.perf_counter()
+        self._seen += 1
+        if self._last is not None and self._seen > self.skip_steps:
+            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
+            self.step_s.append((now - self._last) / spe)
+        self._last = now
+
+
 class BottleneckCallback(keras.callbacks.Callback):
     """Tell whether ``model.fit`` waits for its input; see the module docstring.
 
@@ -61,14 +84,21 @@ class BottleneckCallback(keras.callbacks.Callback):
         self.skip_steps = skip_steps
         self.replay_after_epoch = replay_after_epoch
         self.verbose = verbose
-        self.step_s: list[float] = []
         self.compute_s: list[float] = []
         self.report: dict | None = None
-        self._last: float | None = None
-        self._seen = 0
+        self._timer = _StepTimer(skip_steps)
         self._nvml: Any = None
         self._sampler: gpu_mod.UtilSampler | None = None
         self._gpu_reason = ""
+
+    @property
+    def step_s(self) -> list[float]:
+        """Seconds per real training step, warm-up steps left out."""
+        return self._timer.step_s
+
+    def set_model(self, model: Any) -> None:
+        super().set_model(model)
+        self._timer.set_model(model)
 
     # --- recording real steps ---------------------------------------------------------
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -78,16 +108,11 @@ class BottleneckCallback(keras.callbacks.Callback):
             self._sampler.start()
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._last = None
-        self._seen = 0
+        self._timer.on_epoch_begin(epoch, logs)
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        now = time.perf_counter()
-        self._seen += 1
-        if self._last is not None and self._seen > self.skip_steps and self.report is None:
-            spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
-            self.step_s.append((now - self._last) / spe)
-        self._last = now
+        if self.report is None:
+            self._timer.on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self.replay_after_epoch is not None and epoch == self.replay_after_epoch:
@@ -99,25 +124,36 @@ class BottleneckCallback(keras.callbacks.Callback):
 
     # --- the compute-only replay ----------------------------------------------------------
     def replay(self) -> list[float]:
-        """Time ``replay_steps`` compute-only steps on the cached batch; weights restored."""
+        """Time ``replay_steps`` compute-only steps on the cached batch; weights restored.
+
+        The replay goes through ``model.fit`` itself (on the one cached batch, repeated), so
+        that it carries the same per-step overhead as the real steps and only the input
+        pipeline differs.
+        """
+        import tensorflow as tf
+
         model = self.model
-        x, y, w = keras.utils.unpack_x_y_sample_weight(_one_batch(self._data))
+        cached = tf.data.Dataset.from_tensors(_one_batch(self._data)).repeat()
         weights = model.get_weights()
         opt = getattr(model, "optimizer", None)
         opt_vars = [v.numpy() for v in opt.variables] if opt is not None else []
-        times = []
+        history, stop = getattr(model, "history", None), model.stop_training
+        timer = _StepTimer(self.skip_steps)
         try:
-            for i in range(self.replay_steps + 2):
-                start = time.perf_counter()
-                model.train_on_batch(x, y, sample_weight=w)
-                if i >= 2:
-                    times.append(time.perf_counter() - start)
+            model.fit(
+                cached,
+                epochs=1,
+                steps_per_epoch=self.replay_steps + self.skip_steps,
+                callbacks=[timer],
+                verbose=0,
+            )
         finally:
             model.set_weights(weights)
             if opt is not None:
                 for var, value in zip(opt.variables, opt_vars, strict=True):
                     var.assign(value)
-        return times
+            model.history, model.stop_training = history, stop
+        return timer.step_s
 
     def _finish(self) -> None:
         util = self._sampler.stop() if self._sampler is not None else None
@@ -159,8 +195,10 @@ class BottleneckCallback(keras.callbacks.Callback):
             "input_share": share,
             "input_share_ci95": None,
             "dataset": None,
-            "compute": {"steps_per_s": 1.0 / compute if compute > 0 else None,
-                        "samples_s": self.compute_s},
+            "compute": {
+                "steps_per_s": 1.0 / compute if compute > 0 else None,
+                "samples_s": self.compute_s,
+            },
             "train": {"steps_per_s": 1.0 / real if real else None, "samples_s": self.step_s},
             "metric": "steps/s",
             "stages": [],

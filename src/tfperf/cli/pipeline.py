@@ -35,11 +35,14 @@ def render(doc: dict) -> None:
     )
     out.print(f"[bold {style}]{one_line(doc['input_share'], doc['verdict'])}[/]")
 
-    stages = Table(title="prefix throughput (each row: the pipeline up to that stage)")
+    stages = Table(
+        title="prefix throughput (each row: the pipeline up to that stage)",
+        caption="* the stage that bounds throughput (adds the most time per batch)",
+    )
     for col in ("stage", "elements/s", "batches/s", "adds ms/batch"):
         stages.add_column(col, justify="left" if col == "stage" else "right")
     for row in doc["stages"]:
-        mark = " [bold red]<- bounds throughput[/]" if row["bounding"] else ""
+        mark = " [bold red]*[/]" if row["bounding"] else ""
         stages.add_row(
             row["stage"] + mark,
             _fmt(row["elements_per_s"], ".0f"),
@@ -70,8 +73,7 @@ def render(doc: dict) -> None:
         out.print(f"[bold]best fix:[/] {best['change']}")
     else:
         out.print(
-            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x {metric} "
-            "end to end[/]"
+            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x {metric} end to end[/]"
         )
         out.print(Syntax(best["change"], "python", theme="ansi_dark", word_wrap=True))
     gpu = doc["gpu"]
@@ -95,11 +97,20 @@ def register(group: click.Group) -> None:
         "--rounds", default=6, show_default=True, help="Interleaved rounds (>= 6 for a verdict)."
     )
     @click.option(
+        "--stage-seconds", default=0.3, show_default=True, help="Time per pipeline prefix."
+    )
+    @click.option(
         "--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Seconds before giving up."
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     def pipeline(
-        target: str | None, demo: bool, steps: int, rounds: int, timeout: float, as_json: bool
+        target: str | None,
+        demo: bool,
+        steps: int,
+        rounds: int,
+        stage_seconds: float,
+        timeout: float,
+        as_json: bool,
     ) -> None:
         """Find out whether training waits for its input pipeline, where, and what fixes it.
 
@@ -115,6 +126,7 @@ def register(group: click.Group) -> None:
                 demo=demo,
                 steps=steps,
                 rounds=rounds,
+                stage_seconds=stage_seconds,
                 timeout=timeout,
                 on_progress=lambda line: status.update(line),
             )

@@ -67,8 +67,7 @@ def check_target(spec: str) -> None:
             sys.path.remove(cwd)
     if found is None:
         raise UserError(
-            f"cannot find module {module}; run from the directory that contains it or "
-            "install it"
+            f"cannot find module {module}; run from the directory that contains it or install it"
         )
 
 
@@ -138,8 +137,7 @@ def _result(code: int | None, out: Path, log: Path, timeout: float) -> dict:
         if err.get("kind") == "user":
             raise UserError(err["message"])
         raise UserError(
-            f"the pipeline worker failed ({err.get('message')}); its log ends with: "
-            f"{_tail(log)}"
+            f"the pipeline worker failed ({err.get('message')}); its log ends with: {_tail(log)}"
         )
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
@@ -268,20 +266,22 @@ def analyze_pipeline(
     demo: bool = False,
     steps: int = 20,
     rounds: int = 6,
+    stage_seconds: float = 0.3,
     timeout: float = DEFAULT_TIMEOUT,
     on_progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Diagnose ``target`` (``module:function``) or the built-in demo; return the report.
 
     ``steps`` is the number of timed steps per block and ``rounds`` the number of interleaved
-    rounds (at least 6 for a significant verdict). Raises :class:`UserError` on bad input or
+    rounds (at least 6 for a significant verdict); each prefix of the pipeline is timed for
+    about ``stage_seconds``. Raises :class:`UserError` on bad input or
     when the worker fails, crashes or exceeds ``timeout`` seconds.
     """
     if demo == (target is not None):
         raise UserError("give either a module:function or --demo")
-    if steps < 1 or rounds < 1:
-        raise UserError("--steps and --rounds must be at least 1")
-    args = ["--steps", str(steps), "--rounds", str(rounds)]
+    if steps < 1 or rounds < 1 or stage_seconds <= 0:
+        raise UserError("--steps and --rounds must be at least 1 and --stage-seconds above 0")
+    args = ["--steps", str(steps), "--rounds", str(rounds), "--stage-seconds", str(stage_seconds)]
     if demo:
         args.append("--demo")
     else:

@@ -131,7 +131,9 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
         change = target.changes.get(flag, STRUCTURAL_CHANGES[flag])
         fixes.append(Fix(flag, change, flags={flag: True}))
     if kinds[-1] != "PrefetchDataset":
-        fixes.append(Fix("prefetch", "ds = ds.prefetch(tf.data.AUTOTUNE)", wrappers=[(9, _prefetch)]))
+        fixes.append(
+            Fix("prefetch", "ds = ds.prefetch(tf.data.AUTOTUNE)", wrappers=[(9, _prefetch)])
+        )
     ram = mem_total // 2
     fixes.append(
         Fix(
@@ -142,8 +144,12 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
             f"options.autotune.cpu_budget = {ncpu}\n"
             "ds = ds.with_options(options)",
             wrappers=[
-                (5, _options(autotune__enabled=True, autotune__ram_budget=ram,
-                             autotune__cpu_budget=ncpu))
+                (
+                    5,
+                    _options(
+                        autotune__enabled=True, autotune__ram_budget=ram, autotune__cpu_budget=ncpu
+                    ),
+                )
             ],
         )
     )
@@ -167,8 +173,13 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
                 "options.threading.max_intra_op_parallelism = 1\n"
                 "ds = ds.with_options(options)",
                 wrappers=[
-                    (7, _options(threading__private_threadpool_size=split,
-                                 threading__max_intra_op_parallelism=1))
+                    (
+                        7,
+                        _options(
+                            threading__private_threadpool_size=split,
+                            threading__max_intra_op_parallelism=1,
+                        ),
+                    )
                 ],
             )
         )
@@ -187,7 +198,9 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
         )
     problem = _cache_problem(ds, mem_total // 4)
     if problem is None:
-        fixes.append(Fix("cache", "ds = ds.cache()  # after the last stage", wrappers=[(0, _cache)]))
+        fixes.append(
+            Fix("cache", "ds = ds.cache()  # after the last stage", wrappers=[(0, _cache)])
+        )
     else:
         skipped.append({"name": "cache", "reason": problem})
     return fixes, skipped

@@ -118,7 +118,12 @@ def classify(mean_util: float | None, input_verdict: str | None) -> str | None:
 def model_checks(model: Any, on_gpu: bool) -> dict:
     """Layout and batch-norm facts about a Keras ``model`` with advice (empty without a model)."""
     if model is None:
-        return {"data_formats": [], "batchnorm_layers": 0, "fused_batchnorm_layers": 0, "advice": []}
+        return {
+            "data_formats": [],
+            "batchnorm_layers": 0,
+            "fused_batchnorm_layers": 0,
+            "advice": [],
+        }
     formats: set[str] = set()
     batchnorm = 0
     fused_layers = 0

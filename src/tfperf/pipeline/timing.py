@@ -46,8 +46,7 @@ def pull(it: Iterator[Any], produced: int) -> Any:
         raise TargetError(f"the dataset stopped after {produced} elements") from None
     except (tf.errors.OpError, ValueError, TypeError) as exc:
         raise TargetError(
-            f"the dataset raised {type(exc).__name__} after {produced} elements: "
-            f"{first_line(exc)}"
+            f"the dataset raised {type(exc).__name__} after {produced} elements: {first_line(exc)}"
         ) from exc
 
 

@@ -87,7 +87,9 @@ def _faster(baseline: list[float], candidate: list[float], threshold: float) -> 
     return result["n_pairs"] < 6 and median is not None and median >= 1 + threshold
 
 
-def measure(target: Target, steps: int, rounds: int, progress: Progress) -> dict:
+def measure(
+    target: Target, steps: int, rounds: int, progress: Progress, stage_seconds: float = 0.3
+) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
     import psutil
     import tensorflow as tf
@@ -124,7 +126,7 @@ def measure(target: Target, steps: int, rounds: int, progress: Progress) -> dict
     util = sampler.stop() if sampler else None
     names = ["dataset", "compute", "train"][: len(blocks)]
     progress("timing each stage of the pipeline")
-    stage_rows = stages.measure_stages(ds, budget_s=0.3, batch_hint=batch_size)
+    stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
 
     run = run_train if step is not None else run_dataset
     base_run = run(ds)
@@ -261,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--stage-seconds", type=float, default=0.3)
     args = parser.parse_args(argv)
     progress = Progress(args.progress)
     try:
@@ -273,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         if not spec:
             raise TargetError("name a pipeline function (module:function) or use --demo")
         progress(f"building {spec}")
-        doc = measure(tg.load(spec), args.steps, args.rounds, progress)
+        doc = measure(tg.load(spec), args.steps, args.rounds, progress, args.stage_seconds)
     except TargetError as exc:
         write_atomic(args.out, {"error": {"kind": "user", "message": str(exc)}})
         return EXIT_ERROR
