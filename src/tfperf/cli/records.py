@@ -99,7 +99,7 @@ def _table(title: str):
     from rich import box
     from rich.table import Table
 
-    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
 
 
 def _print_history(doc: dict) -> None:
@@ -156,17 +156,14 @@ def _print_report(doc: dict) -> None:
     columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
     has_peak = any(r["peak_share"] is not None for r in doc["results"])
     for col in [*columns, "% peak"] if has_peak else columns:
-        table.add_column(col, justify="left" if col == "config" else "right")
+        table.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
     for r in doc["results"]:
         lat = r["latency_ms"]
         low, high = lat["p50_ci95"]
-        label = r["label"] + (" *" if r["role"] == "baseline" else "")
-        if r["status"] != "ok":
-            label += f" [red]{r['status']}[/]"
         row = [
-            label,
-            str(r["n"]),
-            f"{fmt(lat['p50'])} [{fmt(low)}, {fmt(high)}]",
+            r["label"] + (" *" if r["role"] == "baseline" else ""),
+            str(r["n"]) if r["status"] == "ok" else f"[red]{r['status']}[/]",
+            "-" if lat["p50"] is None else f"{fmt(lat['p50'])} [{fmt(low)}, {fmt(high)}]",
             fmt(lat["p90"]),
             fmt(lat["p99"]),
             fmt(r["throughput_per_s"], ".4g"),
@@ -207,6 +204,7 @@ def _print_report(doc: dict) -> None:
             if not one_base:
                 row.insert(1, c["baseline"]["label"])
             comp_table.add_row(*row)
+        out.print()
         out.print(comp_table)
     for note in all_warnings(doc):
         out.print(f"[yellow]warning:[/] {note}", soft_wrap=True)
