@@ -73,6 +73,7 @@ def _install_rows(i: dict[str, Any]) -> list[tuple[str, str]]:
             f" (installer: {dist.get('installer')})",
         ),
         ("Python", f"{i['python']['version']} ({i['python']['executable']})"),
+        ("Import time", f"{i.get('import_s', 0):.2f} s (whole probe {i.get('probe_s', 0):.2f} s)"),
         ("Build", f"{cuda}; compiler {i.get('compiler')}"),
         ("Built without", " ".join(i.get("isa_missing") or []) or "nothing this CPU has"),
         ("oneDNN", f"{'on' if onednn.get('enabled') else 'off'} -- {onednn.get('why')}"),
