@@ -142,6 +142,23 @@ def test_cuda_newer_than_driver_and_gpu_not_visible() -> None:
     assert rules.rule_gpu(m, i) == []
 
 
+def test_cudnn_wheel_of_another_major() -> None:
+    gpu = {"name": "NVIDIA L4", "cuda_driver": "12.8", "driver": "570.1"}
+    build = {"is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}
+    m, i = facts(
+        machine={"gpus": [gpu]},
+        install={
+            "build": build,
+            "gpus_visible": ["/physical_device:GPU:0"],
+            "cuda_wheels": {"cudnn": "8.9.7.29", "cuda_runtime": "12.5.82"},
+        },
+    )
+    [f] = rules.rule_gpu(m, i)
+    assert f["id"] == "cudnn-mismatch" and "8.9.7.29" in f["evidence"]
+    i["cuda_wheels"]["cudnn"] = "9.3.0.75"
+    assert rules.rule_gpu(m, i) == []
+
+
 def test_two_distributions() -> None:
     dists = [
         {"name": "tensorflow", "version": "2.20.0"},

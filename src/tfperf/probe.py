@@ -194,6 +194,31 @@ def _onednn(port: Any) -> dict[str, Any]:
     return {"enabled": enabled, "source": source, "why": why}
 
 
+CUDA_WHEELS: dict[str, tuple[str, ...]] = {
+    "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11"),
+    "cuda_runtime": (
+        "nvidia-cuda-runtime-cu13",
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cuda-runtime-cu11",
+    ),
+}
+"""The pip wheels that bring CUDA libraries (what ``tensorflow[and-cuda]`` installs)."""
+
+
+def cuda_wheels() -> dict[str, str | None]:
+    """Versions of the installed CUDA runtime and cuDNN wheels (``None`` where absent)."""
+    found: dict[str, str | None] = {}
+    for key, names in CUDA_WHEELS.items():
+        found[key] = None
+        for name in names:
+            try:
+                found[key] = md.version(name)
+                break
+            except md.PackageNotFoundError:
+                continue
+    return found
+
+
 def _build_info(tf: Any) -> dict[str, Any]:
     try:
         info = dict(tf.sysconfig.get_build_info())
@@ -228,6 +253,7 @@ def describe_install() -> dict[str, Any]:
             "executable": sys.executable,
         },
         "build": _build_info(tf),
+        "cuda_wheels": cuda_wheels(),
         "onednn": _onednn(port),
         "xla_available": bool(port.IsBuiltWithXLA()) if port is not None else None,
         "allocator": current_allocator(),

@@ -317,6 +317,21 @@ def rule_gpu(machine: Facts, install: Facts) -> list[Finding]:
                 f"{gpus[0].get('cuda_driver')}",
             )
         )
+    cudnn_want = _version_tuple(str(build.get("cudnn_version") or ""))[:1]
+    cudnn_have = _version_tuple((install.get("cuda_wheels") or {}).get("cudnn"))[:1]
+    if cudnn_want and cudnn_have and cudnn_want != cudnn_have:
+        out.append(
+            finding(
+                "cudnn-mismatch",
+                "error",
+                "The installed cuDNN is not the major version this TensorFlow was built with",
+                f"TensorFlow {install.get('tf_version')} was built with cuDNN "
+                f"{build.get('cudnn_version')}; the cuDNN wheel installed is "
+                f"{install['cuda_wheels']['cudnn']}.",
+                f"{_pip(install)} install 'tensorflow[and-cuda]=={install.get('tf_version')}' "
+                "(it pins the matching cuDNN)",
+            )
+        )
     if not install.get("gpus_visible"):
         reason = install.get("gpu_error") or "TensorFlow lists no GPU device"
         out.append(
