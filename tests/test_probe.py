@@ -128,6 +128,21 @@ def test_distributions_seen_side_by_side(tmp_path: Path) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.20.0\n")
     (info / "top_level.txt").write_text("tensorflow\n")
     (info / "INSTALLER").write_text("pip\n")
+    nightly = tmp_path / "tf_nightly-2.22.0.dev20260101.dist-info"
+    nightly.mkdir()
+    (nightly / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tf-nightly\nVersion: 2.22.0.dev20260101\n"
+    )
+    (nightly / "top_level.txt").write_text("tensorflow\n")
+    wheel = tmp_path / "tensorflow_cpu-2.21.0+local.dist-info"
+    wheel.mkdir()
+    (wheel / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tensorflow-cpu\nVersion: 2.21.0+local\n"
+    )
+    (wheel / "top_level.txt").write_text("tensorflow\n")
+    (wheel / "direct_url.json").write_text(
+        '{"url": "file:///build/tensorflow_cpu-2.21.0-cp311-linux_x86_64.whl", "archive_info": {}}'
+    )
     other = tmp_path / "tensorflow_estimator-2.15.0.dist-info"
     other.mkdir()
     (other / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow-estimator\n")
@@ -138,9 +153,11 @@ def test_distributions_seen_side_by_side(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    names = {(d["name"], d["version"]) for d in json.loads(out.stdout)}
-    assert ("tensorflow", "2.20.0") in names
-    assert not any(n == "tensorflow-estimator" for n, _ in names)
+    found = {(d["name"], d["version"]): d["channel"] for d in json.loads(out.stdout)}
+    assert found[("tensorflow", "2.20.0")] == "pypi"
+    assert found[("tf-nightly", "2.22.0.dev20260101")] == "nightly"
+    assert found[("tensorflow-cpu", "2.21.0+local")] == "local wheel"
+    assert not any(n == "tensorflow-estimator" for n, _ in found)
 
 
 def test_perf_env_keeps_only_speed_variables() -> None:
