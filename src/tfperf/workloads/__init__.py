@@ -42,8 +42,8 @@ class WorkloadInfo:
         return dict(self.standard if size == "standard" else self.tiny)
 
 
-_RESNET_STANDARD = {"image": 224, "classes": 1000}
-_RESNET_TINY = {"image": 32, "classes": 10}
+_RESNET_STANDARD = {"image": 224, "classes": 1000, "blocks": [3, 4, 6, 3], "width": 64}
+_RESNET_TINY = {"image": 32, "classes": 10, "blocks": [1, 1, 1, 1], "width": 8}
 
 BUILTINS: dict[str, WorkloadInfo] = {
     info.name: info

@@ -64,10 +64,40 @@ def _mobilenetv2(keras: Any, p: dict[str, Any]) -> Any:
     )
 
 
+def _bottleneck(keras: Any, x: Any, filters: int, stride: int, project: bool) -> Any:
+    """ResNet v1 bottleneck block, as in ``keras.applications.ResNet50``."""
+    layers = keras.layers
+    eps = 1.001e-5
+    shortcut = x
+    if project:
+        shortcut = layers.Conv2D(4 * filters, 1, strides=stride)(x)
+        shortcut = layers.BatchNormalization(epsilon=eps)(shortcut)
+    x = layers.Conv2D(filters, 1, strides=stride)(x)
+    x = layers.Activation("relu")(layers.BatchNormalization(epsilon=eps)(x))
+    x = layers.Conv2D(filters, 3, padding="same")(x)
+    x = layers.Activation("relu")(layers.BatchNormalization(epsilon=eps)(x))
+    x = layers.BatchNormalization(epsilon=eps)(layers.Conv2D(4 * filters, 1)(x))
+    return layers.Activation("relu")(layers.Add()([shortcut, x]))
+
+
 def _resnet50(keras: Any, p: dict[str, Any]) -> Any:
-    return keras.applications.ResNet50(
-        input_tensor=_images(keras, p), weights=None, classes=p["classes"]
-    )
+    """ResNet-50 v1 (``keras.applications.ResNet50`` layer for layer) with ``p["blocks"]``
+    bottleneck blocks per stage and ``p["width"]`` filters in the first stage (3-4-6-3 and 64:
+    ResNet-50 itself; the tiny size keeps the structure with one narrow block per stage)."""
+    layers = keras.layers
+    inp = _images(keras, p)
+    x = layers.ZeroPadding2D(3)(inp)
+    x = layers.Conv2D(p["width"], 7, strides=2)(x)
+    x = layers.Activation("relu")(layers.BatchNormalization(epsilon=1.001e-5)(x))
+    x = layers.MaxPooling2D(3, strides=2)(layers.ZeroPadding2D(1)(x))
+    for stage, blocks in enumerate(p["blocks"]):
+        filters = p["width"] * 2**stage
+        for block in range(blocks):
+            stride = 2 if block == 0 and stage > 0 else 1
+            x = _bottleneck(keras, x, filters, stride, project=block == 0)
+    x = layers.GlobalAveragePooling2D()(x)
+    out = layers.Dense(p["classes"], activation="softmax", name="predictions")(x)
+    return keras.Model(inp, out, name="resnet50")
 
 
 def _mlp(keras: Any, p: dict[str, Any]) -> Any:

@@ -1,0 +1,154 @@
+"""The built-in suite: registry errors, every tiny workload through prepare, fixed seeds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from tfperf.errors import UserError
+from tfperf.workloads import BUILTINS, builtin_workload, get_builtin
+
+NAMES = sorted(BUILTINS)
+
+
+def test_registry_lists_the_suite_and_rejects_unknown_names():
+    assert set(NAMES) == {
+        "lstm",
+        "encoder",
+        "mobilenetv2",
+        "resnet50",
+        "resnet50-train",
+        "mlp",
+        "wide-deep",
+    }
+    assert get_builtin("resnet50-train").task == "train"
+    assert get_builtin("lstm").standard == {"units": 128, "steps": 50, "features": 64}
+    with pytest.raises(UserError, match="Unknown workload 'bert'") as err:
+        get_builtin("bert")
+    assert all(name in str(err.value) for name in NAMES)
+    with pytest.raises(UserError, match="size"):
+        builtin_workload("mlp", size="huge")
+    with pytest.raises(UserError, match="Batch size"):
+        builtin_workload("mlp", batch=0)
+    assert builtin_workload("mlp", "tiny", 8) == {
+        "kind": "builtin",
+        "name": "mlp",
+        "size": "tiny",
+        "batch": 8,
+    }
+
+
+def _expected_shapes(name: str, batch: int) -> list[tuple[int, ...]]:
+    p = get_builtin(name).tiny
+    return {
+        "lstm": [(batch, p.get("units", 0))],
+        "encoder": [(batch, p.get("seq", 0), p.get("d_model", 0))],
+        "mobilenetv2": [(batch, p.get("classes", 0))],
+        "resnet50": [(batch, p.get("classes", 0))],
+        "resnet50-train": [(batch, p.get("classes", 0)), ()],  # predictions and the loss
+        "mlp": [(batch, p.get("classes", 0))],
+        "wide-deep": [(batch, 1)],
+    }[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tiny_builtin_runs_and_builds_identically(name):
+    pytest.importorskip("tensorflow")
+    from tfperf.prepare import prepare
+
+    workload = builtin_workload(name, "tiny", batch=2)
+    first = prepare(workload, {})
+    first.call()
+    outputs = first.outputs()
+    assert [o.shape for o in outputs] == _expected_shapes(name, 2)
+    assert all(np.isfinite(o).all() for o in outputs)
+    assert first.batch == 2 and first.flops_source == "analytic" and first.flops_per_call > 0
+    assert "eager" in first.extra
+    again = prepare(workload, {}).outputs()
+    for a, b in zip(outputs, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_training_step_updates_weights_but_outputs_compare_at_the_start():
+    pytest.importorskip("tensorflow")
+    from tfperf.prepare import load_workload, prepare_loaded
+
+    loaded = load_workload(builtin_workload("resnet50-train", "tiny", batch=2))
+    assert loaded.train and loaded.labels.shape == (2,)
+    prepared = prepare_loaded(loaded, {})
+    before = prepared.outputs()
+    kernel = loaded.model.trainable_variables[0]
+    start = kernel.numpy().copy()
+    prepared.call()
+    prepared.call()
+    assert not np.array_equal(start, kernel.numpy())  # the SGD step changed the weights
+    moved = kernel.numpy().copy()
+    after = prepared.outputs()
+    np.testing.assert_array_equal(kernel.numpy(), moved)  # outputs() restored them
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert "predict" not in prepared.extra
+
+
+def test_integer_inputs_stay_inside_the_embedding_table():
+    pytest.importorskip("tensorflow")
+    from tfperf.prepare import load_workload
+
+    params = get_builtin("wide-deep").tiny
+    loaded = load_workload(builtin_workload("wide-deep", "tiny", batch=256))
+    cats = loaded.inputs["categorical"]
+    assert cats.shape == (256, params["categorical"]) and cats.dtype == np.int32
+    assert cats.min() >= 0 and cats.max() < params["vocab"]
+    assert len(np.unique(cats)) > params["vocab"] // 2  # spread over the table, not a constant
+
+
+def test_xla_variant_computes_the_same_outputs():
+    pytest.importorskip("tensorflow")
+    from tfperf.prepare import prepare
+
+    workload = builtin_workload("encoder", "tiny", batch=1)
+    base = prepare(workload, {"xla": "off"}).outputs()
+    jit = prepare(workload, {"xla": "jit"})
+    assert any("jit_compile" in n for n in jit.notes)
+    np.testing.assert_allclose(base[0], jit.outputs()[0], rtol=1e-4, atol=1e-4)
+
+
+def test_weights_and_inputs_are_the_same_in_another_process(tmp_path):
+    pytest.importorskip("tensorflow")
+    from tfperf.prepare import prepare
+
+    out = tmp_path / "out.npy"
+    code = (
+        "import sys, numpy as np;"
+        "from tfperf.prepare import prepare;"
+        "from tfperf.workloads import builtin_workload;"
+        "np.save(sys.argv[1], prepare(builtin_workload('encoder', 'tiny'), {}).outputs()[0])"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    here = prepare(builtin_workload("encoder", "tiny"), {}).outputs()[0]
+    np.testing.assert_array_equal(np.load(out), here)
+
+
+def test_resnet50_is_keras_applications_resnet50_layer_for_layer():
+    keras = pytest.importorskip("keras")
+    from tfperf.flops import keras_layer_flops
+    from tfperf.workloads.models import build
+
+    ours = build("resnet50", "standard", 1)
+    reference = keras.applications.ResNet50(weights=None)
+    assert ours.model.count_params() == reference.count_params() == 25_636_712
+    kinds = [type(layer).__name__ for layer in ours.model.layers]
+    assert kinds == [type(layer).__name__ for layer in reference.layers]
+    assert ours.flops_per_call == keras_layer_flops(reference, 1)[0]
+    # ~3.9 GMACs as usually quoted for ResNet-50 at 224x224
+    assert 7.5e9 < ours.flops_per_call < 8.3e9
