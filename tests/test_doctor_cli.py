@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from conftest import require, run_cli
+from test_machine import cpu_quota_cgroup, run_in_cgroup
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 
@@ -182,3 +183,20 @@ def test_interrupt_kills_the_probe(tmp_path: Path) -> None:
     assert b"Traceback" not in err
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.tf
+def test_container_quota_makes_default_pools_oversubscribe() -> None:
+    require(HAS_TF, "TensorFlow is not installed")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs at least 2 CPUs to put a 1-CPU quota under them")
+    with cpu_quota_cgroup(1.0) as procs:
+        res = run_in_cgroup(procs, [sys.executable, "-m", "tfperf", "doctor", "--json"])
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    cores = doc["machine"]["cores"]
+    assert cores["cgroup_quota"] == 1.0 and cores["usable"] == 1
+    # TensorFlow sizes its default pools from the affinity mask, not from the quota.
+    assert doc["install"]["threads"]["intra_op"]["effective"] == cores["affinity"]
+    [f] = [f for f in doc["findings"] if f["id"] == "threads-oversubscribe"]
+    assert "cgroup CPU quota 1" in f["evidence"] and "TF_NUM_INTRAOP_THREADS=1" in f["fix"]
