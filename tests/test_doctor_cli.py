@@ -200,3 +200,12 @@ def test_container_quota_makes_default_pools_oversubscribe() -> None:
     assert doc["install"]["threads"]["intra_op"]["effective"] == cores["affinity"]
     [f] = [f for f in doc["findings"] if f["id"] == "threads-oversubscribe"]
     assert "cgroup CPU quota 1" in f["evidence"] and "TF_NUM_INTRAOP_THREADS=1" in f["fix"]
+
+
+def test_interpreter_without_tfperf_is_a_usage_error(tmp_path: Path) -> None:
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    res = run_cli("doctor", "--python", str(bare), timeout=60)
+    assert res.returncode == 2
+    assert "cannot import tfperf" in res.stderr and "Traceback" not in res.stderr

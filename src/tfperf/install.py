@@ -118,6 +118,12 @@ def finish_probe(handle: ProbeHandle, timeout: float = 120) -> dict[str, Any]:
     finally:
         shutil.rmtree(handle.workdir, ignore_errors=True)
     rc = handle.proc.returncode
+    if not record_text and rc == 1 and "No module named 'tfperf'" in output:
+        python = handle.proc.args[0] if isinstance(handle.proc.args, list) else "python"
+        raise UserError(
+            f"The interpreter {python} cannot import tfperf: install it there with "
+            f"`{python} -m pip install tfperf`, or run tfperf from that environment."
+        )
     if record_text and not timed_out:
         try:
             record = json.loads(record_text)
