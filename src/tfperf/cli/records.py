@@ -7,6 +7,7 @@ render them. Neither imports TensorFlow; numpy, scipy and plotly load inside the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -212,6 +213,16 @@ def _print_report(doc: dict) -> None:
         out.print(f"HTML report written to {doc['html']}")
 
 
+def _show(doc: dict, as_json: bool, printer: Callable[[dict], None]) -> None:
+    """Print ``doc`` as one JSON document, or for people with ``printer``."""
+    if as_json:
+        from tfperf.output import emit_json
+
+        emit_json(doc)
+    else:
+        printer(doc)
+
+
 _STORE_OPTION = click.option(
     "--store",
     "store",
@@ -231,13 +242,7 @@ def register(group: click.Group) -> None:
     @click.argument("run", required=False)
     def history_cmd(store: str | None, limit: int, as_json: bool, run: str | None) -> None:
         """List the recorded runs, or the trials of RUN (an id or 'latest')."""
-        doc = history(store=store, limit=limit, run=run)
-        if as_json:
-            from tfperf.output import emit_json
-
-            emit_json(doc)
-        else:
-            _print_history(doc)
+        _show(history(store=store, limit=limit, run=run), as_json, _print_history)
 
     @group.command("report")
     @click.argument("run")
@@ -252,10 +257,4 @@ def register(group: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     def report_cmd(run: str, store: str | None, html_path: str | None, as_json: bool) -> None:
         """Show the results of RUN (an id or 'latest'): latency, speedups, verdicts, warnings."""
-        doc = report(run=run, store=store, html=html_path)
-        if as_json:
-            from tfperf.output import emit_json
-
-            emit_json(doc)
-        else:
-            _print_report(doc)
+        _show(report(run=run, store=store, html=html_path), as_json, _print_report)
