@@ -348,21 +348,21 @@ class Evaluator:
 
 
 def _failure_reason(exc: WorkerFailed) -> str:
-    """The worker's reason, with the last meaningful stderr line for a crash."""
-    reason = exc.reason
-    if exc.signal and exc.stderr_tail:
-        lines = [ln.strip() for ln in exc.stderr_tail.splitlines() if ln.strip()]
-        hint = next((ln for ln in reversed(lines) if "convert" in ln.lower()), None)
-        if hint:
-            reason += f" (last log line: {hint[:160]})"
-    return reason
+    """The worker's reason, saying where a crash happened when its log tells."""
+    tail = exc.stderr_tail or ""
+    if exc.signal and "lite/python" in tail:
+        return f"{exc.reason} inside the LiteRT converter"
+    if exc.signal and "openvino" in tail:
+        return f"{exc.reason} inside OpenVINO"
+    return exc.reason
 
 
 # ---------------------------------------------------------------------------- the tune
 
 
 def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) -> dict:
-    run = store.load_run(resume)
+    loaded = store.load_run(resume)
+    run = loaded["run"]
     if run["kind"] != KIND:
         raise UserError(f"run {run['id']} is a {run['kind']} run, not a tune; pass a tune run.")
     if run["workload"] != dict(workload):
@@ -370,7 +370,7 @@ def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) ->
             f"run {run['id']} tuned another workload; resume it with the same model and options."
         )
     cache = {}
-    for trial in run["trials"]:
+    for trial in loaded["trials"]:
         data = (trial.get("info") or {}).get("outcome")
         if trial["status"] in ("ok", "rejected", "failed") and data:
             outcome = Outcome.from_dict(data)
@@ -519,10 +519,17 @@ def tune(
             space_size=space.size(),
             unavailable=space.unavailable,
         )
-        doc["artifacts_dir"] = _export_artifact(doc["recommendation"], artifacts_dir)
-        from tfperf.profiles import profile_from_tune, save_profile
+        from tfperf.profiles import default_profile_path, profile_from_tune, save_profile
 
-        doc["profile"] = str(save_profile(profile_from_tune(doc, machine), profile_out))
+        target = (
+            Path(profile_out)
+            if profile_out
+            else default_profile_path({"workload": dict(workload), "machine": doc["machine"]})
+        )
+        if artifacts_dir is None:
+            artifacts_dir = target.with_name(target.stem + "-model")
+        doc["artifacts_dir"] = _export_artifact(doc["recommendation"], artifacts_dir)
+        doc["profile"] = str(save_profile(profile_from_tune(doc, machine), target))
         store.finish_run(
             run_id, "ok", {"recommendation": doc["recommendation"], "profile": doc["profile"]}
         )
