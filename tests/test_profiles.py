@@ -1,0 +1,132 @@
+"""Profiles: saved and loaded, rendered for a shell and for Python, checked against the machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import require, run_cli
+from tfperf.allocators import find_allocator
+from tfperf.errors import UserError
+from tfperf.machine import collect_machine
+from tfperf.profiles import (
+    load_profile,
+    mismatch_warnings,
+    profile_from_tune,
+    render,
+    save_profile,
+    tf_distribution_version,
+)
+from tfperf.space import to_config_dict
+
+
+def _profile(config: dict, **changes) -> dict:
+    """The profile a tune with this recommendation would save on this machine."""
+    machine = collect_machine()
+    doc = {
+        "workload": {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1},
+        "install": {"tf_version": "x"},
+        "recommendation": {
+            "label": "custom",
+            "config": to_config_dict(config),
+            "keep_default": False,
+            "speedup": {"median": 1.5, "ci95": [1.4, 1.6]},
+            "max_abs_error": 0.0,
+            "adoption": "env",
+            "artifact": None,
+        },
+    }
+    profile = profile_from_tune(doc, machine)
+    profile.update(changes)
+    return profile
+
+
+def test_save_and_load_round_trip(tmp_path):
+    profile = _profile({"onednn": False})
+    path = save_profile(profile, tmp_path / "sub" / "p.json")
+    assert load_profile(path) == json.loads(path.read_text()) == profile
+    assert profile["env"] == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert profile["install"]["tf_distribution"] == tf_distribution_version()
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("{not json", "not a readable profile"),
+        ('{"a": 1}', "not a tfperf profile"),
+        ('{"format": "tfperf-profile", "version": 99}', "version 99"),
+    ],
+)
+def test_bad_profiles_are_refused_with_one_sentence(tmp_path, content, match):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=match):
+        load_profile(path)
+    with pytest.raises(UserError, match="no profile"):
+        load_profile(tmp_path / "missing.json")
+
+
+def test_env_and_sh_formats_set_the_knobs_in_a_real_shell(tmp_path):
+    jemalloc = find_allocator("jemalloc")
+    require(jemalloc is not None, "libjemalloc2 is not installed")
+    profile = _profile({"allocator": "jemalloc", "xla": "auto", "intra_threads": 1})
+    env_text = render(profile, "env")
+    pairs = dict(line.split("=", 1) for line in env_text.splitlines())
+    assert pairs["LD_PRELOAD"] == jemalloc
+    assert "--tf_xla_auto_jit=2" in pairs["TF_XLA_FLAGS"]
+    assert "--tf_xla_cpu_global_jit" in pairs["TF_XLA_FLAGS"]
+    assert pairs["TF_NUM_INTRAOP_THREADS"] == "1"
+    script = tmp_path / "profile.sh"
+    script.write_text(render(profile, "sh"))
+    shown = subprocess.run(
+        ["sh", "-c", f'. "{script}"; echo "$TF_XLA_FLAGS|$TF_NUM_INTRAOP_THREADS|$LD_PRELOAD"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert shown == f"{pairs['TF_XLA_FLAGS']}|1|{jemalloc}"
+
+
+def test_python_format_sets_the_environment_before_tensorflow(tmp_path):
+    profile = _profile({"onednn": False, "inter_threads": 1, "xla": "jit"})
+    snippet = render(profile, "python")
+    assert "jit_compile=True" in snippet
+    env_part = snippet.split("import tensorflow")[0]
+    code = (
+        env_part + "import os; print(os.environ['TF_ENABLE_ONEDNN_OPTS'], "
+        "os.environ['TF_NUM_INTEROP_THREADS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["0", "1"]
+
+
+def test_mismatch_warnings_name_the_machine_and_the_install():
+    machine = collect_machine()
+    assert mismatch_warnings(_profile({}), machine) == []
+    other = _profile(
+        {},
+        machine={"fingerprint": "000000", "cpu": {"model": "Other CPU"}},
+        install={"tf_distribution": "1.0.0"},
+    )
+    warnings = mismatch_warnings(other, machine)
+    assert len(warnings) == 2
+    assert "Other CPU" in warnings[0] and "1.0.0" in warnings[1]
+
+
+def test_apply_command_prints_each_format(tmp_path):
+    path = save_profile(_profile({"onednn": False}), tmp_path / "p.json")
+    for fmt, expected in (
+        ("env", "TF_ENABLE_ONEDNN_OPTS=0"),
+        ("sh", "export TF_ENABLE_ONEDNN_OPTS=0"),
+        ("python", "os.environ['TF_ENABLE_ONEDNN_OPTS'] = '0'"),
+    ):
+        result = run_cli("apply", str(path), "--format", fmt)
+        assert result.returncode == 0, result.stderr
+        assert expected in result.stdout
+    missing = run_cli("apply", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "no profile" in missing.stderr
