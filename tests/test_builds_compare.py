@@ -56,21 +56,22 @@ def test_compare_against_a_pypi_candidate_and_explain_quotes_it(cli, keras_model
     )
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
+    context = json.dumps(doc, indent=1)[:4000] + "\n--- stderr ---\n" + res.stderr[-2000:]
     assert doc["workload"]["format"] == "savedmodel"
     base, cand = doc["results"]
-    assert base["role"] == "baseline" and base["status"] == "ok"
-    assert cand["tf_version"] == "2.20.0" != base["tf_version"]
+    assert base["role"] == "baseline" and base["status"] == "ok", context
+    assert cand["tf_version"] == "2.20.0" != base["tf_version"], context
     assert cand["status"] == "ok", cand["error"]
     sp = cand["speedup"]
-    assert sp["n_pairs"] >= 4
+    assert sp["n_pairs"] >= 4, context
     low, high = sp["ci95"]
-    assert 0 < low <= sp["median"] <= high
-    assert cand["accuracy"]["accepted"] is True
-    assert cand["accuracy"]["max_rel_error"] < 1e-3
+    assert 0 < low <= sp["median"] <= high, context
+    assert cand["accuracy"]["accepted"] is True, context
+    assert cand["accuracy"]["max_rel_error"] < 1e-3, context
     (failed,) = doc["failed_candidates"]
     assert failed["spec"] == "tensorflow-cpu==0.0.1"
-    assert "no such version" in failed["reason"]
-    assert res.stderr.count("tensorflow-cpu==0.0.1: no such version") == 1
+    assert "no such version" in failed["reason"], context
+    assert res.stderr.count("tensorflow-cpu==0.0.1: no such version") == 1, context
 
     explained = cli("builds", "explain", "--store", str(store_path), "--json")
     assert explained.returncode == 0, explained.stderr

@@ -116,7 +116,9 @@ def prepare_candidates(
         try:
             ready.append(ensure_env(spec, log=log))
         except CandidateError as exc:
-            err_console().print(f"[red]candidate failed:[/] {exc}", soft_wrap=True, markup=True)
+            from rich.markup import escape
+
+            err_console().print(f"[red]candidate failed:[/] {escape(str(exc))}", soft_wrap=True)
             failed.append({"spec": spec, "status": "failed", "reason": exc.reason})
     return ready, failed
 
