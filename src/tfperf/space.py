@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf.config import _show
 from tfperf.convert import LITERT_RUNTIMES, OPENVINO_RUNTIMES
 
 
@@ -194,14 +195,6 @@ def label(config: Mapping[str, Any]) -> str:
     if not config:
         return "default"
     return ",".join(f"{k}={_show(config[k])}" for k in KNOBS if k in config)
-
-
-def _show(value: Any) -> str:
-    if value is True:
-        return "on"
-    if value is False:
-        return "off"
-    return str(value)
 
 
 def adoption(config: Mapping[str, Any]) -> str:
