@@ -7,8 +7,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from tfperf.pipeline.verdict import verdict
 
 pytestmark = pytest.mark.tf

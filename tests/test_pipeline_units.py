@@ -58,7 +58,8 @@ def test_util_sampler_thread_records_and_stops() -> None:
     deadline = time.monotonic() + 30
     while len(calls) < 5 and time.monotonic() < deadline:
         time.sleep(0.001)
-    result = sampler.stop()
+    sampler.stop()
+    result = sampler.summary()
     count = len(calls)
     assert result["samples"] == count >= 5
     assert 40 <= result["mean_util"] <= result["max_util"] <= 90

@@ -5,7 +5,8 @@ input directly. This one records the wall time between consecutive ``on_train_ba
 calls (the real step, input included; the first ``skip_steps`` of every epoch are left out as
 warm-up), then replays the compute alone: ``model.fit`` on one cached batch, repeated, timed the
 same way, with the model's and optimizer's variables (and ``model.history``) saved before and
-restored after, so the replay does not change the training. The input share is ``1 - compute / real`` with TensorFlow profiler's thresholds
+restored after, so the replay does not change the training. The input share is
+``1 - compute / real``, judged with TensorFlow profiler's thresholds
 (see :mod:`tfperf.pipeline.verdict`).
 
 Contract: after the replay (at the end of training, or after epoch ``replay_after_epoch``)
@@ -156,7 +157,10 @@ class BottleneckCallback(keras.callbacks.Callback):
         return timer.step_s
 
     def _finish(self) -> None:
-        util = self._sampler.stop() if self._sampler is not None else None
+        util = None
+        if self._sampler is not None:
+            self._sampler.stop()
+            util = self._sampler.summary()
         self.compute_s = self.replay()
         self.report = self._build_report(util)
         if self._nvml is not None:

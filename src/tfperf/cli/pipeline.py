@@ -79,7 +79,10 @@ def render(doc: dict) -> None:
     gpu = doc["gpu"]
     if gpu["available"]:
         util = (gpu.get("utilization") or {}).get("mean_util")
-        out.print(f"GPU {', '.join(gpu['devices'])}: mean utilisation {_fmt(util, '.0f')}%")
+        out.print(
+            f"GPU {', '.join(gpu['devices'])}: mean utilisation {_fmt(util, '.0f')}% while "
+            f"training ({gpu['bound'] or 'unknown'})"
+        )
     else:
         out.print(gpu["reason"])
     for advice in gpu["model"]["advice"]:

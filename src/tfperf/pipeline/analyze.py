@@ -25,6 +25,7 @@ raises :class:`~tfperf.errors.UserError` with one sentence.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -35,9 +36,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tfperf.errors import UserError
+from tfperf.pipeline.gpu import classify
 from tfperf.pipeline.verdict import input_share, verdict
 
 THRESHOLD = 0.03
@@ -110,10 +111,8 @@ def _wait(
                 seen = lines[-1]
                 on_progress(seen)
         if time.monotonic() > deadline:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
             return False
         time.sleep(0.1)
@@ -220,6 +219,9 @@ def report(raw: dict) -> dict:
     unmeasured = [{**s, "measured": False} for s in raw.get("skipped", [])]
     unmeasured += [{**a, "measured": False} for a in raw.get("advice", [])]
     bounding = next((s["stage"] for s in raw["stages"] if s.get("bounding")), None)
+    gpu_doc = dict(raw["gpu"])
+    if gpu_doc.get("available"):
+        gpu_doc["bound"] = classify((gpu_doc.get("utilization") or {}).get("mean_util"), name)
     return {
         "target": raw["target"],
         "verdict": name,
@@ -236,7 +238,7 @@ def report(raw: dict) -> dict:
         "bounding_stage": bounding,
         "fixes": fixes + unmeasured,
         "best_fix": best_fix(fixes),
-        "gpu": raw["gpu"],
+        "gpu": gpu_doc,
         "notes": raw.get("notes", []),
         "tf_version": raw.get("tf_version"),
         "batch": batch,

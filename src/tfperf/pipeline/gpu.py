@@ -6,7 +6,8 @@ Contract:
   usable GPU (``pynvml`` missing, no driver, no device). Nothing here raises on a CPU-only
   machine.
 - :class:`UtilSampler` samples GPU utilisation (percent) in a daemon thread between ``start()``
-  and ``stop()``; ``stop()`` returns ``{"samples": n, "mean_util": float|None, "max_util"}``.
+  and ``stop()`` (again and again: samples accumulate); ``summary()`` returns
+  ``{"samples": n, "mean_util": float|None, "max_util"}``.
 - :func:`classify` turns a mean utilisation and an input verdict into ``"gpu_bound"``,
   ``"cpu_bound"`` or ``"input_bound"``.
 - :func:`model_checks` inspects a Keras model's layers (no GPU needed): convolution
@@ -16,6 +17,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -39,10 +41,8 @@ class Nvml:
         return [float(self.module.nvmlDeviceGetUtilizationRates(h).gpu) for h in self.handles]
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.module.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def open_nvml() -> tuple[Nvml | None, str]:
@@ -94,10 +94,13 @@ class UtilSampler:
             except Exception:
                 return
 
-    def stop(self) -> dict:
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            self._thread = None
+
+    def summary(self) -> dict:
         s = self._samples
         return {
             "samples": len(s),

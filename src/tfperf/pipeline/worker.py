@@ -25,13 +25,13 @@ candidates run in alternation, round by round, in a rotating order.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tfperf.pipeline.target import Target, TargetError
@@ -114,16 +114,29 @@ def measure(
     def run_train(ds: Any) -> Callable[[], float]:
         return lambda: timing.train_block(ds, step, steps)
 
+    nvml, reason = gpu.open_nvml()
+    sampler = gpu.UtilSampler(nvml) if nvml is not None else None
+
+    def sampled(runner: Callable[[], float]) -> Callable[[], float]:
+        """``runner`` with GPU utilisation sampled while it trains (where there is a GPU)."""
+        if sampler is None:
+            return runner
+
+        def run() -> float:
+            sampler.start()
+            try:
+                return runner()
+            finally:
+                sampler.stop()
+
+        return run
+
     ds = target.dataset
     runners = [run_dataset(ds)]
     if step is not None:
-        runners += [lambda: timing.compute_block(step, batch, steps), run_train(ds)]
-    nvml, reason = gpu.open_nvml()
-    sampler = gpu.UtilSampler(nvml) if nvml is not None else None
-    if sampler:
-        sampler.start()
+        runners += [lambda: timing.compute_block(step, batch, steps), sampled(run_train(ds))]
     blocks = interleave(runners, rounds, progress, "measuring pipeline, step and both")
-    util = sampler.stop() if sampler else None
+    util = sampler.summary() if sampler else None
     names = ["dataset", "compute", "train"][: len(blocks)]
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
@@ -302,5 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_fast(code: int) -> None:
+    """Run the atexit handlers, flush, and exit without the interpreter's slow teardown of
+    TensorFlow's modules (seconds, after the result is already written)."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_fast(main())
