@@ -54,19 +54,21 @@ def render(doc: dict) -> None:
     fixes = Table(title=f"fixes, measured side by side ({metric}, end to end)")
     for col in ("fix", metric, "speedup", "95% CI", "verdict"):
         fixes.add_column(col, justify="left" if col in ("fix", "verdict") else "right")
-    for fix in doc["fixes"]:
-        if fix["measured"]:
-            low, high = fix["ci95"]
-            fixes.add_row(
-                fix["name"],
-                _fmt(fix["per_s"]),
-                f"{_fmt(fix['speedup'], '.2f')}x",
-                f"{_fmt(low, '.2f')}..{_fmt(high, '.2f')}",
-                fix["verdict"],
-            )
-        else:
-            fixes.add_row(fix["name"], "-", "-", "-", f"not measured: {fix['reason']}")
+    for fix in (f for f in doc["fixes"] if f["measured"]):
+        low, high = fix["ci95"]
+        fixes.add_row(
+            fix["name"],
+            _fmt(fix["per_s"]),
+            f"{_fmt(fix['speedup'], '.2f')}x",
+            f"{_fmt(low, '.2f')}..{_fmt(high, '.2f')}",
+            fix["verdict"],
+        )
     out.print(fixes)
+    for fix in doc["fixes"]:
+        if not fix["measured"]:
+            out.print(f"[dim]not measured[/] {fix['name']}: {fix['reason']}")
+            if fix.get("change"):
+                out.print(f"  change to make: {fix['change']}")
 
     best = doc["best_fix"]
     if best["name"] is None:
