@@ -70,6 +70,9 @@ def test_isa_gap_names_both_ways_out() -> None:
     assert f["id"] == "isa-gap" and f["severity"] == "warn"
     assert "AMX_TILE" in f["evidence"] and "AVX512_FP16" not in f["evidence"]  # CPU lacks FP16
     assert "tf_xla_cpu_global_jit" in f["fix"] and "--copt=-march=sapphirerapids" in f["fix"]
+    i["xla_available"] = False
+    [f] = rules.rule_isa_gap(m, i)
+    assert "XLA" not in f["fix"].replace("has no XLA", "") and "bazel build" in f["fix"]
 
 
 def test_onednn_off_by_env_and_by_default() -> None:

@@ -112,6 +112,12 @@ def rule_isa_gap(machine: Facts, install: Facts) -> list[Finding]:
     uarch = cpu.get("microarchitecture") or "native"
     flags = (cpu.get("compiler_flags") or {}).get("gcc") or f"-march={uarch}"
     copts = " ".join(f"--copt={f}" for f in flags.split())
+    xla = (
+        f"either XLA, which compiles for this CPU at run time: `export {XLA_ENV}` or "
+        "`tf.function(jit_compile=True)` (measure it: `tfperf tune`); or "
+        if install.get("xla_available") is not False
+        else "this build has no XLA, so: "
+    )
     return [
         finding(
             "isa-gap",
@@ -120,10 +126,8 @@ def rule_isa_gap(machine: Facts, install: Facts) -> list[Finding]:
             f"TensorFlow {install.get('tf_version')} reports it was compiled without "
             f"{' '.join(gap)}, which this CPU ({cpu.get('model')}, {uarch}) supports; "
             "oneDNN kernels use them anyway, other kernels do not.",
-            f"either XLA, which compiles for this CPU at run time: `export {XLA_ENV}` or "
-            "`tf.function(jit_compile=True)` (measure it: `tfperf tune`); or a source build "
-            f"for this microarchitecture: `bazel build {copts} "
-            "//tensorflow/tools/pip_package:wheel` (see `tfperf builds`)",
+            xla + "a source build for this microarchitecture: "
+            f"`bazel build {copts} //tensorflow/tools/pip_package:wheel` (see `tfperf builds`)",
         )
     ]
 
