@@ -18,7 +18,8 @@ candidates for one knob the one with the highest median wins. Strategies:
 
 - ``"staged"`` (default): coordinate search — visit each knob in :data:`tfperf.space.KNOBS`
   order (runtime first), try every other value of it on top of the incumbent, take the best
-  significant step; repeat the sweep until a sweep changes nothing (at most ``sweeps`` times).
+  significant step; sweep again over the knobs not yet explored from the current incumbent,
+  until every knob has been (at most ``sweeps`` sweeps).
 - ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
   proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
   rejected candidates are told to Optuna as failed trials.
@@ -104,7 +105,7 @@ class SearchResult:
     incumbent: dict
     outcomes: list[Outcome]
     stopped: str
-    """``"converged"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
+    """``"converged"``, ``"max-sweeps"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
 
 
 class _Stop(Exception):
@@ -187,14 +188,17 @@ class Search:
         return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
 
     def _staged(self) -> str:
+        explored: dict[str, str] = {}  # knob -> incumbent label it was last explored from
         for _ in range(self.sweeps):
-            changed = False
             for knob in self.space.knobs():
+                if explored.get(knob) == label(self.incumbent):
+                    continue
                 tried = [self._try(c) for c in self.space.neighbours(self.incumbent, knob)]
-                changed |= self._step(tried)
-            if not changed:
+                self._step(tried)
+                explored[knob] = label(self.incumbent)
+            if all(explored.get(k) == label(self.incumbent) for k in self.space.knobs()):
                 return "converged"
-        return "converged"
+        return "max-sweeps"
 
     def _optuna(self, max_proposals: int | None) -> str:
         import optuna
