@@ -26,7 +26,7 @@ def test_unknown_command_is_a_usage_error(cli):
 @pytest.mark.parametrize(
     ("exc", "code", "prefix"),
     [
-        (UserError("model.keras does not exist; pass a model path."), EXIT_USAGE, "error:"),
+        (UserError("Install it with pip install tensorflow[and-cuda]."), EXIT_USAGE, "error:"),
         (FailOnTriggered("2 findings at severity warn or above."), EXIT_FAIL_ON, "fail-on:"),
     ],
 )

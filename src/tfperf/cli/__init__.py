@@ -37,6 +37,8 @@ for _name in COMMAND_MODULES:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors become one line on stderr, exit 2."""
+    from rich.markup import escape
+
     from tfperf.output import err_console
 
     try:
@@ -50,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         err_console().print("interrupted")
         return 130
     except UserError as exc:
-        err_console().print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        err_console().print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return EXIT_USAGE
     except FailOnTriggered as exc:
-        err_console().print(f"[bold yellow]fail-on:[/] {exc}", soft_wrap=True)
+        err_console().print(f"[bold yellow]fail-on:[/] {escape(str(exc))}", soft_wrap=True)
         return EXIT_FAIL_ON
     return result if isinstance(result, int) else 0
 
