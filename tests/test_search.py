@@ -114,6 +114,12 @@ def test_failed_candidates_are_recorded_and_the_search_goes_on():
     failed = [o for o in result.outcomes if o.status == FAILED]
     assert failed and {o.config["runtime"] for o in failed} == {"litert"}
     assert failed[0].reason == "worker crashed with SIGSEGV"
+    # a crash does not depend on the incumbent: each failing config is tried once
+    tried = [key.split("|vs|")[0] for key in evaluate.calls]
+    crashed = [
+        name for name in tried if name.startswith("runtime=litert,") or name == "runtime=litert"
+    ]
+    assert len(crashed) == len(set(crashed))
     assert result.incumbent["runtime"] == "litert-fp16"
 
 

@@ -29,7 +29,9 @@ bounds the wall-clock time of this search: no new candidate starts after it, and
 candidate's ``timeout_s`` is the time left. ``cache`` holds outcomes from an earlier,
 interrupted search (keyed by :func:`cache_key`: candidate and incumbent labels); they are
 reused instead of measured again, so a resumed search replays to the same point and continues.
-``on_outcome`` is called with every new outcome (the tune stores it at once).
+``on_outcome`` is called with every new outcome (the tune stores it at once). A rejected or
+failed candidate is not tried again against a later incumbent: accuracy and crashes do not
+depend on what it is compared with.
 
 :meth:`Search.run` returns a :class:`SearchResult`: the incumbent (``{}`` = keep the default),
 every outcome in order, and why the search stopped. The final confirmation round belongs to the
@@ -141,6 +143,8 @@ class Search:
         self.seed = seed
         self.incumbent: dict = {}
         self.outcomes: list[Outcome] = []
+        self._final: dict[str, Outcome] = {}
+        """Rejected and failed candidates: their fate does not depend on the incumbent."""
         self._start = clock()
 
     # ------------------------------------------------------------------ one evaluation
@@ -153,6 +157,9 @@ class Search:
     def _try(self, config: dict) -> Outcome:
         config = normalize(config)
         key = cache_key(config, self.incumbent)
+        known = self._final.get(label(config))
+        if known is not None:
+            return known
         if key in self.cache:
             outcome = self.cache.pop(key)
         else:
@@ -165,6 +172,8 @@ class Search:
             if self.on_outcome is not None:
                 self.on_outcome(outcome)
         self.outcomes.append(outcome)
+        if outcome.status != MEASURED:
+            self._final[label(config)] = outcome
         return outcome
 
     def _step(self, candidates: list[Outcome]) -> bool:
