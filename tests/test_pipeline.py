@@ -111,6 +111,7 @@ def test_user_dataset_without_model(user_dir: Path) -> None:
     assert "num_parallel_calls=tf.data.AUTOTUNE" in fixes["parallel_map"]["change"]
     assert fixes["batch_before_map"]["measured"] is False
     assert "thread_split" not in fixes  # no model, no thread split to try
+    assert any("2 rounds: at least 6" in n for n in doc["notes"])
     _check_best(doc)
 
 

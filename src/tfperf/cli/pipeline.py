@@ -89,6 +89,8 @@ def render(doc: dict) -> None:
         out.print(gpu["reason"])
     for advice in gpu["model"]["advice"]:
         out.print(f"model: {advice}")
+    for note in doc["notes"]:
+        out.print(f"[dim]note:[/] {note}")
 
 
 def register(group: click.Group) -> None:

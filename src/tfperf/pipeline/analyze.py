@@ -239,12 +239,30 @@ def report(raw: dict) -> dict:
         "fixes": fixes + unmeasured,
         "best_fix": best_fix(fixes),
         "gpu": gpu_doc,
-        "notes": raw.get("notes", []),
+        "notes": [*raw.get("notes", []), *_notes(raw)],
         "tf_version": raw.get("tf_version"),
         "batch": batch,
         "steps": raw.get("steps"),
         "rounds": raw.get("rounds"),
     }
+
+
+def _notes(raw: dict) -> list[str]:
+    """Caveats the reader needs: too few rounds for a verdict, no training step."""
+    from tfperf.stats import MIN_PAIRS
+
+    notes = []
+    if int(raw.get("rounds") or 0) < MIN_PAIRS:
+        notes.append(
+            f"{raw.get('rounds')} rounds: at least {MIN_PAIRS} are needed before any fix can be "
+            "significantly faster (--rounds)"
+        )
+    if not raw.get("has_model"):
+        notes.append(
+            "no model was returned, so there is no training step to compare with: the verdict "
+            "needs {'dataset': ds, 'model': model}"
+        )
+    return notes
 
 
 def best_fix(measured: list[dict]) -> dict:

@@ -76,7 +76,7 @@ def chain(ds: Any) -> list[Any]:
     return found
 
 
-def _final_batch_size(ds: Any) -> int:
+def final_batch_size(ds: Any) -> int:
     """Elements in one batch of ``ds`` (1 when it is not batched or unknown)."""
     import tensorflow as tf
 
@@ -134,7 +134,7 @@ def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
 def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None) -> list[dict]:
     """Measure every prefix of ``ds``; see the module docstring for the result."""
     prefixes = chain(ds)
-    batch = batch_hint or _final_batch_size(ds)
+    batch = batch_hint or final_batch_size(ds)
     rows: list[dict] = []
     before_batch = True
     for prefix in prefixes:

@@ -76,137 +76,166 @@ def interleave(
     return times
 
 
-def _faster(baseline: list[float], candidate: list[float], threshold: float) -> bool:
-    from tfperf.stats import paired_speedup
+def _faster(baseline: list[float], candidate: list[float]) -> bool:
+    """Whether a fix goes into the combination: significantly faster, or -- with too few
+    rounds for significance -- faster by at least the threshold."""
+    from tfperf.pipeline.analyze import THRESHOLD
+    from tfperf.stats import MIN_PAIRS, paired_speedup
 
-    result = paired_speedup(baseline, candidate, threshold=threshold)
+    result = paired_speedup(baseline, candidate, threshold=THRESHOLD)
     if result["verdict"] == "faster":
         return True
-    # Too few rounds for a significant verdict: combine on the size of the gain alone.
     median = result["median"]
-    return result["n_pairs"] < 6 and median is not None and median >= 1 + threshold
+    return result["n_pairs"] < MIN_PAIRS and median is not None and median >= 1 + THRESHOLD
+
+
+class _Runs:
+    """Block runners for one analysis: each returns the seconds per step of one block."""
+
+    def __init__(self, target: Target, steps: int) -> None:
+        from tfperf.pipeline import gpu, timing
+
+        self.steps = steps
+        self.batch = timing.first_batch(target.dataset)
+        self.step = timing.keras_step(target.model) if target.model is not None else None
+        self.nvml, self.gpu_reason = gpu.open_nvml()
+        self.sampler = gpu.UtilSampler(self.nvml) if self.nvml is not None else None
+
+    def warm_up(self) -> None:
+        from tfperf.pipeline import timing
+
+        if self.step is not None:
+            for _ in range(3):
+                timing.run_step(self.step, self.batch)
+
+    def dataset(self, ds: Any) -> Callable[[], float]:
+        from tfperf.pipeline import timing
+
+        return lambda: timing.dataset_block(ds, self.steps)
+
+    def compute(self) -> Callable[[], float]:
+        from tfperf.pipeline import timing
+
+        return lambda: timing.compute_block(self.step, self.batch, self.steps)
+
+    def train(self, ds: Any, sample_gpu: bool = False) -> Callable[[], float]:
+        """Training steps fed by ``ds``; with ``sample_gpu``, GPU utilisation is sampled."""
+        from tfperf.pipeline import timing
+
+        sampler = self.sampler if sample_gpu else None
+
+        def run() -> float:
+            if sampler is not None:
+                sampler.start()
+            try:
+                return timing.train_block(ds, self.step, self.steps)
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+
+        return run
+
+    def end_to_end(self, ds: Any) -> Callable[[], float]:
+        """The figure fixes are judged by: training steps when there is a model, else batches."""
+        return self.train(ds) if self.step is not None else self.dataset(ds)
+
+    def gpu_section(self, model: Any) -> dict:
+        from tfperf.pipeline import gpu
+
+        checks = gpu.model_checks(model, self.nvml is not None)
+        if self.nvml is None:
+            return gpu.no_gpu(self.gpu_reason, checks)
+        self.nvml.close()
+        return {
+            "available": True,
+            "reason": "",
+            "devices": self.nvml.names,
+            "utilization": self.sampler.summary() if self.sampler else None,
+            "bound": None,
+            "model": checks,
+        }
 
 
 def measure(
     target: Target, steps: int, rounds: int, progress: Progress, stage_seconds: float = 0.3
 ) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
-    import psutil
     import tensorflow as tf
 
     from tfperf.pipeline import fixes as fx
-    from tfperf.pipeline import gpu, stages, timing
+    from tfperf.pipeline import stages
 
-    notes: list[str] = []
-    ncpu = fx.cpu_count()
     progress("reading the first batch")
-    batch = timing.first_batch(target.dataset)
-    batch_size = stages._final_batch_size(target.dataset)
-    step = timing.keras_step(target.model) if target.model is not None else None
-    if step is not None:
-        progress("compiling the training step")
-        for _ in range(3):
-            timing.run_step(step, batch)
-
-    def run_dataset(ds: Any) -> Callable[[], float]:
-        return lambda: timing.dataset_block(ds, steps)
-
-    def run_train(ds: Any) -> Callable[[], float]:
-        return lambda: timing.train_block(ds, step, steps)
-
-    nvml, reason = gpu.open_nvml()
-    sampler = gpu.UtilSampler(nvml) if nvml is not None else None
-
-    def sampled(runner: Callable[[], float]) -> Callable[[], float]:
-        """``runner`` with GPU utilisation sampled while it trains (where there is a GPU)."""
-        if sampler is None:
-            return runner
-
-        def run() -> float:
-            sampler.start()
-            try:
-                return runner()
-            finally:
-                sampler.stop()
-
-        return run
-
+    runs = _Runs(target, steps)
+    batch_size = stages.final_batch_size(target.dataset)
+    progress("compiling the training step")
+    runs.warm_up()
     ds = target.dataset
-    runners = [run_dataset(ds)]
-    if step is not None:
-        runners += [lambda: timing.compute_block(step, batch, steps), sampled(run_train(ds))]
+    runners = [runs.dataset(ds)]
+    if runs.step is not None:
+        runners += [runs.compute(), runs.train(ds, sample_gpu=True)]
     blocks = interleave(runners, rounds, progress, "measuring pipeline, step and both")
-    util = sampler.summary() if sampler else None
-    names = ["dataset", "compute", "train"][: len(blocks)]
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
+    fix_rows, built, skipped = _measure_fixes(target, runs, rounds, progress)
+    winners = [
+        fix
+        for (fix, _), row in zip(built, fix_rows, strict=True)
+        if _faster(row["baseline"], row["candidate"])
+    ]
+    combined = _measure_combinations(target, built, winners, runs, rounds, progress)
+    return {
+        "schema": SCHEMA,
+        "target": target.spec,
+        "tf_version": tf.__version__,
+        "batch": batch_size,
+        "has_model": runs.step is not None,
+        "ncpu": fx.cpu_count(),
+        "steps": steps,
+        "rounds": rounds,
+        "blocks": dict(zip(["dataset", "compute", "train"], blocks, strict=False)),
+        "stages": stage_rows,
+        "fixes": fix_rows,
+        "combined": combined,
+        "skipped": skipped,
+        "advice": fx.advice(target),
+        "metric": "steps/s" if runs.step is not None else "batches/s",
+        "gpu": runs.gpu_section(target.model),
+        "notes": [],
+    }
 
-    run = run_train if step is not None else run_dataset
-    base_run = run(ds)
-    threshold = 0.03
-    candidates, skipped = fx.candidates(target, ncpu, psutil.virtual_memory().total)
+
+def _measure_fixes(
+    target: Target, runs: _Runs, rounds: int, progress: Progress
+) -> tuple[list[dict], list[tuple[Any, Any]], list[dict]]:
+    """Build every applicable fix and measure it against the user's pipeline, interleaved."""
+    import psutil
+
+    from tfperf.pipeline import fixes as fx
+
+    candidates, skipped = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total)
     built = []
     for fix in candidates:
         progress(f"building fix {fix.name}")
         cand_ds = fix.build(target)
         _prime(cand_ds)
         built.append((fix, cand_ds))
-    fix_rows = []
-    if built:
-        times = interleave(
-            [base_run] + [run(d) for _, d in built], rounds, progress, "measuring fixes"
-        )
-        for (fix, _), cand in zip(built, times[1:], strict=True):
-            fix_rows.append(
-                {"name": fix.name, "change": fix.change, "baseline": times[0], "candidate": cand}
-            )
-    winners = [
-        fix
-        for (fix, _), row in zip(built, fix_rows, strict=True)
-        if _faster(row["baseline"], row["candidate"], threshold)
+    if not built:
+        return [], [], skipped
+    runners = [runs.end_to_end(target.dataset)] + [runs.end_to_end(d) for _, d in built]
+    times = interleave(runners, rounds, progress, "measuring fixes")
+    rows = [
+        {"name": fix.name, "change": fix.change, "baseline": times[0], "candidate": cand}
+        for (fix, _), cand in zip(built, times[1:], strict=True)
     ]
-    combined = _measure_combinations(target, built, winners, base_run, run, rounds, progress)
-    on_gpu = nvml is not None
-    checks = gpu.model_checks(target.model, on_gpu)
-    if nvml is not None:
-        gpu_doc = {
-            "available": True,
-            "reason": "",
-            "devices": nvml.names,
-            "utilization": util,
-            "bound": None,
-            "model": checks,
-        }
-        nvml.close()
-    else:
-        gpu_doc = gpu.no_gpu(reason, checks)
-    return {
-        "schema": SCHEMA,
-        "target": target.spec,
-        "tf_version": tf.__version__,
-        "batch": batch_size,
-        "has_model": step is not None,
-        "ncpu": ncpu,
-        "steps": steps,
-        "rounds": rounds,
-        "blocks": dict(zip(names, blocks, strict=True)),
-        "stages": stage_rows,
-        "fixes": fix_rows,
-        "combined": combined,
-        "skipped": skipped,
-        "advice": fx.advice(target),
-        "metric": "steps/s" if step is not None else "batches/s",
-        "gpu": gpu_doc,
-        "notes": notes,
-    }
+    return rows, built, skipped
 
 
 def _measure_combinations(
     target: Target,
     built: list[tuple[Any, Any]],
     winners: list[Any],
-    base_run: Callable[[], float],
-    run: Callable[[Any], Callable[[], float]],
+    runs: _Runs,
     rounds: int,
     progress: Progress,
 ) -> list[dict]:
@@ -225,12 +254,12 @@ def _measure_combinations(
     if not combos:
         return []
     made = [fx.combine(c) for c in combos]
-    runners = [base_run]
+    runners = [runs.end_to_end(target.dataset)]
     for combo in made:
         progress(f"building the combination {combo.name}")
         ds = combo.build(target)
         _prime(ds)
-        runners.append(run(ds))
+        runners.append(runs.end_to_end(ds))
     times = interleave(runners, rounds, progress, "measuring combinations")
     return [
         {
