@@ -124,3 +124,62 @@ def test_unwritable_store(tmp_path: Path):
     )
     assert res.returncode == 2
     assert "Traceback" not in res.stderr and "error:" in res.stderr
+
+
+def test_a_run_killed_with_sigkill_keeps_its_blocks_and_leaves_no_worker(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tfperf.store import Store
+
+    store = tmp_path / "store.sqlite"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tfperf",
+            "bench",
+            "--workload",
+            "mlp",
+            "--size",
+            "tiny",
+            "--budget",
+            "300",
+            "--no-peak",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        steady = 0
+        while steady < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            if store.exists():
+                with Store.open(store) as st:
+                    runs = st.list_runs(1)
+                    if runs:
+                        blocks = st.load_run(runs[0]["id"])["trials"]
+                        steady = sum(b["phase"] == "steady" for t in blocks for b in t["blocks"])
+        assert steady >= 3, "the run never reached its steady phase"
+        workers = psutil.Process(proc.pid).children()
+        assert workers
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
+    with Store.open(store) as st:
+        loaded = st.load_run("latest")
+    assert loaded["run"]["status"] == "interrupted"
+    kept = sum(b["phase"] == "steady" for t in loaded["trials"] for b in t["blocks"])
+    assert kept >= steady

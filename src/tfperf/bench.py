@@ -257,6 +257,11 @@ def _document(
     if not_inherited:
         names = ", ".join(sorted(not_inherited))
         warnings.append(f"not applied to the workers (set it with --env to measure it): {names}")
+    if base.status == "failed":
+        warnings.append(
+            f"the baseline ({base.label}) failed: {(base.error or {}).get('reason')}; "
+            "speedups are measured only against rounds it finished"
+        )
     if m.stopped == "budget" and any("wide" in w for r in results for w in r["warnings"]):
         warnings.append("the time budget ran out before the precision target was met")
     return {

@@ -258,6 +258,20 @@ def serve(cmd: Any, res: Any, fault: str) -> int:
     return 0
 
 
+def _die_with_parent() -> None:
+    """On Linux, have the kernel kill this worker if the parent dies (even by SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # the pipe's EOF still ends an idle worker
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m tfperf.worker --cmd-fd R --res-fd W``."""
     parser = argparse.ArgumentParser(prog="python -m tfperf.worker")
@@ -265,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--res-fd", type=int, required=True)
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash inside TensorFlow leaves its Python stack in the log
+    _die_with_parent()
     with (
         os.fdopen(args.cmd_fd, "r", encoding="utf-8") as cmd,
         os.fdopen(args.res_fd, "w", encoding="utf-8") as res,
