@@ -7,7 +7,7 @@ interval and verdict; then the spread of the speedup across repeats (goal: withi
 its median) next to the drift of the absolute p50s (max/min - 1), which on a shared or
 throttling machine is larger.
 
-Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 15] [--size standard]``.
+Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 15] [--block-s S]``.
 Prints figures; asserts nothing.
 """
 
@@ -23,13 +23,15 @@ from pathlib import Path
 GOAL = 0.03
 
 
-def one_repeat(store, workload: dict, budget: float) -> dict:
+def one_repeat(store, workload: dict, budget: float, block_s: float | None) -> dict:
     """One interleaved bench run of default vs onednn=off."""
     from tfperf.bench import bench
     from tfperf.config import Config
 
     configs = [Config(), Config.parse(["onednn=off"], [])]
-    return bench(workload, configs, store=store, budget_s=budget, extras=(), peak=False)
+    return bench(
+        workload, configs, store=store, budget_s=budget, block_s=block_s, extras=(), peak=False
+    )
 
 
 def spread(values: list[float]) -> float:
@@ -43,6 +45,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=15.0)
     parser.add_argument("--size", default="standard", choices=["standard", "tiny"])
     parser.add_argument("--workload", default="lstm")
+    parser.add_argument(
+        "--block-s",
+        type=float,
+        default=None,
+        help="seconds per block (default: tfperf's choice for the budget)",
+    )
     args = parser.parse_args()
     from tfperf.store import Store
 
@@ -58,7 +66,7 @@ def main() -> int:
     speedups, base_p50, cand_p50 = [], [], []
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "s.sqlite") as store:
         for i in range(args.repeats):
-            doc = one_repeat(store, workload, args.budget)
+            doc = one_repeat(store, workload, args.budget, args.block_s)
             base, cand = (r["latency_ms"]["p50"] for r in doc["results"])
             if not doc["comparisons"] or base is None or cand is None:
                 print(f"{i + 1:>6} failed: {[r['error'] for r in doc['results']]}")

@@ -27,6 +27,12 @@ def _stored_run(store: Store, seconds: float, seed: int) -> int:
     return run
 
 
+def _compare(store_path: Path, a: int, b: int, *flags: str):
+    return run_cli(
+        "compare", str(a), str(b), "--store", str(store_path), *flags, env={"COLUMNS": "200"}
+    )
+
+
 @pytest.fixture
 def two_runs(store_path: Path) -> tuple[int, int, int]:
     with Store.open(store_path) as store:
@@ -39,15 +45,7 @@ def two_runs(store_path: Path) -> tuple[int, int, int]:
 
 def test_regression_gate_exits_1_when_b_is_slower(store_path, two_runs):
     base, slower, _ = two_runs
-    res = run_cli(
-        "compare",
-        str(base),
-        str(slower),
-        "--store",
-        str(store_path),
-        "--fail-on-regression",
-        "--json",
-    )
+    res = _compare(store_path, base, slower, "--fail-on-regression", "--json")
     assert res.returncode == 1, res.stderr
     doc = json.loads(res.stdout)
     (comp,) = doc["comparisons"]
@@ -61,22 +59,14 @@ def test_regression_gate_exits_1_when_b_is_slower(store_path, two_runs):
 
 def test_a_faster_b_passes_the_gate(store_path, two_runs):
     base, _, faster = two_runs
-    res = run_cli(
-        "compare",
-        str(base),
-        str(faster),
-        "--store",
-        str(store_path),
-        "--fail-on-regression",
-        env={"COLUMNS": "200"},
-    )
+    res = _compare(store_path, base, faster, "--fail-on-regression")
     assert res.returncode == 0, res.stderr
     assert "faster" in res.stdout
 
 
 def test_without_the_flag_a_regression_is_reported_not_gated(store_path, two_runs):
     base, slower, _ = two_runs
-    res = run_cli("compare", str(base), str(slower), "--store", str(store_path), "--json")
+    res = _compare(store_path, base, slower, "--json")
     assert res.returncode == 0
     assert json.loads(res.stdout)["regressions"] == ["default"]
 

@@ -46,7 +46,6 @@ from tfperf.config import Config
 from tfperf.measure import Listener, Measurement, Settings, Trial, measure
 
 DEFAULT_THRESHOLD = 0.03
-SIGNIFICANCE = 0.05
 EXTRAS = ("eager", "predict")
 
 
@@ -388,22 +387,11 @@ def unpaired_speedup(
     low, high = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
     p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     out.update(median=median, ci95=[low, high], p_value=p)
-    out["verdict"] = verdict(median, low, high, p, threshold)
+    out["verdict"] = stats._verdict(median, low, high, p, min(a.size, b.size), threshold)
     out["warnings"].append(
         "the runs were not interleaved: machine drift between them counts as a difference"
     )
     return out
-
-
-def verdict(median: float, low: float, high: float, p: float, threshold: float) -> str:
-    """faster / slower / same / inconclusive, as in :mod:`tfperf.stats`."""
-    if p < SIGNIFICANCE and median >= 1 + threshold:
-        return "faster"
-    if p < SIGNIFICANCE and median <= 1 / (1 + threshold):
-        return "slower"
-    if low >= 1 / (1 + threshold) and high <= 1 + threshold:
-        return "same"
-    return "inconclusive"
 
 
 def _block_medians(trial: Mapping[str, Any]) -> list[float]:
