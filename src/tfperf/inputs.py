@@ -392,7 +392,7 @@ def _tflite_gather_ranges(interpreter: Any) -> dict[int, int]:
         if op.get("op_name") == "GATHER" and len(ins) >= 2:
             shape = tensors.get(ins[0], {}).get("shape", [])
             gathers.append((ins[1], int(shape[0]) if len(shape) else 0))
-        elif any(np.dtype(t).kind in "iu" for t in op.get("result_types", [])):
+        elif any(np.dtype(tensors[o]["dtype"]).kind in "iu" for o in outs if o in tensors):
             edges.append((ins, outs))
     sources = {int(d["index"]): int(d["index"]) for d in interpreter.get_input_details()}
     return _propagate(sources, edges, gathers)

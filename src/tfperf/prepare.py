@@ -270,8 +270,21 @@ def _load_savedmodel(workload: dict[str, Any], batch: int) -> Loaded:
 
 
 def _litert_interpreter(model: str | bytes, threads: int | None = None) -> Any:
-    """A LiteRT interpreter for a ``.tflite`` path or flatbuffer bytes; UserError if corrupt."""
-    from ai_edge_litert.interpreter import Interpreter
+    """A LiteRT interpreter for a ``.tflite`` path or flatbuffer bytes; UserError if corrupt.
+
+    Uses ``ai_edge_litert``, else the ``tf.lite.Interpreter`` of older TensorFlow installs.
+    """
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        try:
+            import tensorflow as tf
+
+            Interpreter = tf.lite.Interpreter
+        except (ImportError, AttributeError):
+            raise UserError(
+                "Running a .tflite model needs LiteRT: pip install ai-edge-litert."
+            ) from None
 
     source = {"model_path": model} if isinstance(model, str) else {"model_content": model}
     try:
