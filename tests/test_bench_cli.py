@@ -13,19 +13,29 @@ from conftest import run_cli
 WIDE = {"COLUMNS": "200"}
 
 
+FACTORY = """
+import keras
+import numpy as np
+
+
+def make():
+    inp = keras.Input((8,), name="features")
+    model = keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(16)(inp)))
+    return model, np.ones((1, 8), "float32")
+"""
+
+
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
-    """``tfperf bench --workload mlp --size tiny --set onednn=off --json`` with a short budget;
-    the store comes from TFPERF_STORE, and a speed variable the user set is reported."""
-    store = tmp_path_factory.mktemp("bench") / "nested" / "store.sqlite"
+    """``tfperf bench tiny_factory:make --set onednn=off --json`` (the user's own model, from a
+    module:function factory in the working directory) with a short budget; the store comes
+    from TFPERF_STORE, and a speed variable the user had set is reported."""
+    work = tmp_path_factory.mktemp("bench")
+    (work / "tiny_factory.py").write_text(FACTORY)
+    store = work / "nested" / "store.sqlite"
     res = run_cli(
         "bench",
-        "--workload",
-        "mlp",
-        "--size",
-        "tiny",
-        "--batch",
-        "3",
+        "tiny_factory:make",
         "--set",
         "onednn=off",
         "--budget",
@@ -33,6 +43,7 @@ def bench_run(tmp_path_factory):
         "--no-peak",
         "--json",
         env={"TFPERF_STORE": str(store), "OMP_NUM_THREADS": "2"},
+        cwd=work,
     )
     return res, store
 
@@ -41,10 +52,10 @@ def test_bench_json_names_the_figures(bench_run):
     res, _ = bench_run
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert doc["workload"] == {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 3}
+    assert doc["workload"]["format"] == "factory" and doc["workload"]["batch"] == 1
     assert [r["label"] for r in doc["results"]] == ["default", "onednn=off"]
     for r in doc["results"]:
-        assert r["status"] == "ok" and r["batch"] == 3
+        assert r["status"] == "ok" and r["batch"] == 1
         lat = r["latency_ms"]
         assert set(lat) >= {"p50", "p90", "p99", "p50_ci95"}
         assert lat["p50_ci95"][0] <= lat["p50"] <= lat["p50_ci95"][1]
@@ -68,6 +79,7 @@ def test_bench_records_the_run_in_the_store(bench_run):
     with Store.open(store) as st:
         loaded = st.load_run(doc["run_id"])
     assert loaded["run"]["status"] == "ok" and loaded["run"]["kind"] == "bench"
+    assert loaded["run"]["workload"]["fingerprint"] == doc["workload_fingerprint"]
     assert [t["status"] for t in loaded["trials"]] == ["ok", "ok"]
     assert len(loaded["trials"][0]["samples_s"]) == doc["results"][0]["n"]
 

@@ -42,11 +42,6 @@ PREPARE_HOOK = textwrap.dedent(
 )
 
 
-def _ready(worker: Worker) -> dict:
-    """The worker's ready message (waits for it the first time)."""
-    return worker.ready if worker.ready is not None else worker.wait_ready()
-
-
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory):
     """Two workers started side by side: a built-in, and a workload built by this test."""
@@ -70,7 +65,8 @@ def workers(tmp_path_factory):
 
 def test_ready_reports_startup_phases_and_install(workers):
     worker, _ = workers
-    ready = _ready(worker)
+    ready = worker.wait_ready()
+    assert worker.wait_ready() is ready  # asking again gives the same message
     for key in ("import_s", "load_s", "first_call_s", "startup_s"):
         assert ready[key] > 0, key
     assert ready["startup_s"] >= ready["import_s"] + ready["load_s"] + ready["first_call_s"]
@@ -84,7 +80,7 @@ def test_ready_reports_startup_phases_and_install(workers):
 
 def test_user_speed_variables_are_reported_not_inherited(workers):
     worker, _ = workers
-    _ready(worker)
+    worker.wait_ready()
     assert worker.not_inherited.get("OMP_NUM_THREADS") == "3"
     environ = psutil.Process(worker.pid).environ()
     assert "OMP_NUM_THREADS" not in environ
@@ -93,7 +89,7 @@ def test_user_speed_variables_are_reported_not_inherited(workers):
 
 def test_blocks_outputs_and_call_styles(workers, tmp_path):
     worker, _ = workers
-    _ready(worker)
+    worker.wait_ready()
     samples = worker.run_block(7)
     assert len(samples) == 7 and all(s > 0 for s in samples)
     path = worker.outputs(tmp_path / "out.npz")
@@ -107,7 +103,7 @@ def test_blocks_outputs_and_call_styles(workers, tmp_path):
 
 def test_call_level_knobs_reach_a_workload_on_the_given_pythonpath(workers):
     _, worker = workers
-    ready = _ready(worker)
+    ready = worker.wait_ready()
     assert ready["notes"] == ["intra_threads=1"]
     assert ready["batch"] == 4 and ready["flops"]["per_call"] == 2 * 2 * 8 * 8 * 4
     assert len(worker.run_block(3)) == 3
@@ -115,7 +111,7 @@ def test_call_level_knobs_reach_a_workload_on_the_given_pythonpath(workers):
 
 def test_close_leaves_no_process(workers):
     for worker in workers:
-        _ready(worker)
+        worker.wait_ready()
         pid = worker.pid
         worker.close()
         worker.close()  # idempotent

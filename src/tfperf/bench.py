@@ -7,7 +7,8 @@ Contract:
   arrives; a failed worker is a failed trial with its reason) and returns the JSON document
   ``tfperf bench --json`` prints::
 
-    {"run_id", "kind", "workload", "machine": {"fingerprint", "cpu", "cores"}, "peak",
+    {"run_id", "kind", "workload", "workload_fingerprint",
+     "machine": {"fingerprint", "cpu", "cores"}, "peak",
      "settings", "stopped", "rounds", "steady_s",
      "environment": {"not_inherited": {NAME: VALUE}},
      "results": [{"trial_id", "label", "role", "config", "status", "error",
@@ -36,6 +37,7 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
@@ -75,6 +77,25 @@ class _Recorder(Listener):
 
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
         self.inner.round(done, elapsed_s, budget_s)
+
+
+def workload_fingerprint(workload: Mapping[str, Any]) -> str:
+    """A 12-hex-digit hash of the workload dict and, for a model, of its files' content."""
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256(json.dumps(dict(workload), sort_keys=True).encode())
+    for key in ("path", "inputs"):
+        root = Path(str(workload.get(key) or ""))
+        if not workload.get(key) or not root.exists():
+            continue
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for path in files:
+            digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode())
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+    return digest.hexdigest()[:12]
 
 
 def machine_summary(machine: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,7 +154,8 @@ def bench(
         "min_rounds": settings.min_rounds,
         "python": python,
     }
-    run_id = store.new_run(kind, command, dict(workload), machine, settings_doc)
+    recorded = dict(workload, fingerprint=workload_fingerprint(workload))
+    run_id = store.new_run(kind, command, recorded, machine, settings_doc)
     recorder = _Recorder(store, run_id, listener)
     status = "interrupted"
     try:
@@ -143,6 +165,7 @@ def bench(
         doc.update(
             run_id=run_id,
             kind=kind,
+            workload_fingerprint=recorded["fingerprint"],
             machine=machine_summary(machine),
             settings=settings_doc,
         )
@@ -432,7 +455,7 @@ def compare_runs(
         )
     warnings = []
     if (ra.get("workload") or {}) != (rb.get("workload") or {}):
-        warnings.append("the two runs measured different workloads")
+        warnings.append("the two runs measured different workloads (or different model files)")
     if (ra.get("machine") or {}).get("fingerprint") != (rb.get("machine") or {}).get("fingerprint"):
         warnings.append("the two runs ran on different machines")
     comparisons = []

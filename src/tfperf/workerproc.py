@@ -182,7 +182,11 @@ class Worker:
         )
 
     def wait_ready(self) -> dict[str, Any]:
-        """Wait for ``ready``; returns its message with ``startup_s`` (spawn to answer) added."""
+        """Wait for ``ready``; returns its message with ``startup_s`` (spawn to answer) added.
+
+        Calling it again returns the same message."""
+        if self.ready is not None:
+            return self.ready
         msg = self._receive("ready", self.init_timeout_s)
         msg["startup_s"] = time.time() - (self.spawned_at or time.time())
         self.ready = msg
@@ -276,7 +280,10 @@ class Worker:
                     raise self._fail(self._exit_reason())
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
-        msg = json.loads(line)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            raise self._fail(f"worker sent an unreadable answer: {line[:80]!r}") from None
         if msg.get("op") == "error":
             raise self._fail(f"worker reported: {msg.get('message')}", kind=msg.get("kind"))
         if msg.get("op") != op:
