@@ -66,6 +66,11 @@ def test_each_format_with_inputs_from_npz(files, name):
 def test_generated_inputs_stay_inside_the_embedding(files, name):
     root, _ = files
     loaded = load_workload(resolve_model(str(root / name), batch=64))
+    if name == "m.tflite":
+        assert (loaded.flops_per_call, loaded.flops_source) == (None, "unknown")
+    else:  # Dense(8) over 3*2 + 4 features, Dense(2): matmuls and bias adds, batch 64
+        hand = 64 * ((2 * 10 * 8 + 8) + (2 * 8 * 2 + 2))
+        assert loaded.flops_source == "profiler" and loaded.flops_per_call >= hand
     assert loaded.batch == 64 and loaded.inputs["ids"].shape == (64, 3)
     assert loaded.inputs["ids"].min() >= 0 and loaded.inputs["ids"].max() < 7
     assert not loaded.notes or "LiteRT" in " ".join(loaded.notes)
@@ -218,9 +223,10 @@ def test_tflite_runs_on_litert_under_the_default_config(files):
     loaded = load_workload(workload)
     assert isinstance(loaded, Loaded) and loaded.format == "tflite"
     assert loaded.model == str(root / "m.tflite") and loaded.input_names == ["ids", "x"]
-    default = {"runtime": "tf", "precision": "fp32", "xla": "off", "litert_threads": 1}
+    default = {"runtime": "tf", "precision": "fp32", "xla": "jit", "litert_threads": 1}
     prepared = prepare(workload, default)
     assert "LiteRT, 1 thread(s)" in prepared.notes
+    assert "xla does not apply to LiteRT" in prepared.notes
     np.testing.assert_allclose(prepared.outputs()[0], expected, rtol=1e-5, atol=1e-5)
 
 

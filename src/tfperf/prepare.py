@@ -196,7 +196,7 @@ def _model_loaded(
     """A :class:`Loaded` for a user model with inputs from ``--inputs`` or generated."""
     batch = check_batch(workload.get("batch", 1))
     inputs, batch = _sample_inputs(workload, specs, batch, notes)
-    return Loaded(
+    loaded = Loaded(
         model=model,
         inputs=inputs,
         input_names=[s.name for s in specs],
@@ -211,6 +211,19 @@ def _model_loaded(
         call_style=call_style,
         keepalive=keepalive,
     )
+    return loaded if fmt == "tflite" else _with_profiled_flops(loaded)
+
+
+def _with_profiled_flops(loaded: Loaded) -> Loaded:
+    """``loaded`` with FLOPs per call from TensorFlow's profiler (``"unknown"`` where it
+    cannot count them: loops, uncounted ops, a model that cannot be traced)."""
+    from tfperf.flops import function_flops
+
+    names = loaded.input_names
+    loaded.flops_per_call, loaded.flops_source = function_flops(
+        lambda *xs: loaded.call_model(_named(names, xs)), [loaded.inputs[n] for n in names]
+    )
+    return loaded
 
 
 def _first_line(exc: BaseException) -> str:
@@ -315,7 +328,7 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
     got = batch_of(inputs, batch)
     if got != batch:
         notes.append(f"batch {got} taken from the inputs of {ref}")
-    return Loaded(
+    loaded = Loaded(
         model=model,
         inputs=inputs,
         input_names=names,
@@ -329,6 +342,7 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
         input_specs=specs,
         call_style=style,
     )
+    return _with_profiled_flops(loaded)
 
 
 def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
@@ -425,11 +439,12 @@ def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     precision = config.get("precision") or "fp32"
     if loaded.format == "tflite" and runtime in ("tf", "litert") and precision == "fp32":
         # TensorFlow cannot run a .tflite file: its default (and only fp32) runtime is LiteRT
+        ignored = [] if config.get("xla") in (None, "off") else ["xla does not apply to LiteRT"]
         return litert_prepared(
             loaded.model,
             loaded.inputs,
             config.get("litert_threads"),
-            notes=loaded.notes,
+            notes=[*loaded.notes, *ignored],
         )
     if precision == "fp32" and runtime == "tf":
         return tf_prepared(loaded, config)
@@ -489,17 +504,12 @@ def tf_prepared(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     def call() -> None:
         _materialise(fn(*args))
 
-    flops, source = loaded.flops_per_call, loaded.flops_source
-    if source == "unknown":
-        from tfperf.flops import function_flops
-
-        flops, source = function_flops(forward, [loaded.inputs[n] for n in names])
     return Prepared(
         call=call,
         outputs=lambda: _to_numpy(fn(*args)),
         batch=loaded.batch,
-        flops_per_call=flops,
-        flops_source=source,
+        flops_per_call=loaded.flops_per_call,
+        flops_source=loaded.flops_source,
         extra=_extras(loaded, tensors),
         notes=notes,
     )
