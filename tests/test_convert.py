@@ -86,7 +86,14 @@ def test_bf16_for_a_savedmodel_uses_the_graph_rewrite(tmp_path):
         [keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(8)]
     )
     model.export(str(tmp_path / "sm"), verbose=False)
-    prepared, cmp = _variant(resolve_model(str(tmp_path / "sm")), {"precision": "bf16"})
+    try:
+        prepared, cmp = _variant(resolve_model(str(tmp_path / "sm")), {"precision": "bf16"})
+    finally:  # the rewrite is process-wide (a worker serves one config); undo it here
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options(
+            {"auto_mixed_precision_onednn_bfloat16": False}
+        )
     assert any("auto_mixed_precision_onednn_bfloat16" in n for n in prepared.notes)
     assert cmp["max_rel_error"] < 0.05
 
@@ -128,6 +135,24 @@ def test_impossible_variants_say_why():
     except ImportError:
         with pytest.raises(ConversionError, match="not installed"):
             prepare_loaded(loaded, {"runtime": "openvino-f32"})
+
+
+def test_openvino_variants_when_installed():
+    pytest.importorskip("openvino", reason="the optional extra tfperf[openvino] is not installed")
+    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.workloads import builtin_workload
+
+    loaded = load_workload(builtin_workload("mlp", "tiny"))
+    reference = prepare_loaded(loaded, {}).outputs()
+    errors = {}
+    for runtime in ("openvino-f32", "openvino-bf16"):
+        prepared = prepare_loaded(loaded, {"runtime": runtime, "litert_threads": 1})
+        prepared.call()
+        errors[runtime] = compare_outputs(reference, prepared.outputs())["max_rel_error"]
+        assert artifact_from_notes(prepared.notes).endswith("model.xml")
+    assert errors["openvino-f32"] < 1e-5
+    if cpu_has_bf16():
+        assert 0 < errors["openvino-bf16"] < 0.05
 
 
 def test_artifact_note_round_trip():

@@ -329,19 +329,24 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     runtime = config["runtime"]
     inputs = _inputs(loaded)
     notes: list[str] = []
-    try:
-        source = loaded.source if _is_savedmodel(loaded) else loaded.model
-        ov_model = ov.convert_model(source, example_input=inputs if len(inputs) > 1 else inputs[0])
-    except Exception as exc:
-        raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
+    folder = _artifact_dir(loaded, runtime)
+    xml = folder / "model.xml"
+    if xml.exists():
+        ov_model = ov.Core().read_model(str(xml))
+        notes.append("reused the converted model from the cache")
+    else:
+        try:
+            source = loaded.source if _is_savedmodel(loaded) else loaded.model
+            example = inputs if len(inputs) > 1 else inputs[0]
+            ov_model = ov.convert_model(source, example_input=example)
+        except Exception as exc:
+            raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
+        ov.save_model(ov_model, str(xml))
     properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
     if config.get("litert_threads"):
         properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
     request = compiled.create_infer_request()
-    folder = _artifact_dir(loaded, runtime)
-    xml = folder / "model.xml"
-    ov.save_model(ov_model, str(xml))
     shapes = [(tuple(x.shape), x.dtype.name) for x in inputs]
     (folder / "run_model.py").write_text(
         _OV_SNIPPET.format(path=str(xml), properties=properties, inputs=shapes)
