@@ -97,12 +97,3 @@ def test_only_uninstallable_candidates_is_a_user_error(cli, store_path):
     assert res.returncode == 2
     assert "no candidate could be installed" in res.stderr
     assert "Traceback" not in res.stderr
-
-
-def test_explain_without_figures_names_the_commands(cli, store_path):
-    res = cli("builds", "explain", "--store", str(store_path), "--json")
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
-    assert doc["figures"] == {"build": [], "xla": [], "litert": []}
-    assert set(doc["missing"]) == {"build", "xla", "litert"}
-    assert any("no figures measured" in line for line in doc["lines"])

@@ -8,9 +8,10 @@ Contract: :func:`explain` reads the store (never imports TensorFlow) and returns
      "lines": ["one sentence each", ...]}
 
 Each figure is ``{"run_id", "kind", "workload", "candidate", "speedup", "ci95", "verdict"}``,
-taken from the store's comparisons: ``build`` from ``tfperf builds compare`` runs, ``xla`` from
-any comparison whose candidate config has ``xla`` ``jit``/``auto`` (bench, compare, tune),
-``litert`` from candidates with ``runtime=litert``. Speedups are over that run's baseline
+taken from the store's comparisons and, for trials without one (``tfperf tune``), from the
+``speedup`` of the trial's ``outcome``: ``build`` from ``tfperf builds compare`` runs, ``xla``
+from candidates whose config has ``xla`` ``jit``/``auto``, ``litert`` from candidates with
+``runtime=litert``. Speedups are over that run's baseline
 (>1: faster). Where a category has no figure yet the text says so and names the command that
 measures it; nothing is estimated.
 """
@@ -72,11 +73,19 @@ def collect_figures(store: str | None = None, limit: int = 200) -> dict[str, lis
         for run in db.list_runs(limit):
             loaded = db.load_run(run["id"])
             trials = {t["id"]: t for t in loaded["trials"]}
-            for comp in loaded["comparisons"]:
-                cand = trials.get(comp["candidate_trial"], {})
+            pairs = [
+                (trials.get(c["candidate_trial"], {}), c["result"]) for c in loaded["comparisons"]
+            ]
+            compared = {c["candidate_trial"] for c in loaded["comparisons"]}
+            # tune keeps each candidate's speedup over the default in the trial's outcome
+            pairs += [
+                (t, (t["info"].get("outcome") or {}).get("speedup"))
+                for t in loaded["trials"]
+                if t["id"] not in compared
+            ]
+            for cand, res in pairs:
                 cat = _category(run["kind"], cand.get("config") or {})
-                res = comp["result"] or {}
-                if cat is None or res.get("median") is None:
+                if cat is None or not res or res.get("median") is None:
                     continue
                 figures[cat].append(
                     {
