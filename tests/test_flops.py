@@ -107,3 +107,18 @@ def test_profiler_refuses_a_graph_with_an_uncounted_einsum():
 
 def test_train_step_counts_three_forward_passes_and_the_update():
     assert flops.train_step_flops(forward=100, params=10) == 3 * 100 + 2 * 10
+
+
+def test_layer_walk_refuses_what_it_cannot_count():
+    class Scale(keras.layers.Layer):
+        def call(self, t):
+            return t @ keras.ops.ones((4, 4))  # a matmul the walk cannot see
+
+    inp = keras.Input((4,))
+    custom = keras.Model(inp, keras.layers.Dense(2)(Scale()(inp)))
+    assert flops.keras_layer_flops(custom, batch=1) == flops.UNKNOWN
+    shared = keras.layers.Dense(4)
+    twice = keras.Model(inp, shared(shared(inp)))
+    assert flops.keras_layer_flops(twice, batch=1) == flops.UNKNOWN
+    nested = keras.Model(inp, keras.Model(inp, keras.layers.Dense(3)(inp))(inp))
+    assert flops.keras_layer_flops(nested, batch=1) == (2 * 4 * 3 + 3, "analytic")

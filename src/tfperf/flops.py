@@ -133,28 +133,85 @@ def _elements_per_sample(shape: tuple[int, ...]) -> int:
     return math.prod(shape[1:])
 
 
+FREE_LAYERS = frozenset(
+    {
+        "InputLayer",
+        "Activation",
+        "ReLU",
+        "LeakyReLU",
+        "PReLU",
+        "ELU",
+        "Softmax",
+        "BatchNormalization",
+        "LayerNormalization",
+        "Dropout",
+        "SpatialDropout1D",
+        "SpatialDropout2D",
+        "GaussianNoise",
+        "Add",
+        "Subtract",
+        "Multiply",
+        "Average",
+        "Maximum",
+        "Minimum",
+        "Concatenate",
+        "Flatten",
+        "Reshape",
+        "Permute",
+        "RepeatVector",
+        "Cropping1D",
+        "Cropping2D",
+        "ZeroPadding1D",
+        "ZeroPadding2D",
+        "UpSampling1D",
+        "UpSampling2D",
+        "MaxPooling1D",
+        "MaxPooling2D",
+        "AveragePooling1D",
+        "AveragePooling2D",
+        "GlobalAveragePooling1D",
+        "GlobalAveragePooling2D",
+        "GlobalMaxPooling1D",
+        "GlobalMaxPooling2D",
+        "Embedding",
+        "Rescaling",
+        "Normalization",
+    }
+)
+"""Layers the counting convention leaves out (no matmul or convolution inside)."""
+
+_COUNTED = ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "Dense")
+
+
 def _layer_flops(layer: Any) -> int | None:
-    """Forward FLOPs per sample of one layer; 0 for layers not counted; ``None`` if unknown."""
+    """Forward FLOPs per sample of one layer: matmuls and convolutions counted, the layers of
+    :data:`FREE_LAYERS` 0, nested models summed; ``None`` for any other layer (a recurrent or
+    attention layer, a custom layer) and for a layer called more than once."""
     kind = type(layer).__name__
-    if kind in ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "Dense"):
-        out = _shape(getattr(layer, "output", None))
-        inp = _shape(getattr(layer, "input", None))
-        if out is None or inp is None:
-            return None
-        bias = _elements_per_sample(out) if getattr(layer, "use_bias", False) else 0
-        if kind == "Dense":
-            n_out = out[-1]
-            return 2 * _elements_per_sample(inp) * n_out + bias
-        kernel = math.prod(layer.kernel_size)
-        if kind == "DepthwiseConv2D":
-            return 2 * kernel * _elements_per_sample(out) + bias
-        groups = getattr(layer, "groups", 1) or 1
-        return 2 * kernel * (inp[-1] // groups) * _elements_per_sample(out) + bias
-    if kind in ("LSTM", "GRU", "SimpleRNN", "MultiHeadAttention", "Conv2DTranspose"):
+    if len(getattr(layer, "_inbound_nodes", None) or []) > 1:
+        return None  # a shared layer: its cost depends on every call
+    if kind in FREE_LAYERS:
+        return 0
+    if kind not in _COUNTED:
+        nested = getattr(layer, "layers", None)
+        return keras_layer_flops(layer, batch=1)[0] if nested is not None else None
+    if getattr(layer, "data_format", "channels_last") != "channels_last":
         return None
-    if hasattr(layer, "layers") and kind not in ("InputLayer",):
-        return keras_layer_flops(layer, batch=1)[0]
-    return 0
+    try:
+        out = _shape(layer.output)
+        inp = _shape(layer.input)
+    except (AttributeError, ValueError):
+        return None
+    if out is None or inp is None:
+        return None
+    bias = _elements_per_sample(out) if getattr(layer, "use_bias", False) else 0
+    if kind == "Dense":
+        return 2 * _elements_per_sample(inp) * out[-1] + bias
+    kernel = math.prod(layer.kernel_size)
+    if kind == "DepthwiseConv2D":
+        return 2 * kernel * _elements_per_sample(out) + bias
+    groups = getattr(layer, "groups", 1) or 1
+    return 2 * kernel * (inp[-1] // groups) * _elements_per_sample(out) + bias
 
 
 def keras_layer_flops(model: Any, batch: int) -> tuple[int | None, str]:
@@ -162,9 +219,10 @@ def keras_layer_flops(model: Any, batch: int) -> tuple[int | None, str]:
 
     Conv: ``2 * kh * kw * (C_in / groups) * H_out * W_out * C_out`` (+ ``H_out*W_out*C_out``
     with a bias); depthwise conv: ``2 * kh * kw * H_out * W_out * C_out`` (+ bias); Dense:
-    ``2 * n_in * n_out`` per input row (+ bias). Other layers (pooling, batch norm, activations,
-    adds) are not counted. A layer whose cost this walk does not know (recurrent, attention)
-    makes the whole count ``UNKNOWN``.
+    ``2 * n_in * n_out`` per input row (+ bias). The layers of :data:`FREE_LAYERS` (pooling,
+    normalisation, activations, adds, reshapes, lookups) are not counted. A layer whose cost
+    this walk does not know (recurrent, attention, custom, shared) makes the whole count
+    ``UNKNOWN``.
     """
     total = 0
     for layer in getattr(model, "layers", []):

@@ -211,15 +211,21 @@ def _model_loaded(
         call_style=call_style,
         keepalive=keepalive,
     )
-    return loaded if fmt == "tflite" else _with_profiled_flops(loaded)
+    return loaded if fmt == "tflite" else _with_flops(loaded)
 
 
-def _with_profiled_flops(loaded: Loaded) -> Loaded:
-    """``loaded`` with FLOPs per call from TensorFlow's profiler (``"unknown"`` where it
-    cannot count them: loops, uncounted ops, a model that cannot be traced)."""
-    from tfperf.flops import function_flops
+def _with_flops(loaded: Loaded) -> Loaded:
+    """``loaded`` with FLOPs per call: counted from the layers of a Keras model whose layers
+    are all known to :func:`tfperf.flops.keras_layer_flops` ("analytic"), else from
+    TensorFlow's profiler ("unknown" where it cannot count them: loops, uncounted ops, a model
+    that cannot be traced)."""
+    from tfperf.flops import UNKNOWN, function_flops, keras_layer_flops
 
     names = loaded.input_names
+    counted = keras_layer_flops(loaded.model, loaded.batch)
+    if _is_keras_model(loaded.model) and counted != UNKNOWN and counted[0]:
+        loaded.flops_per_call, loaded.flops_source = counted
+        return loaded
     loaded.flops_per_call, loaded.flops_source = function_flops(
         lambda *xs: loaded.call_model(_named(names, xs)), [loaded.inputs[n] for n in names]
     )
@@ -342,7 +348,7 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
         input_specs=specs,
         call_style=style,
     )
-    return _with_profiled_flops(loaded)
+    return _with_flops(loaded)
 
 
 def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
