@@ -3,9 +3,9 @@
 Repeats the same comparison -- the default config against ``TF_ENABLE_ONEDNN_OPTS=0``
 (``--set onednn=off``) on the ``lstm`` built-in -- several times, each a full ``bench`` run
 with fresh workers. Printed per repeat: each config's p50 and the speedup with its 95%
-interval and verdict; then the spread of the speedup across repeats (goal: within +-3% of
-its median) next to the drift of the absolute p50s (max/min - 1), which on a shared or
-throttling machine is larger.
+interval and verdict (and, for contrast, the pairwise ratio of block minimums); then the
+spread of the speedup across repeats (goal: within +-3% of its median) next to the drift of
+the absolute p50s (max/min - 1), which on a shared or throttling machine is larger.
 
 Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 15] [--block-s S]``.
 Prints figures; asserts nothing.
@@ -32,6 +32,16 @@ def one_repeat(store, workload: dict, budget: float, block_s: float | None) -> d
     return bench(
         workload, configs, store=store, budget_s=budget, block_s=block_s, extras=(), peak=False
     )
+
+
+def min_ratio(store, doc: dict) -> float:
+    """Median over rounds of baseline block minimum / candidate block minimum (for contrast:
+    the fastest call of a block is the least disturbed by other processes)."""
+    trials = store.load_run(doc["run_id"])["trials"]
+    base, cand = (
+        [min(b["samples_s"]) for b in t["blocks"] if b["phase"] == "steady"] for t in trials
+    )
+    return statistics.median(b / c for b, c in zip(base, cand, strict=True))
 
 
 def spread(values: list[float]) -> float:
@@ -61,9 +71,9 @@ def main() -> int:
     )
     print(
         f"{'repeat':>6} {'default p50':>12} {'onednn=off p50':>15} {'speedup':>8} "
-        f"{'95% CI':>15} {'pairs':>5} verdict"
+        f"{'95% CI':>15} {'pairs':>5} {'verdict':<12} {'min ratio':>9}"
     )
-    speedups, base_p50, cand_p50 = [], [], []
+    speedups, base_p50, cand_p50, min_ratios = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "s.sqlite") as store:
         for i in range(args.repeats):
             doc = one_repeat(store, workload, args.budget, args.block_s)
@@ -73,9 +83,11 @@ def main() -> int:
                 continue
             s = doc["comparisons"][0]["speedup"]
             low, high = s["ci95"]
+            min_ratios.append(min_ratio(store, doc))
             print(
                 f"{i + 1:>6} {base:>10.3f}ms {cand:>13.3f}ms {s['median']:>8.3f} "
-                f"{low:>7.3f}..{high:<6.3f} {s['n_pairs']:>5} {s['verdict']}"
+                f"{low:>7.3f}..{high:<6.3f} {s['n_pairs']:>5} {s['verdict']:<12} "
+                f"{min_ratios[-1]:>9.3f}"
             )
             speedups.append(s["median"])
             base_p50.append(base)
@@ -87,6 +99,10 @@ def main() -> int:
     print(
         f"speedup: median {statistics.median(speedups):.3f}, spread +-{sp:.1%} "
         f"({'within' if sp <= GOAL else 'OUTSIDE'} the +-{GOAL:.0%} goal)"
+    )
+    print(
+        f"for contrast, block-minimum ratio: median {statistics.median(min_ratios):.3f}, "
+        f"spread +-{spread(min_ratios):.1%}"
     )
     print(
         f"absolute p50 drift across repeats: default {max(base_p50) / min(base_p50) - 1:+.1%}, "

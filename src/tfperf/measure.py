@@ -35,6 +35,8 @@ from tfperf.workerproc import Worker, WorkerFailed
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
+MAX_CALLS_PER_BLOCK = 2000
+"""Very fast calls get shorter blocks rather than huge sample lists in the store."""
 
 
 @dataclass
@@ -231,7 +233,7 @@ def _await_ready(trial: Trial, listener: Listener) -> None:
 def _calls_for(trial: Trial, block_s: float) -> int:
     tail = trial.warmup_s[-5:] or [trial.ready.get("first_call_s") or block_s]
     per_call = max(statistics.median(tail), 1e-7)
-    return int(min(100_000, max(1, round(block_s / per_call))))
+    return int(min(MAX_CALLS_PER_BLOCK, max(1, round(block_s / per_call))))
 
 
 def _run_block(trial: Trial, round_no: int, listener: Listener) -> None:
