@@ -13,6 +13,11 @@ Contract (see ``docs/ARCHITECTURE.md``):
   SGD step. A ``.tflite`` model defaults to runtime ``"litert"`` (:func:`litert_prepared`).
   Any other runtime or precision goes to ``tfperf.convert.prepare_variant(loaded, config)``.
 - :func:`prepare` does not call the model: the worker times the first call itself.
+
+A ``module:function`` factory takes no arguments and returns ``(model, inputs)``: ``model`` a
+Keras model or any callable on TensorFlow tensors (a ``tf.Module``, a function); ``inputs``
+one array, a list or tuple of arrays (one list for a Keras model, positional arguments for
+any other callable) or a dict of arrays by input name (passed as one dict).
 """
 
 from __future__ import annotations
@@ -233,8 +238,9 @@ def _with_flops(loaded: Loaded) -> Loaded:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (at most 300 characters, no final period)."""
     text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
+    return (text[0] if text else type(exc).__name__)[:300].rstrip(". ")
 
 
 def load_keras_file(path: str, unsafe: bool) -> Any:
