@@ -30,7 +30,7 @@ candidate *failed* with the worker's reason, and the search goes on.
 
 The final confirmation round measures the winner against the default alone, interleaved, for
 ``confirm_rounds`` rounds: the reported speedup and its CI come from it. Unless that verdict is
-``"faster"`` the recommendation is to keep the default.
+``"faster"`` and the whole interval lies above 1, the recommendation is to keep the default.
 
 Everything is recorded in the store as it happens (a run of kind ``"tune"``, one trial per
 evaluated candidate whose ``info["outcome"]`` is the :class:`tfperf.search.Outcome`), so
@@ -575,7 +575,7 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
             confirmed = None
             warnings.append(f"the winner failed during confirmation: {exc.reason}")
         row = next(c for c in candidates if c["label"] == label(winner))
-        if confirmed and confirmed["verdict"] == "faster":
+        if confirmed and _significantly_faster(confirmed):
             recommendation = {
                 "label": label(winner),
                 "config": to_config_dict(winner),
@@ -593,9 +593,11 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
             }
             default_ms = confirmed["default_ms"]
         elif confirmed:
+            low = (confirmed.get("ci95") or [None])[0]
             recommendation["reason"] = (
                 f"the best candidate ({label(winner)}) was not significantly faster in the "
-                f"confirmation round (verdict {confirmed['verdict']})"
+                f"confirmation round (verdict {confirmed['verdict']}, 95% CI from "
+                f"{low if low is None else format(low, '.2f')})"
             )
             recommendation["speedup"] = confirmed
     return {
@@ -604,6 +606,12 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+def _significantly_faster(speedup: dict) -> bool:
+    """The confirmation's verdict is "faster" and its whole 95% interval lies above 1."""
+    low = (speedup.get("ci95") or [None])[0]
+    return speedup.get("verdict") == "faster" and low is not None and low > 1.0
 
 
 def _export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | None:

@@ -79,6 +79,7 @@ _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
 
 def render_tune(doc: dict) -> None:
     """The ranked table and the recommendation, for people."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
@@ -87,11 +88,12 @@ def render_tune(doc: dict) -> None:
     out = console()
     table = Table(
         title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
-        f"stopped: {doc['stopped']}"
+        f"stopped: {doc['stopped']}",
+        box=box.SIMPLE_HEAD,
     )
     table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold")
-    for col in ("status", "speedup", "95% CI", "ms", "abs err", "rel err", "adopt"):
+    table.add_column("config", overflow="fold", min_width=22)
+    for col in ("status", "speedup", "95% CI", "ms", "abs err", "adopt"):
         table.add_column(
             col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
         )
@@ -113,7 +115,6 @@ def render_tune(doc: dict) -> None:
             "-" if low is None or high is None else f"{low:.2f}-{high:.2f}",
             "-" if row["time_ms"] is None else f"{row['time_ms']:.3g}",
             _err_text(row["max_abs_error"]),
-            _err_text(row["max_rel_error"]),
             _ADOPT_SHORT[row["adoption"]],
         )
     out.print(table)
