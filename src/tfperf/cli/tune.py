@@ -92,7 +92,7 @@ def render_tune(doc: dict) -> None:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold", min_width=22)
+    table.add_column("config", overflow="fold", min_width=14)
     for col in ("status", "speedup", "95% CI", "ms", "abs err", "adopt"):
         table.add_column(
             col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
