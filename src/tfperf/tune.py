@@ -133,6 +133,8 @@ class Evaluator:
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self.reference: list | None = None
         self.default_ready: dict | None = None
+        self.not_inherited: dict[str, str] = {}
+        """Speed-relevant variables of the caller's environment that workers did not get."""
 
     # ------------------------------------------------------------------ workers
     def _start(self, config: dict, timeout_s: float) -> _Handle:
@@ -202,6 +204,7 @@ class Evaluator:
                 "check it with `tfperf bench` first."
             ) from None
         self.default_ready = handle.ready
+        self.not_inherited = dict(handle.worker.not_inherited)
         return handle.ready
 
     # ------------------------------------------------------------------ one candidate
@@ -501,6 +504,13 @@ def tune(
             )
             result = search.run(strategy)
             doc = _conclude(evaluator, result, confirm_rounds, default_ready)
+            if evaluator.not_inherited:
+                names = ", ".join(sorted(evaluator.not_inherited))
+                doc["warnings"].append(
+                    f"you had set {names}; tune measured without them (every configuration "
+                    "sets its own environment)"
+                )
+            doc["environment"] = {"not_inherited": evaluator.not_inherited}
         except BaseException:
             store.finish_run(run_id, "interrupted", {})
             raise
