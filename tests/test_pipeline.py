@@ -69,7 +69,7 @@ def _check_best(doc: dict) -> None:
 
 
 def test_demo_json(tmp_path: Path) -> None:
-    doc = _json("--demo", "--steps", "2", "--rounds", "6", "--stage-seconds", "0.05", cwd=tmp_path)
+    doc = _json("--demo", "--steps", "1", "--rounds", "6", "--stage-seconds", "0.05", cwd=tmp_path)
     assert doc["verdict"] in VERDICTS
     assert 0.0 <= doc["input_share"] <= 1.0
     assert doc["verdict"] == verdict(doc["input_share"])

@@ -18,8 +18,9 @@ Result document (raw figures; the parent derives the statistics)::
      "skipped": [{"name", "reason"}], "advice": [{"name", "change", "reason"}],
      "metric": "steps/s" | "batches/s", "gpu": {...}, "notes": [str]}
 
-Every list of block times is paired by index with its ``baseline`` list: the baseline and the
-candidates run in alternation, round by round, in a rotating order.
+Every list of block times is paired by index with its ``baseline`` list: each candidate block
+runs right next to a baseline block of its own (see :func:`paired`); ``compute`` pairs with
+``train`` the same way.
 """
 
 from __future__ import annotations
@@ -62,17 +63,34 @@ def write_atomic(path: str, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def interleave(
-    runners: list[Callable[[], float]], rounds: int, progress: Progress, what: str
-) -> list[list[float]]:
-    """Run each runner once per round, order rotated every round; block times per runner."""
-    times: list[list[float]] = [[] for _ in runners]
-    n = len(runners)
+def paired(
+    baseline: Callable[[], float],
+    candidates: list[Callable[[], float]],
+    rounds: int,
+    progress: Progress,
+    what: str,
+) -> list[tuple[list[float], list[float]]]:
+    """Measure each candidate next to a baseline block of its own, round after round.
+
+    In every round each candidate runs right before or right after a fresh baseline block
+    (the order alternating), and the candidates take turns in a rotating order; the result is
+    ``(baseline block times, candidate block times)`` per candidate, paired by index. Pairs of
+    adjacent blocks see the same machine, so a machine whose speed drifts cancels out of the
+    pair's ratio.
+    """
+    times: list[tuple[list[float], list[float]]] = [([], []) for _ in candidates]
+    n = len(candidates)
     for r in range(rounds):
         progress(f"{what}: round {r + 1}/{rounds}")
         for k in range(n):
             i = (r + k) % n
-            times[i].append(runners[i]())
+            base, cand = times[i]
+            if (r + i) % 2 == 0:
+                base.append(baseline())
+                cand.append(candidates[i]())
+            else:
+                cand.append(candidates[i]())
+                base.append(baseline())
     return times
 
 
@@ -171,10 +189,20 @@ def measure(
     progress("compiling the training step")
     runs.warm_up()
     ds = target.dataset
-    runners = [runs.dataset(ds)]
-    if runs.step is not None:
-        runners += [runs.compute(), runs.train(ds, sample_gpu=True)]
-    blocks = interleave(runners, rounds, progress, "measuring pipeline, step and both")
+    if runs.step is None:
+        progress("measuring the pipeline")
+        blocks = {"dataset": [runs.dataset(ds)() for _ in range(rounds)]}
+    else:
+        # Compute-only blocks are the cheap baseline that the pipeline alone and the training
+        # loop each run next to; the training loop's own pairs give the input share.
+        (_, dataset), (compute, train) = paired(
+            runs.compute(),
+            [runs.dataset(ds), runs.train(ds, sample_gpu=True)],
+            rounds,
+            progress,
+            "measuring pipeline, step and both",
+        )
+        blocks = {"dataset": dataset, "compute": compute, "train": train}
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
     fix_rows, built, skipped = _measure_fixes(target, runs, rounds, progress)
@@ -193,7 +221,7 @@ def measure(
         "ncpu": fx.cpu_count(),
         "steps": steps,
         "rounds": rounds,
-        "blocks": dict(zip(["dataset", "compute", "train"], blocks, strict=False)),
+        "blocks": blocks,
         "stages": stage_rows,
         "fixes": fix_rows,
         "combined": combined,
@@ -222,11 +250,16 @@ def _measure_fixes(
         built.append((fix, cand_ds))
     if not built:
         return [], [], skipped
-    runners = [runs.end_to_end(target.dataset)] + [runs.end_to_end(d) for _, d in built]
-    times = interleave(runners, rounds, progress, "measuring fixes")
+    times = paired(
+        runs.end_to_end(target.dataset),
+        [runs.end_to_end(d) for _, d in built],
+        rounds,
+        progress,
+        "measuring fixes",
+    )
     rows = [
-        {"name": fix.name, "change": fix.change, "baseline": times[0], "candidate": cand}
-        for (fix, _), cand in zip(built, times[1:], strict=True)
+        {"name": fix.name, "change": fix.change, "baseline": base, "candidate": cand}
+        for (fix, _), (base, cand) in zip(built, times, strict=True)
     ]
     return rows, built, skipped
 
@@ -254,22 +287,24 @@ def _measure_combinations(
     if not combos:
         return []
     made = [fx.combine(c) for c in combos]
-    runners = [runs.end_to_end(target.dataset)]
+    runners = []
     for combo in made:
         progress(f"building the combination {combo.name}")
         ds = combo.build(target)
         _prime(ds)
         runners.append(runs.end_to_end(ds))
-    times = interleave(runners, rounds, progress, "measuring combinations")
+    times = paired(
+        runs.end_to_end(target.dataset), runners, rounds, progress, "measuring combinations"
+    )
     return [
         {
             "name": combo.name,
             "change": combo.change,
             "parts": [f.name for f in parts],
-            "baseline": times[0],
+            "baseline": base,
             "candidate": cand,
         }
-        for combo, parts, cand in zip(made, combos, times[1:], strict=True)
+        for combo, parts, (base, cand) in zip(made, combos, times, strict=True)
     ]
 
 
