@@ -149,6 +149,10 @@ def render_tune(doc: dict) -> None:
     )
 
 
+QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
+"""What ``--quick`` means (explicit options win)."""
+
+
 def _runtimes(text: str | None) -> tuple[str, ...] | None:
     if not text:
         return None
@@ -180,6 +184,11 @@ def _runtimes(text: str | None) -> tuple[str, ...] | None:
     default="staged",
     show_default=True,
     help="Coordinate search, or Optuna's TPE sampler.",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="A short tune: at most 8 candidates and 120 s unless given, 10 confirmation rounds.",
 )
 @click.option("--max-trials", type=int, help="Stop after this many candidates.")
 @click.option("--budget", type=float, help="Stop starting candidates after this many seconds.")
@@ -230,6 +239,7 @@ def tune_command(
     inputs: str | None,
     unsafe: bool,
     strategy: str,
+    quick: bool,
     max_trials: int | None,
     budget: float | None,
     tolerance: str | None,
@@ -254,6 +264,10 @@ def tune_command(
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
     wl = _workload(workload, model, inputs, unsafe, batch, size)
+    if quick:
+        max_trials = QUICK["max_trials"] if max_trials is None else max_trials
+        budget = QUICK["budget_s"] if budget is None else budget
+        confirm_rounds = min(confirm_rounds, QUICK["confirm_rounds"])
     options = dict(
         strategy=strategy,
         max_trials=max_trials,
