@@ -511,6 +511,9 @@ def tune(
                     "sets its own environment)"
                 )
             doc["environment"] = {"not_inherited": evaluator.not_inherited}
+        except UserError as exc:
+            store.finish_run(run_id, "failed", {"error": str(exc)})
+            raise
         except BaseException:
             store.finish_run(run_id, "interrupted", {})
             raise
