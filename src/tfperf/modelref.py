@@ -128,23 +128,33 @@ def _factory(arg: str) -> tuple[str, str]:
             f"pass {SUPPORTED}."
         )
     module = arg.split(":", 1)[0]
+    spec = find_module(module)
+    if spec is None:
+        raise UserError(
+            f"Module {module!r} of {arg!r} cannot be found (or its package fails to import): "
+            "run from its directory or add it to PYTHONPATH."
+        )
+    return arg, "factory"
+
+
+def find_module(module: str) -> Any:
+    """The import spec of ``module`` looked up from the current directory first, or ``None``.
+
+    The module itself is not imported (a dotted name imports its parent packages, as
+    :func:`importlib.util.find_spec` does): a factory module may import TensorFlow, which only
+    the worker does.
+    """
     cwd = os.getcwd()
     added = cwd not in sys.path
     if added:
         sys.path.insert(0, cwd)
     try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
+        return importlib.util.find_spec(module)
+    except Exception:  # a parent package that fails to import: the module cannot be found
+        return None
     finally:
         if added:
             sys.path.remove(cwd)
-    if spec is None:
-        raise UserError(
-            f"Module {module!r} of {arg!r} cannot be found: run from its directory or add it "
-            "to PYTHONPATH."
-        )
-    return arg, "factory"
 
 
 def _check_inputs(inputs: str | None) -> str | None:
