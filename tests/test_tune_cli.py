@@ -148,6 +148,27 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path):
         assert "Traceback" not in result.stderr and "error" in result.stderr.lower()
 
 
+def test_a_model_that_does_not_run_by_default_is_exit_2(tmp_path):
+    (tmp_path / "broken.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+
+        def model(x):
+            raise ValueError("this model is broken")
+
+        def build():
+            return model, np.ones((1, 4), np.float32)
+    """)
+    )
+    result = run_cli(
+        "tune", "broken:build", "--store", str(tmp_path / "s.sqlite"), cwd=tmp_path, timeout=300
+    )
+    assert result.returncode == 2, result.stderr[-1000:]
+    assert "default configuration" in result.stderr and "Traceback" not in result.stderr
+    with Store.open(tmp_path / "s.sqlite") as store:
+        assert store.list_runs()[0]["status"] == "failed"
+
+
 def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
     store = tmp_path / "store.sqlite"
     args = [
