@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,9 +69,12 @@ def _import(spec: str) -> Callable[..., Any]:
     return obj
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error message, without TensorFlow's ``{{function_node ...}}`` and
+    ``[Op:...]`` decorations, at most ``limit`` characters."""
+    text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", str(exc)).strip().splitlines()
+    line = text[0].strip() if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _call(func: Callable[..., Any], spec: str, **flags: bool) -> Any:
