@@ -72,40 +72,21 @@ def _fails(bad_dir: Path, *args: str) -> str:
     return " ".join(res.stderr.split())
 
 
-def test_not_a_dataset(bad_dir: Path) -> None:
-    err = _fails(bad_dir, "badpipes:not_a_dataset")
-    assert "returned list, not a tf.data.Dataset" in err
-
-
-def test_empty_dataset(bad_dir: Path) -> None:
-    assert "dataset is empty" in _fails(bad_dir, "badpipes:empty")
-
-
-def test_dataset_raising_midway(bad_dir: Path) -> None:
-    err = _fails(bad_dir, "badpipes:corrupt_files")
-    assert "the dataset raised InvalidArgumentError after 2 elements" in err
-
-
-def test_missing_module_checked_without_worker(bad_dir: Path) -> None:
-    err = _fails(bad_dir, "no_such_module_here:make")
-    assert "cannot find module no_such_module_here" in err
-
-
-def test_bad_syntax(bad_dir: Path) -> None:
-    assert "is not module:function" in _fails(bad_dir, "badpipes.not_a_dataset")
-
-
-def test_module_raising_on_import(bad_dir: Path) -> None:
-    err = _fails(bad_dir, "broken_import:make")
-    assert "importing broken_import failed with RuntimeError: boom" in err
-
-
-def test_training_step_mismatch(bad_dir: Path) -> None:
-    assert "the training step failed" in _fails(bad_dir, "badpipes:model_mismatch")
-
-
-def test_worker_segfault(bad_dir: Path) -> None:
-    assert "killed by SIGSEGV" in _fails(bad_dir, "badpipes:crashes")
+@pytest.mark.parametrize(
+    ("target", "sentence"),
+    [
+        ("badpipes:not_a_dataset", "returned list, not a tf.data.Dataset"),
+        ("badpipes:empty", "the dataset is empty"),
+        ("badpipes:corrupt_files", "the dataset raised InvalidArgumentError after 2 elements"),
+        ("no_such_module_here:make", "cannot find module no_such_module_here"),  # no worker
+        ("badpipes.not_a_dataset", "is not module:function"),
+        ("broken_import:make", "importing broken_import failed with RuntimeError: boom"),
+        ("badpipes:model_mismatch", "the training step failed"),
+        ("badpipes:crashes", "killed by SIGSEGV"),
+    ],
+)
+def test_bad_input_is_one_sentence(bad_dir: Path, target: str, sentence: str) -> None:
+    assert sentence in _fails(bad_dir, target)
 
 
 def test_worker_timeout(bad_dir: Path) -> None:

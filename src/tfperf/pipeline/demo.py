@@ -129,21 +129,19 @@ def make_model() -> Any:
     return model
 
 
-def make_dataset(
-    *,
-    parallel_map: bool = False,
-    interleave: bool = False,
-    cache_decoded: bool = False,
-    batch_before_map: bool = False,
-) -> Any:
-    """The demo's ``tf.data`` pipeline, as the flags say (all off = the slow original)."""
+def make_dataset(**flags: bool) -> Any:
+    """The demo's ``tf.data`` pipeline, as the flags of :func:`make` say (none = the slow
+    original)."""
     import tensorflow as tf
 
+    unknown = set(flags) - set(CHANGES)
+    if unknown:
+        raise TypeError(f"unknown demo flags: {sorted(unknown)}")
     files = _files()
     labels = [i % CLASSES for i in range(len(files))]
-    par = tf.data.AUTOTUNE if parallel_map else None
+    par = tf.data.AUTOTUNE if flags.get("parallel_map", False) else None
     names = tf.data.Dataset.from_tensor_slices((files, labels))
-    if interleave:
+    if flags.get("interleave", False):
         ds = names.interleave(
             lambda f, y: tf.data.Dataset.from_tensors((tf.io.read_file(f), y)),
             cycle_length=4,
@@ -152,9 +150,9 @@ def make_dataset(
     else:
         ds = names.map(lambda f, y: (tf.io.read_file(f), y))
     ds = ds.map(_load, num_parallel_calls=par)
-    if cache_decoded:
+    if flags.get("cache_decoded", False):
         ds = ds.cache()
-    if batch_before_map:
+    if flags.get("batch_before_map", False):
         ds = ds.batch(BATCH).map(augment_batch, num_parallel_calls=par)
     else:
         ds = ds.map(_augment_one, num_parallel_calls=par).batch(BATCH)
