@@ -3,15 +3,15 @@
 For each workload, two processes run side by side with the same environment:
 
 - a tfperf worker (``tfperf.workerproc.Worker``, the path ``tfperf bench`` uses), and
-- a plain process (this script with ``--plain``) that builds the same built-in model with
-  ``tfperf.workloads.models.build``, wraps it in its own ``tf.function`` and times it with
-  ``timeit`` -- no tfperf worker, protocol or measuring loop involved.
+- a plain process (this script with ``--plain``) that gets the same call from
+  ``tfperf.prepare`` and times it with ``timeit`` -- no tfperf worker, protocol, warm-up or
+  measuring loop involved.
 
 They take turns (tfperf block, plain block, plain block, tfperf block, ...), so machine drift
 hits both alike. Printed per workload: tfperf's p50, the plain median of per-call times, the
 plain ``timeit`` median of block means, and the ratios tfperf / plain.
 
-Usage: ``python bench/timer_check.py [--workloads mlp,lstm] [--size standard] [--rounds 20]``.
+Usage: ``python bench/timer_check.py [--workloads mlp,lstm] [--size standard] [--rounds 80]``.
 Prints figures; asserts nothing.
 """
 
@@ -30,26 +30,19 @@ GOAL = 0.05
 
 
 def plain_main(name: str, size: str) -> int:
-    """Child: build the model, then answer "N" lines with timings of N calls (JSON)."""
-    import tensorflow as tf
+    """Child: the same call (``tfperf.prepare``), timed by ``timeit``; answers "N" lines with
+    the timings of N calls (JSON)."""
+    import gc
 
-    from tfperf.workloads.models import build
+    from tfperf.prepare import prepare
 
-    built = build(name, size, 1)
-    values = list(built.inputs.values())
-    args = values[0] if len(values) == 1 else dict(built.inputs)
-    fn = tf.function(lambda: built.model(args, training=False))
-
-    def call() -> None:
-        out = fn()
-        for tensor in tf.nest.flatten(out):
-            tensor.numpy()
-
+    call = prepare({"kind": "builtin", "name": name, "size": size, "batch": 1}, {}).call
     for _ in range(20):
         call()
     for line in sys.stdin:
         n = int(line)
-        per_call = timeit.repeat(call, repeat=n, number=1)
+        gc.enable()  # as in the worker (timeit switches it off, the per-call loop keeps it)
+        per_call = [timeit.Timer(call, "gc.enable()").timeit(1) for _ in range(n)]
         block_mean = timeit.timeit(call, number=n) / n
         print(json.dumps({"per_call": per_call, "block_mean": block_mean}), flush=True)
     return 0
@@ -119,8 +112,8 @@ def main() -> int:
     parser.add_argument("--plain", metavar="WORKLOAD", help=argparse.SUPPRESS)
     parser.add_argument("--workloads", default="mlp,lstm")
     parser.add_argument("--size", default="standard", choices=["standard", "tiny"])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--block-s", type=float, default=0.2)
+    parser.add_argument("--rounds", type=int, default=80)
+    parser.add_argument("--block-s", type=float, default=0.05)
     args = parser.parse_args()
     if args.plain:
         return plain_main(args.plain, args.size)

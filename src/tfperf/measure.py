@@ -123,7 +123,8 @@ class Settings:
     min_rounds: int = 8
     max_rounds: int = 10_000
     block_s: float | None = None
-    """Target duration of one block; by default from the budget (0.05..0.5 s)."""
+    """Target duration of one block; by default from the budget (0.02..0.25 s): short blocks
+    make many pairs, and a pair's two blocks close in time share the machine's state."""
     timeout_s: float = 120.0
     init_timeout_s: float = 600.0
     memory_limit_bytes: int | None = None
@@ -140,7 +141,7 @@ class Settings:
         """The target block duration for ``n_configs`` configs sharing the budget."""
         if self.block_s is not None:
             return self.block_s
-        return min(0.5, max(0.05, self.budget_s / (max(n_configs, 1) * 40)))
+        return min(0.25, max(0.02, self.budget_s / (max(n_configs, 1) * 100)))
 
 
 def measure(
