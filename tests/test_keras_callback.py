@@ -46,7 +46,9 @@ def test_report_after_fit_and_training_untouched(capsys: pytest.CaptureFixture[s
     assert report is not None
     assert report["verdict"] in VERDICTS and report["verdict"] == verdict(report["input_share"])
     assert 0.0 <= report["input_share"] <= 1.0
-    assert len(cb.compute_s) == 5
+    low, high = report["input_share_ci95"]
+    assert low <= report["input_share"] <= high
+    assert len(cb.pairs) == 2 and len(cb.compute_s) == 2 * 5  # one replay after each epoch
     assert len(cb.step_s) == 2 * (12 - 2)  # 12 steps per epoch, 2 of them warm-up
     assert report["train"]["steps_per_s"] > 0 and report["compute"]["steps_per_s"] > 0
     assert report["gpu"]["available"] is False and report["gpu"]["reason"].startswith("no GPU")
@@ -62,9 +64,11 @@ def test_report_after_fit_and_training_untouched(capsys: pytest.CaptureFixture[s
 def test_replay_after_chosen_epoch_with_one_batch() -> None:
     ds, model = _data()
     batch = next(iter(ds))
-    cb = BottleneckCallback(batch, replay_steps=3, replay_after_epoch=0, verbose=False)
+    cb = BottleneckCallback(batch, replay_steps=3, replay=0, verbose=False)
     model.fit(ds, epochs=3, callbacks=[cb], verbose=0)
     assert cb.report is not None and len(cb.compute_s) == 3
+    assert cb.report["input_share_ci95"] is None
+    assert any("one replay" in note for note in cb.report["notes"])
     assert len(cb.step_s) == 12 - 2  # steps after the replay are not recorded
 
 
