@@ -92,3 +92,12 @@ def test_bad_input_is_one_sentence(bad_dir: Path, target: str, sentence: str) ->
 def test_worker_timeout(bad_dir: Path) -> None:
     err = _fails(bad_dir, "badpipes:hangs", "--timeout", "8")
     assert "did not finish within 8 s" in err
+
+
+def test_tensorflow_missing(tmp_path: Path) -> None:
+    # A tensorflow module in the working directory that fails to import, as a missing or broken
+    # install does; the worker imports from the working directory first.
+    (tmp_path / "tensorflow.py").write_text("raise ImportError('No module named tensorflow')\n")
+    (tmp_path / "pipe.py").write_text("def make():\n    return None\n")
+    err = _fails(tmp_path, "pipe:make")
+    assert "TensorFlow cannot be imported" in err and "pip install tensorflow" in err

@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tfperf.pipeline.target import Target, TargetError
+from tfperf.pipeline.target import Target, TargetError, first_line
 
 SCHEMA = 1
 EXIT_ERROR = 3
@@ -345,7 +345,13 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(args.progress)
     try:
         progress("importing TensorFlow")
-        import tensorflow  # noqa: F401
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError as exc:
+            raise TargetError(
+                f"TensorFlow cannot be imported in {sys.executable} ({exc}); install it there "
+                "(pip install tensorflow)"
+            ) from exc
 
         from tfperf.pipeline import target as tg
 
@@ -370,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "error": {
                     "kind": "internal",
-                    "message": f"{type(exc).__name__}: {str(exc).strip().splitlines()[:1]}",
+                    "message": f"{type(exc).__name__}: {first_line(exc)}",
                 }
             },
         )
