@@ -10,11 +10,12 @@ Contract
 - ``runtime="litert"`` / ``"litert-dynint8"`` / ``"litert-fp16"`` / ``"litert-int8"``: the model
   is converted with ``tf.lite.TFLiteConverter`` (fp32; dynamic-range int8 weights; fp16
   weights; full int8 calibrated on the sample inputs, float inputs and outputs kept) and run
-  by LiteRT with ``litert_threads`` threads. Converter traps are worked around in this order:
-  the Keras model or SavedModel as is (dynamic batch); a concrete function with the sample
-  inputs' fixed shapes (an LSTM's tensor lists only lower with a static batch); TensorFlow ops
-  inside LiteRT (``SELECT_TF_OPS``), which needs an interpreter with the flex delegate. What was
-  done is said in ``Prepared.notes``.
+  by LiteRT with ``litert_threads`` threads. Conversions are tried in this order: a concrete
+  function with the sample inputs' fixed shapes (XNNPACK then takes the whole graph, and an
+  LSTM's tensor lists only lower with a static batch); the Keras model or SavedModel as saved
+  (dynamic batch); each with builtin ops, then with TensorFlow ops inside LiteRT
+  (``SELECT_TF_OPS``, which needs an interpreter with the flex delegate). What was done is
+  said in ``Prepared.notes``.
 - ``runtime="openvino-f32"`` / ``"openvino-bf16"``: ``openvino.convert_model`` and a CPU
   compiled model with that inference precision (and ``litert_threads`` as its thread count when
   given). Raises :class:`ConversionError` ("not installed") without the ``openvino`` package.
@@ -111,7 +112,7 @@ def _digest(loaded: Any, runtime: str) -> str:
     """A key for the converted file: weights, sample inputs, runtime (so a cache never lies)."""
     import numpy as np
 
-    h = hashlib.sha256(f"{runtime}|{loaded.format}|{loaded.source}".encode())
+    h = hashlib.sha256(f"v2|{runtime}|{loaded.format}|{loaded.source}".encode())
     for x in _inputs(loaded):
         h.update(str((x.shape, x.dtype.str)).encode())
         h.update(np.ascontiguousarray(x).tobytes())
@@ -173,21 +174,29 @@ def _quantize(converter: Any, runtime: str, inputs: list, notes: list[str]) -> N
 
 
 def _converters(loaded: Any) -> list[tuple[str, Callable[[], Any]]]:
-    """Converter factories in the order they are tried, each with what it means."""
+    """Converter factories in the order they are tried, each with what it means.
+
+    The sample inputs' fixed shapes come first: with static shapes LiteRT's XNNPACK delegate
+    takes the whole graph (with a dynamic batch a transformer is split into a dozen delegated
+    pieces with shape arithmetic between them, and runs no faster than TensorFlow), and an
+    LSTM's tensor lists only lower with a static batch. The model as saved (dynamic batch)
+    is the fallback.
+    """
     import tensorflow as tf
 
-    out: list[tuple[str, Callable[[], Any]]] = []
-    if _is_keras(loaded):
-        out.append(("", lambda: tf.lite.TFLiteConverter.from_keras_model(loaded.model)))
-    elif _is_savedmodel(loaded):
-        out.append(("", lambda: tf.lite.TFLiteConverter.from_saved_model(loaded.source)))
     shapes = ", ".join(str(tuple(x.shape)) for x in _inputs(loaded))
-    out.append(
+    out: list[tuple[str, Callable[[], Any]]] = [
         (
-            f"converted with a fixed input shape {shapes} (the dynamic batch would not convert)",
+            f"converted for the fixed input shape {shapes} (whole graph in XNNPACK; "
+            "other shapes need another conversion)",
             lambda: tf.lite.TFLiteConverter.from_concrete_functions([_fixed_function(loaded)]),
         )
-    )
+    ]
+    dynamic = "converted with the model's own (dynamic) input shapes"
+    if _is_keras(loaded):
+        out.append((dynamic, lambda: tf.lite.TFLiteConverter.from_keras_model(loaded.model)))
+    elif _is_savedmodel(loaded):
+        out.append((dynamic, lambda: tf.lite.TFLiteConverter.from_saved_model(loaded.source)))
     return out
 
 
