@@ -207,6 +207,16 @@ class Evaluator:
         self.not_inherited = dict(handle.worker.not_inherited)
         return handle.ready
 
+    def reference_is_flat(self) -> bool:
+        """Whether every reference output is constant to within 1e-6 of its scale."""
+        import numpy as np
+
+        arrays = [np.asarray(a, dtype=np.float64) for a in self.reference or []]
+        return bool(arrays) and all(
+            a.size == 0 or float(np.ptp(a)) <= 1e-6 * max(float(np.max(np.abs(a))), 1e-30)
+            for a in arrays
+        )
+
     # ------------------------------------------------------------------ one candidate
     def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
         config, incumbent = normalize(config), normalize(incumbent)
@@ -504,6 +514,12 @@ def tune(
             )
             result = search.run(strategy)
             doc = _conclude(evaluator, result, confirm_rounds, default_ready)
+            if evaluator.reference_is_flat():
+                doc["warnings"].append(
+                    "the model's outputs on the sample inputs are (nearly) constant, so the "
+                    "accuracy check cannot tell a variant from the original; tune with real "
+                    "weights and --inputs (and --labels) for a check that means something"
+                )
             if evaluator.not_inherited:
                 names = ", ".join(sorted(evaluator.not_inherited))
                 doc["warnings"].append(
