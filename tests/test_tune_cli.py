@@ -237,3 +237,18 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
         # replayed from the store, not measured again: the very same samples' verdicts
         assert again[name]["speedup"] == outcome["speedup"]
         assert again[name]["info"]["elapsed_s"] == outcome["info"]["elapsed_s"]
+
+
+def test_constant_reference_outputs_are_flagged():
+    import numpy as np
+
+    from tfperf.tune import Evaluator
+
+    evaluator = Evaluator({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1})
+    try:
+        evaluator.reference = [np.full((1, 1000), 1e-3, np.float32)]
+        assert evaluator.reference_is_flat()
+        evaluator.reference = [np.linspace(0, 1, 10).reshape(1, 10)]
+        assert not evaluator.reference_is_flat()
+    finally:
+        evaluator.close()
