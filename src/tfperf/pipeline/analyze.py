@@ -26,7 +26,6 @@ raises :class:`~tfperf.errors.UserError` with one sentence.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -38,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfperf.errors import UserError
+from tfperf.modelref import find_module
 from tfperf.pipeline.gpu import classify
 from tfperf.pipeline.verdict import input_share, verdict
 
@@ -49,23 +49,13 @@ DEFAULT_TIMEOUT = 900.0
 def check_target(spec: str) -> None:
     """Raise :class:`UserError` unless ``spec`` is ``module:function`` with a findable module.
 
-    The module is located with :func:`importlib.util.find_spec` (the current directory first),
-    not imported: importing it may import TensorFlow, which only the worker does.
+    The module is located with :func:`tfperf.modelref.find_module` (the current directory
+    first), not imported: importing it may import TensorFlow, which only the worker does.
     """
     module, sep, func = spec.partition(":")
     if not sep or not module or not func or not func.replace(".", "_").isidentifier():
         raise UserError(f"'{spec}' is not module:function; pass e.g. my_data:make_dataset")
-    cwd = os.getcwd()
-    added = cwd not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError) as exc:
-        raise UserError(f"cannot find module {module} ({exc}); check the name and cwd") from exc
-    finally:
-        if added:
-            sys.path.remove(cwd)
+    found = find_module(module)
     if found is None:
         raise UserError(
             f"cannot find module {module}; run from the directory that contains it or install it"
