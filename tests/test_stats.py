@@ -186,3 +186,27 @@ def test_verdict_finds_a_real_ten_percent_speedup() -> None:
         for _ in range(200)
     )
     assert found / 200 >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("median", "low", "high", "p", "n", "expected"),
+    [
+        (1.10, 1.05, 1.15, 0.001, 12, "faster"),
+        (1.02, 1.01, 1.03, 0.001, 12, "same"),  # significant, but under the 3% threshold
+        (0.90, 0.85, 0.95, 0.001, 12, "slower"),
+        (1.10, 0.95, 1.25, 0.200, 12, "inconclusive"),  # large but not significant
+        (1.10, 1.05, 1.15, 0.001, 5, "inconclusive"),  # too few pairs for any verdict
+        (1.00, 0.98, 1.02, 0.900, 12, "same"),
+        (1.00, 0.95, 1.05, 0.900, 12, "inconclusive"),  # interval reaches past the threshold
+    ],
+)
+def test_public_verdict_rule(median, low, high, p, n, expected) -> None:
+    assert stats.verdict(median, low, high, p, n, 0.03) == expected
+
+
+def test_paired_speedup_uses_the_public_verdict_rule() -> None:
+    rng = np.random.default_rng(12)
+    res = stats.paired_speedup(*paired(rng, 12, 1.10, 0.02))
+    low, high = res["ci95"]
+    expected = stats.verdict(res["median"], low, high, res["p_value"], res["n_pairs"], 0.03)
+    assert res["verdict"] == expected == "faster"

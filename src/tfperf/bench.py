@@ -410,7 +410,7 @@ def unpaired_speedup(
     low, high = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
     p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     out.update(median=median, ci95=[low, high], p_value=p)
-    out["verdict"] = stats._verdict(median, low, high, p, min(a.size, b.size), threshold)
+    out["verdict"] = stats.verdict(median, low, high, p, min(a.size, b.size), threshold)
     out["warnings"].append(
         "the runs were not interleaved: machine drift between them counts as a difference"
     )

@@ -39,6 +39,7 @@ The verdict rule, with threshold ``t`` (default 0.03 = 3%):
 - ``"inconclusive"`` otherwise, and always when there are fewer than :data:`MIN_PAIRS` pairs
   (with 5 pairs or fewer no two-sided test can reach 0.05, and no 95% interval exists).
 
+:func:`verdict` applies that rule to any speedup, paired or not.
 :func:`detect_warmup` returns the index where the steady state begins (rule in its docstring).
 :func:`rel_ci_halfwidth` is the half-width of the median's 95% interval relative to the median,
 ``inf`` when there are too few samples to form that interval: a precision target
@@ -218,7 +219,13 @@ def _signed_rank_p(log_ratios: np.ndarray) -> float:
     return float(sps.wilcoxon(nonzero, alternative="two-sided").pvalue)
 
 
-def _verdict(median: float, low: float, high: float, p: float, n: int, t: float) -> str:
+def verdict(median: float, low: float, high: float, p: float, n: int, t: float) -> str:
+    """The verdict rule of the module docstring for a speedup ``median`` with 95% interval
+    ``[low, high]``, two-sided p-value ``p`` from ``n`` pairs (or samples) and threshold ``t``.
+
+    Shared by the paired comparison here and the unpaired one of stored runs
+    (:func:`tfperf.bench.unpaired_speedup`).
+    """
     if n < MIN_PAIRS:
         return "inconclusive"
     if p < ALPHA and median >= 1.0 + t:
@@ -289,7 +296,7 @@ def paired_speedup(
         median=median,
         ci95=[low, high],
         p_value=p,
-        verdict=_verdict(median, low, high, p, n, threshold),
+        verdict=verdict(median, low, high, p, n, threshold),
     )
     return result
 
