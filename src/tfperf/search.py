@@ -17,9 +17,10 @@ verdict is ``"faster"`` (significant and above the size threshold); among severa
 candidates for one knob the one with the highest median wins. Strategies:
 
 - ``"staged"`` (default): coordinate search — visit each knob in :data:`tfperf.space.KNOBS`
-  order (runtime first), try every other value of it on top of the incumbent, take the best
-  significant step; sweep again over the knobs not yet explored from the current incumbent,
-  until every knob has been (at most ``sweeps`` sweeps).
+  order (TensorFlow's knobs, then the runtime, then the runtime's knobs), try every other
+  value of it on top of the incumbent, take the best significant step; sweep again over the
+  knobs not yet explored from the current incumbent, until every knob has been (at most
+  ``sweeps`` sweeps).
 - ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
   proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
   rejected candidates are told to Optuna as failed trials.

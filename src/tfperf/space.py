@@ -59,14 +59,6 @@ KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
         Knob(
-            "runtime",
-            "model",
-            "model",
-            "tf",
-            ALL_RUNTIMES,
-            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
-        ),
-        Knob(
             "precision",
             "model",
             "code",
@@ -100,6 +92,14 @@ KNOBS: dict[str, Knob] = {
             "ops run side by side (TF_NUM_INTEROP_THREADS)",
         ),
         Knob(
+            "runtime",
+            "model",
+            "model",
+            "tf",
+            ALL_RUNTIMES,
+            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
+        ),
+        Knob(
             "litert_threads", "model", "model", None, INTERPRETERS, "the interpreter's thread count"
         ),
         Knob(
@@ -112,7 +112,9 @@ KNOBS: dict[str, Knob] = {
         ),
     )
 }
-"""Every knob tune knows, in the order the coordinate search visits them."""
+"""Every knob tune knows, in the order the coordinate search visits them: TensorFlow's own
+knobs first (the default outward: environment and one-line changes), then the runtime (a
+converted model must beat the tuned TensorFlow), then the knobs of the runtime chosen."""
 
 ADOPTION_ORDER = ("env", "code", "model")
 ADOPTION_TEXT = {"env": "env only", "code": "one line of code", "model": "converted model file"}
