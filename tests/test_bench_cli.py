@@ -128,6 +128,106 @@ def test_not_a_model_and_a_corrupt_model(tmp_path: Path):
         assert "Traceback" not in res.stderr and str(path.name) in res.stderr
 
 
+MODELS = """
+import sys
+
+import keras
+
+keras.utils.set_random_seed(3)
+out = sys.argv[1]
+inp = keras.Input((8,), name="features")
+keras.Model(inp, keras.layers.Dense(4)(inp)).save(f"{out}/good.keras")
+doubled = keras.layers.Lambda(lambda x: x * 2.0)(inp)
+keras.Model(inp, keras.layers.Dense(4)(doubled)).save(f"{out}/lambda.keras")
+"""
+
+NOT_A_PAIR = """
+import keras
+
+
+def make():
+    inp = keras.Input((8,))
+    return keras.Model(inp, keras.layers.Dense(4)(inp))
+"""
+
+
+@pytest.fixture(scope="module")
+def bad_models(tmp_path_factory) -> Path:
+    """Model files that pass the parent-side check and fail only when a worker loads them: a
+    .keras whose config is readable but whose weights are garbage, one with a Lambda layer
+    (needs --unsafe), a factory that returns the wrong thing, and inputs of the wrong shape."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import numpy as np
+
+    work = tmp_path_factory.mktemp("bad-models")
+    proc = subprocess.run(
+        [sys.executable, "-c", MODELS, str(work)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with (
+        zipfile.ZipFile(work / "good.keras") as src,
+        zipfile.ZipFile(work / "corrupt.keras", "w") as dst,
+    ):
+        names = src.namelist()
+        assert "config.json" in names and "model.weights.h5" in names
+        for name in names:
+            data = src.read(name)
+            dst.writestr(name, b"not an HDF5 file" if name == "model.weights.h5" else data)
+    (work / "not_a_pair.py").write_text(NOT_A_PAIR)
+    np.savez(work / "wrong_shape.npz", features=np.ones((1, 5), "float32"))
+    return work
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "needle"),
+    [
+        (["bench"], ["corrupt.keras", "--set", "onednn=off"], "Cannot load corrupt.keras"),
+        # A candidate started beside the baseline (--parallel-start) is closed, not measured.
+        (
+            ["compare", "--parallel-start", "--set", "onednn=off", "--model"],
+            ["lambda.keras"],
+            "pass --unsafe",
+        ),
+        (["bench"], ["not_a_pair:make"], "must return a tuple (model, inputs)"),
+        (["bench"], ["good.keras", "--inputs", "wrong_shape.npz"], "has shape (1, 5)"),
+    ],
+)
+def test_bad_input_found_by_the_baseline_worker_is_one_sentence_and_exit_2(
+    bad_models, command, args, needle
+):
+    from tfperf.store import Store
+
+    store = bad_models / f"{command[0]}-{args[0]}.sqlite"
+    res = run_cli(
+        *command,
+        *args,
+        "--budget",
+        "1",
+        "--no-peak",
+        "--store",
+        str(store),
+        cwd=bad_models,
+        env=WIDE,
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
+    assert needle in lines[0] and "worker" not in lines[0]
+    assert res.stdout == ""
+    with Store.open(store) as st:  # nothing is lost: the failed trial is in the store
+        loaded = st.load_run("latest")
+    assert loaded["run"]["status"] == "failed"
+    base, *others = loaded["trials"]
+    assert base["role"] == "baseline" and base["status"] == "failed"
+    assert base["error"]["kind"] == "user" and needle in base["error"]["message"]
+    assert [t["status"] for t in others] == (["failed"] if command[0] == "compare" else [])
+    for other in others:
+        assert other["error"]["kind"] == "skipped"
+
+
 def test_unwritable_store(tmp_path: Path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -130,3 +130,29 @@ def test_interleaved_candidates_then_the_run_against_itself(tmp_path):
     for comp in again["comparisons"]:
         assert comp["speedup"]["median"] == pytest.approx(1.0)
         assert comp["speedup"]["verdict"] != "slower"
+
+
+def test_the_gate_trips_on_a_candidate_that_crashed(tmp_path):
+    res = run_cli(
+        "compare",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--env",
+        "TFPERF_INJECT_FAULT=segfault-on-run",
+        "--budget",
+        "1",
+        "--no-peak",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--fail-on-regression",
+        "--json",
+    )
+    assert res.returncode == 1, res.stderr[-2000:]
+    doc = json.loads(res.stdout)  # the document is printed before the gate trips
+    assert [r["status"] for r in doc["results"]] == ["ok", "failed"]
+    assert "failed: env:TFPERF_INJECT_FAULT=segfault-on-run (worker crashed with SIGSEGV)" in (
+        res.stderr
+    )
+    assert "Traceback" not in res.stderr

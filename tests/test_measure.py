@@ -149,3 +149,24 @@ def test_peak_probe_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert get_peak(machine)["fp32_gflops"] == 123.0
     used, share = share_of_peak(12.3e9, {"fp32_gflops": 123.0})
     assert (used, share) == (123.0, pytest.approx(0.1))
+
+
+def test_a_baseline_that_crashes_is_reported_not_raised(tmp_path):
+    """A crash is a finding about the workload, not bad input: a document comes back."""
+    with Store.open(tmp_path / "store.sqlite") as store:
+        doc = bench(
+            TINY_MLP,
+            [Config.parse([], ["TFPERF_INJECT_FAULT=segfault-on-run"])],
+            store=store,
+            budget_s=1,
+            timeout_s=60,
+            peak=False,
+            extras=(),
+        )
+        loaded = store.load_run(doc["run_id"])
+    (base,) = doc["results"]
+    assert base["role"] == "baseline" and base["status"] == "failed"
+    assert base["error"]["reason"] == "worker crashed with SIGSEGV"
+    assert any("the baseline" in w and "SIGSEGV" in w for w in doc["warnings"])
+    assert loaded["run"]["status"] == "failed"
+    assert loaded["trials"][0]["error"]["kind"] is None

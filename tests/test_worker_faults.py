@@ -68,6 +68,7 @@ def test_segfault(workers):
     err = _fail_on_run(workers["segfault-on-run"])
     assert err.reason == "worker crashed with SIGSEGV"
     assert err.signal == "SIGSEGV" and err.exit_code is None
+    assert not err.user_error and err.message is None
     assert "Segmentation fault" in err.stderr_tail or "Fatal Python error" in err.stderr_tail
 
 
@@ -100,6 +101,11 @@ def test_corrupt_model_is_reported_by_the_worker(workers):
     assert len(err.value.reason) > len("worker reported: ") + 10
     assert err.value.exit_code == 3
     assert "Traceback" in err.value.stderr_tail
+    # The user's file caused it: the worker says so, with the sentence to show them.
+    assert err.value.user_error and err.value.kind == "user"
+    assert err.value.message.startswith("Cannot load model.keras as a Keras model")
+    assert err.value.reason == f"worker reported: {err.value.message}"
+    assert err.value.to_dict()["message"] == err.value.message
 
 
 def test_a_failed_worker_refuses_further_requests(workers):

@@ -129,3 +129,18 @@ def test_worker_needs_its_pipes():
         cwd=Path(__file__).parent,
     )
     assert proc.returncode == 2 and "--cmd-fd" in proc.stderr
+
+
+def test_error_messages_say_whether_the_user_caused_them():
+    from tfperf.errors import UserError
+    from tfperf.worker import USER_KIND, error_message
+
+    mine = error_message(UserError("Cannot load m.keras as a Keras model: bad weights."))
+    assert mine == {
+        "op": "error",
+        "kind": USER_KIND,
+        "message": "Cannot load m.keras as a Keras model: bad weights.",
+    }
+    crash = error_message(RuntimeError("oneDNN primitive failed\n  at line 3"))
+    assert crash["kind"] == "RuntimeError" and crash["message"] == "oneDNN primitive failed"
+    assert error_message(ValueError())["message"] == "ValueError"

@@ -27,6 +27,18 @@ Contract:
   ``speedup`` = baseline time / candidate time (> 1: the candidate is faster), the median of
   pair-by-pair ratios of block medians; the verdict needs both a significance test and the size
   threshold (:func:`tfperf.stats.paired_speedup`).
+- Failures. A baseline whose worker reports a mistake in the user's input (a corrupt model
+  file that passed the parent-side check, a .keras that needs ``--unsafe``, a factory that
+  raises or returns the wrong thing, an ``--inputs`` file that does not fit the model) raises
+  :class:`tfperf.errors.UserError` with the worker's one sentence (exit 2), after its failed
+  trial is recorded and the run is stored as ``failed``. A candidate that fails, for any
+  reason, is a failed trial with its reason and the run goes on. A baseline that *crashes*
+  (signal, timeout, memory limit, an exception in TensorFlow) is also a failed trial and a
+  returned document (exit 0): the input was acceptable, the crash is a finding about this
+  workload on this install -- reported in its result, in ``warnings`` and in the stored run's
+  status -- and the exit codes are kept for what they promise: 2 for input the user must
+  change, 1 for a ``--fail-on`` gate. A gate (``compare --fail-on-regression``) does count a
+  failed trial: see :func:`failures_in`.
 - :func:`compare_runs` compares two stored runs trial by trial (same label; or the two
   baselines). The runs were not interleaved, so the comparison is unpaired: the ratio of the
   medians of the per-block medians, a bootstrap 95% interval, a Mann-Whitney test, and the same
@@ -45,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfperf.config import Config
+from tfperf.errors import UserError
 from tfperf.measure import Listener, Measurement, Settings, Trial, measure
 
 DEFAULT_THRESHOLD = 0.03
@@ -159,7 +172,12 @@ def bench(
     recorder = _Recorder(store, run_id, listener)
     status = "interrupted"
     try:
-        result = measure(workload, configs, settings, recorder, environ)
+        try:
+            result = measure(workload, configs, settings, recorder, environ)
+        except UserError as exc:
+            status = "failed"
+            store.finish_run(run_id, status, {"error": str(exc)})
+            raise
         peak_doc = _peak(machine, python) if peak and _any_flops(result) else None
         doc = _document(result, recorder.trial_ids, threshold, peak_doc)
         doc.update(
@@ -443,7 +461,6 @@ def compare_runs(
 ) -> dict[str, Any]:
     """Compare stored run B against run A; see the module docstring."""
     from tfperf import stats
-    from tfperf.errors import UserError
 
     a, b = store.load_run(run_a), store.load_run(run_b)
     ra, rb = a["run"], b["run"]
@@ -491,4 +508,18 @@ def regressions_in(doc: Mapping[str, Any]) -> list[str]:
         return list(doc["regressions"])
     return [
         c["candidate"] for c in doc.get("comparisons", []) if c["speedup"]["verdict"] == "slower"
+    ]
+
+
+def failures_in(doc: Mapping[str, Any]) -> list[str]:
+    """``"label (reason)"`` for each failed trial of a bench/compare document.
+
+    A gate such as ``--fail-on-regression`` trips on these too: a config that crashed was not
+    shown to be as fast as the baseline, and a baseline that crashed leaves nothing compared.
+    Stored-run comparisons (``compare_runs``) have no failures of their own: ``[]``.
+    """
+    return [
+        f"{r['label']} ({(r.get('error') or {}).get('reason') or 'failed'})"
+        for r in doc.get("results", [])
+        if r.get("status") == "failed"
     ]

@@ -15,6 +15,12 @@ Contract of :func:`measure`:
   config's p50 interval and of every candidate's speedup interval is at most ``precision``.
 - A worker that fails (crash, timeout, memory limit, error) becomes a failed trial with its
   reason (``listener.trial`` is told); the others go on. Workers are always closed.
+- Except one case: when the baseline's worker reports a mistake in the user's input
+  (:attr:`WorkerFailed.user_error`: a corrupt model file, a .keras that needs --unsafe, a
+  factory that raises or returns the wrong thing, inputs that do not fit the model), nothing
+  can be measured against it. The listener is told of that failed trial (and of every
+  candidate already started, failed as "not measured"), then :func:`measure` raises
+  :class:`tfperf.errors.UserError` with the worker's sentence.
 - Optionally, the baseline also times other ways of calling the model (``extras``: "eager",
   "predict"), as information.
 
@@ -31,10 +37,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.config import Config
+from tfperf.worker import USER_KIND
 from tfperf.workerproc import Worker, WorkerFailed
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
+SKIPPED_KIND = "skipped"
+"""Error kind of a candidate left unmeasured because the baseline could not run the input."""
 MAX_CALLS_PER_BLOCK = 2000
 """Very fast calls get shorter blocks rather than huge sample lists in the store."""
 
@@ -76,6 +85,14 @@ class Trial:
     def block_medians(self, rounds: Sequence[int]) -> list[float]:
         """The median of this trial's block in each of ``rounds``."""
         return [statistics.median(self.blocks[r]) for r in rounds]
+
+    @property
+    def ended_by_bad_input(self) -> bool:
+        """Whether this trial failed because the baseline could not run the user's input
+        (its own failure as the baseline, or a candidate left unmeasured because of it):
+        :func:`measure` then raises one UserError sentence for the whole run."""
+        kind = (self.error or {}).get("kind")
+        return (self.role == BASELINE and kind == USER_KIND) or kind == SKIPPED_KIND
 
     def fail(self, exc: WorkerFailed) -> None:
         """Record a failure."""
@@ -164,11 +181,11 @@ def measure(
             for trial in trials:
                 _spawn(trial, workload, settings, listener, environ)
             for trial in trials:
-                _await_ready(trial, listener)
+                _await_ready(trial, listener, trials)
         else:
             for trial in trials:
                 _spawn(trial, workload, settings, listener, environ)
-                _await_ready(trial, listener)
+                _await_ready(trial, listener, trials)
         block_s = settings.block_seconds(len(trials))
         for trial in trials:
             if trial.alive:
@@ -214,7 +231,7 @@ def _spawn(
     trial.not_inherited = dict(worker.not_inherited)
 
 
-def _await_ready(trial: Trial, listener: Listener) -> None:
+def _await_ready(trial: Trial, listener: Listener, trials: Sequence[Trial]) -> None:
     if trial.status == "failed" or trial.worker is None:
         return
     try:
@@ -222,6 +239,8 @@ def _await_ready(trial: Trial, listener: Listener) -> None:
     except WorkerFailed as exc:
         trial.fail(exc)
         listener.trial(trial, "failed")
+        if trial.role == BASELINE and exc.user_error:
+            _abandon(trials, listener, exc)
         return
     trial.status = "running"
     trial.ready = ready
@@ -229,6 +248,22 @@ def _await_ready(trial: Trial, listener: Listener) -> None:
     trial.cold_start_s = ready["startup_s"] - sum(trial.warmup_s)
     listener.trial(trial, "ready")
     listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
+
+
+def _abandon(trials: Sequence[Trial], listener: Listener, exc: WorkerFailed) -> None:
+    """The baseline cannot run the user's input: fail the others unmeasured, raise UserError."""
+    from tfperf.errors import UserError
+
+    for other in trials:
+        if other.status in ("pending", "running") and other.worker is not None:
+            other.worker.close()
+            other.fail(
+                WorkerFailed(
+                    "not measured: the baseline could not run this input", kind=SKIPPED_KIND
+                )
+            )
+            listener.trial(other, "failed")
+    raise UserError(exc.message or exc.reason)
 
 
 def _calls_for(trial: Trial, block_s: float) -> int:

@@ -5,8 +5,12 @@ Contract (the protocol of ``docs/ARCHITECTURE.md``): the parent passes two pipe 
 applies call-level knobs (thread pools) before its first op, builds the workload with
 ``tfperf.prepare.prepare(workload, config)``, times the first call, warms up and answers
 ``ready``; then it answers ``run``, ``outputs`` and ``extra`` requests until ``quit``. Any
-exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3. Its stdout and stderr
-are only captured for error reports (faulthandler adds the Python stack of a crash).
+exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
+:data:`USER_KIND` (``"user"``) for a :class:`tfperf.errors.UserError` -- something the user
+caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
+returns the wrong thing, inputs that do not fit the model) -- and the exception's class name
+otherwise; ``message`` is one sentence. Its stdout and stderr are only captured for error
+reports (faulthandler adds the Python stack of a crash).
 
 This module also runs under other TensorFlow installs (down to TF 2.15 with Keras 2 on Python
 3.9): it uses only ``tf.config.threading`` and ``tf.__version__`` from TensorFlow, and nothing
@@ -34,8 +38,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tfperf.errors import UserError
+
 EXIT_ERROR = 3
 EXIT_INJECTED = 17
+USER_KIND = "user"
+"""The ``kind`` of an error message caused by the user's input (a ``UserError``)."""
 
 
 def _rss_bytes() -> int:
@@ -217,6 +225,12 @@ class Session:
         return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
 
 
+def error_message(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` message for ``exc`` (see the module docstring for ``kind``)."""
+    kind = USER_KIND if isinstance(exc, UserError) else type(exc).__name__
+    return {"op": "error", "kind": kind, "message": _one_sentence(exc)}
+
+
 def _one_sentence(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = text[0] if text else ""
@@ -250,7 +264,7 @@ def serve(cmd: Any, res: Any, fault: str) -> int:
                 raise ValueError(f"request {op!r} before init")
             send(handler(msg))
         except Exception as exc:
-            send({"op": "error", "kind": type(exc).__name__, "message": _one_sentence(exc)})
+            send(error_message(exc))
             import traceback
 
             traceback.print_exc()

@@ -13,7 +13,11 @@ Contract:
 - Any failure kills the whole process group and raises :class:`WorkerFailed` whose ``reason``
   is one sentence ("worker crashed with SIGSEGV", "worker exceeded the 30 s timeout", "worker
   exceeded the memory limit of 2.0 GiB (RSS 2.3 GiB)", "worker reported: <message>"), with
-  ``exit_code``, ``signal`` and ``stderr_tail``. After a failure the handle is closed.
+  ``exit_code``, ``signal`` and ``stderr_tail``. An error the worker reported also carries its
+  ``kind`` and its own one-sentence ``message``; ``kind == "user"`` (:attr:`WorkerFailed.
+  user_error`) means the user's input caused it (a ``UserError`` in the worker: a corrupt
+  model, a .keras that needs --unsafe, a factory that raises, inputs that do not fit), and the
+  ``message`` is then the sentence to show them. After a failure the handle is closed.
 - :meth:`Worker.close` is idempotent and always leaves no process behind.
 """
 
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.config import Config
+from tfperf.worker import USER_KIND
 
 DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 5.0}
 _POLL_S = 0.02
@@ -51,6 +56,7 @@ class WorkerFailed(Exception):
         signal: str | None = None,
         stderr_tail: str = "",
         kind: str | None = None,
+        message: str | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -58,12 +64,19 @@ class WorkerFailed(Exception):
         self.signal = signal
         self.stderr_tail = stderr_tail
         self.kind = kind
+        self.message = message
+
+    @property
+    def user_error(self) -> bool:
+        """Whether the worker reported a mistake in the user's input (``kind == "user"``)."""
+        return self.kind == USER_KIND
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able error record kept with a failed trial."""
         return {
             "reason": self.reason,
             "kind": self.kind,
+            "message": self.message,
             "exit_code": self.exit_code,
             "signal": self.signal,
             "stderr_tail": self.stderr_tail,
@@ -285,7 +298,8 @@ class Worker:
         except ValueError:
             raise self._fail(f"worker sent an unreadable answer: {line[:80]!r}") from None
         if msg.get("op") == "error":
-            raise self._fail(f"worker reported: {msg.get('message')}", kind=msg.get("kind"))
+            text = str(msg.get("message") or "no message")
+            raise self._fail(f"worker reported: {text}", kind=msg.get("kind"), message=text)
         if msg.get("op") != op:
             raise self._fail(f"worker answered {msg.get('op')!r} where {op!r} was expected")
         self.peak_rss_bytes = max(
@@ -325,7 +339,9 @@ class Worker:
         detail = f": {last}" if last else ""
         return f"worker exited with code {code} before answering{detail}"
 
-    def _fail(self, reason: str, kind: str | None = None) -> WorkerFailed:
+    def _fail(
+        self, reason: str, kind: str | None = None, message: str | None = None
+    ) -> WorkerFailed:
         """Kill the worker, close the handle and describe the failure."""
         self._kill_group()
         proc = self._proc
@@ -339,6 +355,7 @@ class Worker:
             signal=_signal_name(-code) if code is not None and code < 0 else None,
             stderr_tail=self._tail(),
             kind=kind,
+            message=message,
         )
         self.close()
         return err

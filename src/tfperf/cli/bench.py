@@ -83,7 +83,7 @@ def _progress_listener() -> Any:
         def trial(self, trial: Any, event: str) -> None:
             if event == "starting":
                 self.progress.update(self.task, description=f"starting {trial.label}", info="")
-            elif event == "failed":
+            elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
                 reason = (trial.error or {}).get("reason", "failed")
                 self.progress.console.print(f"[red]{trial.label}[/]: {reason}")
 
@@ -356,7 +356,7 @@ def register(group: click.Group) -> None:
     @click.option(
         "--fail-on-regression",
         is_flag=True,
-        help="Exit 1 when B (or a candidate) is significantly slower.",
+        help="Exit 1 when B (or a candidate) is significantly slower, or a measured config failed.",
     )
     @_measure_options
     def compare_cmd(
@@ -365,7 +365,7 @@ def register(group: click.Group) -> None:
         """Compare two stored runs (RUN_A RUN_B, ids from `tfperf history` or 'latest'), or
         measure candidates against the default in one interleaved run (--workload NAME or
         --model MODEL, each --set/--env one candidate; join knobs with commas)."""
-        from tfperf.bench import compare_runs, regressions_in
+        from tfperf.bench import compare_runs, failures_in, regressions_in
         from tfperf.config import Config
 
         if runs:
@@ -396,8 +396,11 @@ def register(group: click.Group) -> None:
             doc = _run([Config(), *candidates], opts, workload, "compare")
             _emit(doc, opts["as_json"], _render_bench)
         slower = regressions_in(doc)
-        if fail_on_regression and slower:
-            raise FailOnTriggered(f"significantly slower: {', '.join(slower)}.")
+        failed = failures_in(doc)
+        if fail_on_regression and (slower or failed):
+            found = [f"significantly slower: {', '.join(slower)}"] if slower else []
+            found += [f"failed: {', '.join(failed)}"] if failed else []
+            raise FailOnTriggered("; ".join(found) + ".")
 
 
 def _render_runs(doc: dict[str, Any]) -> None:
