@@ -170,3 +170,72 @@ def test_a_baseline_that_crashes_is_reported_not_raised(tmp_path):
     assert any("the baseline" in w and "SIGSEGV" in w for w in doc["warnings"])
     assert loaded["run"]["status"] == "failed"
     assert loaded["trials"][0]["error"]["kind"] is None
+
+
+class Vetting(Recorder):
+    """Refuses the third worker once it is ready, the way builds compare refuses a worker
+    that imported another TensorFlow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ready_pids: dict[int, int] = {}
+
+    def refuse(self, trial, ready):
+        from tfperf.workerproc import WorkerFailed
+
+        self.ready_pids[trial.index] = trial.worker.pid
+        if trial.index == 2:
+            return WorkerFailed(f"refused {ready['install']['tf_version']}", kind="refused")
+        return None
+
+
+def test_per_config_interpreters_labels_fixed_blocks_and_outputs(tmp_path):
+    import os
+    import stat
+    import sys
+
+    import numpy as np
+    import psutil
+
+    from tfperf.measure import Settings, measure
+
+    marker = tmp_path / "wrapper-ran"
+    wrapper = tmp_path / "other-python"
+    wrapper.write_text(f'#!/bin/sh\ntouch "{marker}"\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    settings = Settings(
+        budget_s=0.5,
+        min_rounds=3,
+        precision=1.0,
+        calls_per_block=4,
+        pythons=(sys.executable, str(wrapper), sys.executable),
+        outputs_dir=str(tmp_path),
+        parallel_start=True,
+    )
+    listener = Vetting()
+    m = measure(TINY_MLP, [Config()] * 3, settings, listener, labels=["here", "there", "refused"])
+    here, there, refused = m.trials
+    assert [t.label for t in m.trials] == ["here", "there", "refused"]
+    assert [t.python for t in m.trials] == list(settings.pythons)
+    assert marker.exists()  # the second worker really ran through its own interpreter
+    assert [t.status for t in m.trials] == ["ok", "ok", "failed"]
+    assert refused.error["reason"].startswith("refused ") and not refused.blocks
+    assert not psutil.pid_exists(listener.ready_pids[2]) or (
+        psutil.Process(listener.ready_pids[2]).status() == "zombie"
+    )
+    for trial in (here, there):
+        assert trial.calls_per_block == 4 and len(trial.blocks) == m.rounds >= 3
+        assert all(len(b) == 4 for b in trial.blocks.values())
+        with np.load(trial.outputs_path) as data:
+            assert data["output_0"].shape[0] == TINY_MLP["batch"]
+    assert refused.outputs_path is None
+    assert os.path.dirname(here.outputs_path) == str(tmp_path)
+
+
+def test_per_config_lists_must_match_the_configs():
+    from tfperf.measure import Settings, measure
+
+    with pytest.raises(ValueError, match="one entry per config"):
+        measure(TINY_MLP, [Config()], Settings(pythons=("a", "b")))
+    with pytest.raises(ValueError, match="one entry per config"):
+        measure(TINY_MLP, [Config(), Config()], labels=["only one"])

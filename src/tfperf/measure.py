@@ -2,14 +2,19 @@
 
 Contract of :func:`measure`:
 
-- One worker per config (the first config is the baseline), started one after the other so
+- One worker per config (the first config is the baseline), run by ``settings.python`` or,
+  one per config, by ``settings.pythons`` (another virtual environment, another TensorFlow;
+  trials are named by ``labels`` or the configs' labels), started one after the other so
   that each cold start is timed alone (``parallel_start`` overlaps them, for speed):
   ``cold_start_s`` = process start + TensorFlow import + load + first call, one figure;
   ``first_call_s`` (tracing, XLA compile) is also kept apart, and the worker's warm-up
-  samples are handed over as phase ``"warmup"``.
+  samples are handed over as phase ``"warmup"``. ``listener.refuse`` may turn down a worker
+  once it is ready (say, one that imported another TensorFlow than its environment holds): it
+  becomes a failed trial.
 - Then rounds: each round runs one block per live config, in an order rotated by one each
   round, and hands every block to ``listener.block`` as it arrives (phase ``"steady"``). A
-  block lasts about ``block_s`` (its call count is set per config from the warm-up median).
+  block lasts about ``block_s`` (its call count is set per config from the warm-up median),
+  or ``calls_per_block`` calls when that is set.
 - It stops after at least ``min_rounds`` rounds when the steady phase has used ``budget_s``
   seconds, or when the precision target is met: the relative half-width of every live
   config's p50 interval and of every candidate's speedup interval is at most ``precision``.
@@ -22,7 +27,9 @@ Contract of :func:`measure`:
   candidate already started, failed as "not measured"), then :func:`measure` raises
   :class:`tfperf.errors.UserError` with the worker's sentence.
 - Optionally, the baseline also times other ways of calling the model (``extras``: "eager",
-  "predict"), as information.
+  "predict"), as information; and with ``outputs_dir`` every live worker then writes the
+  outputs of one call to ``<outputs_dir>/outputs-<index>.npz`` (``Trial.outputs_path``), so
+  that the caller can check them against the baseline's (a failure there fails the trial).
 
 Nothing here imports TensorFlow; :mod:`tfperf.stats` (numpy, scipy) is imported when measuring.
 """
@@ -70,6 +77,10 @@ class Trial:
     error: dict[str, Any] | None = None
     peak_rss_bytes: int = 0
     not_inherited: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    """The interpreter that ran the worker."""
+    outputs_path: str | None = None
+    """One call's outputs (.npz), written after the rounds when ``Settings.outputs_dir`` is set."""
     worker: Worker | None = field(default=None, repr=False)
 
     @property
@@ -114,6 +125,11 @@ class Listener:
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
         """A round finished."""
 
+    def refuse(self, trial: Trial, ready: dict[str, Any]) -> WorkerFailed | None:
+        """Asked once a worker is ready (``trial.ready`` is set), before it measures: the
+        failure to record instead of measuring it, or ``None`` to accept it (the default)."""
+        return None
+
 
 @dataclass
 class Measurement:
@@ -150,9 +166,20 @@ class Settings:
     extras: tuple[str, ...] = ()
     extra_s: float = 1.0
     python: str = sys.executable
+    pythons: tuple[str, ...] | None = None
+    """One interpreter per config, in order (each may be another virtual environment with
+    tfperf importable); ``None``: ``python`` for every config."""
     pythonpath: tuple[str, ...] = ()
     parallel_start: bool = False
     """Start every worker at once: quicker, but then cold starts compete for the CPU."""
+    calls_per_block: int | None = None
+    """Calls in every block; by default set per config from ``block_seconds`` and its warm-up."""
+    outputs_dir: str | None = None
+    """Where live workers write one call's outputs after the rounds (``None``: they do not)."""
+
+    def python_for(self, index: int) -> str:
+        """The interpreter of config ``index``."""
+        return self.pythons[index] if self.pythons is not None else self.python
 
     def block_seconds(self, n_configs: int) -> float:
         """The target block duration for ``n_configs`` configs sharing the budget."""
@@ -167,14 +194,29 @@ def measure(
     settings: Settings | None = None,
     listener: Listener | None = None,
     environ: Mapping[str, str] | None = None,
+    labels: Sequence[str] | None = None,
 ) -> Measurement:
-    """Measure ``workload`` under every config, interleaved; see the module docstring."""
+    """Measure ``workload`` under every config, interleaved; see the module docstring.
+
+    ``labels`` names the trials (default: each config's label); ``settings.pythons`` and
+    ``labels``, when given, have one entry per config.
+    """
     if not configs:
         raise ValueError("measure() needs at least one config")
     settings = settings or Settings()
     listener = listener or Listener()
+    for name, per_config in (("settings.pythons", settings.pythons), ("labels", labels)):
+        if per_config is not None and len(per_config) != len(configs):
+            raise ValueError(f"{name} needs one entry per config ({len(configs)})")
     trials = [
-        Trial(i, c, BASELINE if i == 0 else CANDIDATE, c.label()) for i, c in enumerate(configs)
+        Trial(
+            i,
+            c,
+            BASELINE if i == 0 else CANDIDATE,
+            labels[i] if labels is not None else c.label(),
+            python=settings.python_for(i),
+        )
+        for i, c in enumerate(configs)
     ]
     try:
         if settings.parallel_start:
@@ -189,10 +231,12 @@ def measure(
         block_s = settings.block_seconds(len(trials))
         for trial in trials:
             if trial.alive:
-                trial.calls_per_block = _calls_for(trial, block_s)
+                trial.calls_per_block = settings.calls_per_block or _calls_for(trial, block_s)
         rounds, stopped, steady_s = _rounds(trials, settings, listener)
         if settings.extras and trials[0].alive:
             _extras(trials[0], settings, listener)
+        if settings.outputs_dir is not None:
+            _outputs(trials, settings.outputs_dir, listener)
     finally:
         for trial in trials:
             if trial.worker is not None:
@@ -214,7 +258,7 @@ def _spawn(
     worker = Worker(
         workload,
         trial.config,
-        python=settings.python,
+        python=trial.python,
         pythonpath=list(settings.pythonpath),
         timeout_s=settings.timeout_s,
         init_timeout_s=settings.init_timeout_s,
@@ -242,8 +286,14 @@ def _await_ready(trial: Trial, listener: Listener, trials: Sequence[Trial]) -> N
         if trial.role == BASELINE and exc.user_error:
             _abandon(trials, listener, exc)
         return
-    trial.status = "running"
     trial.ready = ready
+    refused = listener.refuse(trial, ready)
+    if refused is not None:
+        trial.fail(refused)
+        trial.worker.close()
+        listener.trial(trial, "failed")
+        return
+    trial.status = "running"
     trial.warmup_s = list(ready["warmup"]["samples_s"])
     trial.cold_start_s = ready["startup_s"] - sum(trial.warmup_s)
     listener.trial(trial, "ready")
@@ -327,6 +377,22 @@ def _rounds(trials: list[Trial], settings: Settings, listener: Listener) -> tupl
             return done, "budget", elapsed
         if _precise_enough(trials, settings.precision):
             return done, "precision", elapsed
+
+
+def _outputs(trials: list[Trial], folder: str, listener: Listener) -> None:
+    """Each live worker writes one call's outputs to ``folder`` (see the module docstring)."""
+    from pathlib import Path
+
+    for trial in trials:
+        if not trial.alive or trial.worker is None:
+            continue
+        try:
+            path = trial.worker.outputs(Path(folder) / f"outputs-{trial.index}.npz")
+        except WorkerFailed as exc:
+            trial.fail(exc)
+            listener.trial(trial, "failed")
+            continue
+        trial.outputs_path = str(path)
 
 
 def _extras(trial: Trial, settings: Settings, listener: Listener) -> None:

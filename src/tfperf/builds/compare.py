@@ -5,11 +5,13 @@ Contract of :func:`compare_builds`:
 - Each candidate SPEC gets its environment from :func:`tfperf.builds.envs.ensure_env`; one that
   cannot be installed is reported as ``{"spec", "status": "failed", "reason"}`` (one line on
   stderr as it happens) and the others go on. None installable -> :class:`UserError`.
-- One worker per environment (``python`` of that environment), started one after the other;
-  then interleaved rounds of one block each, order rotated every round
-  (:mod:`tfperf.measure`'s round loop), until ``min_rounds`` and the time budget or the
-  precision target. Speedups are :func:`tfperf.stats.paired_speedup` of the baseline's block
-  medians over each candidate's (>1: the candidate is faster), with a 95% interval.
+- Measuring is :func:`tfperf.measure.measure` with one interpreter per config
+  (``Settings.pythons``: this Python, then each environment's): one worker per environment,
+  started one after the other, then interleaved rounds of one block each, order rotated every
+  round, until ``min_rounds`` and the time budget or the precision target. Speedups are
+  :func:`tfperf.stats.paired_speedup` of the baseline's block medians over each candidate's
+  (>1: the candidate is faster), with a 95% interval. A model the baseline cannot load (bad
+  input) is a :class:`UserError`, with the run stored as failed.
 - A worker must report the TensorFlow version its environment installed; one that imported
   another (packages leaking in from the parent) is a failed trial, never a wrong figure.
 - Models reach every environment as a SavedModel: a ``.keras``/``.h5`` file is exported once in
@@ -33,6 +35,8 @@ from typing import Any
 
 from tfperf.builds.envs import CandidateEnv, CandidateError, ensure_env
 from tfperf.errors import UserError
+from tfperf.measure import Listener, Settings, measure
+from tfperf.workerproc import WorkerFailed
 
 KIND = "builds"
 """Store run kind of a builds comparison."""
@@ -147,10 +151,9 @@ def compare_builds(
 ) -> dict[str, Any]:
     """Compare the current environment with each candidate build; see the module docstring.
 
-    ``blocks`` overrides ``min_rounds``; ``calls`` fixes the calls per block (otherwise about
-    ``budget_s / 40`` seconds' worth per block).
+    ``blocks`` overrides ``min_rounds``; ``calls`` fixes the calls per block (otherwise
+    :mod:`tfperf.measure` sets them from each worker's warm-up).
     """
-    from tfperf import measure
     from tfperf.config import Config
 
     if not candidates:
@@ -161,93 +164,33 @@ def compare_builds(
         if not envs:
             reasons = "; ".join(f"{f['spec']}: {f['reason']}" for f in failed)
             raise UserError(f"no candidate could be installed ({reasons}); fix the specs.")
-        settings = measure.Settings(budget_s=budget_s, min_rounds=blocks or min_rounds)
-        trials = _trials(envs, Config, measure)
-        listener = _Recorder(store, wl, candidates, settings, progress)
+        settings = Settings(
+            budget_s=budget_s,
+            min_rounds=blocks or min_rounds,
+            pythons=(sys.executable, *(str(env.python) for env in envs)),
+            calls_per_block=calls,
+            outputs_dir=tmp,
+        )
+        expected = [None, *(_tf_version(env.versions) for env in envs)]
+        listener = _Recorder(store, wl, candidates, settings, progress, expected)
         try:
-            for trial, python, expected in trials:
-                _start(trial, wl, settings, listener, python, expected, measure)
-            for trial, _, _ in trials:
-                if trial.alive:
-                    trial.calls_per_block = calls or measure._calls_for(
-                        trial, settings.block_seconds(len(trials))
-                    )
-            rounds, stopped, steady_s = measure._rounds(
-                [t for t, _, _ in trials], settings, listener
+            m = measure(
+                wl,
+                [Config() for _ in expected],
+                settings,
+                listener,
+                labels=["current", *(env.label for env in envs)],
             )
-            accuracy = _check_outputs([t for t, _, _ in trials], Path(tmp))
-        finally:
-            for trial, _, _ in trials:
-                if trial.worker is not None:
-                    trial.worker.close()
-                if trial.status == "running":
-                    trial.status = "ok"
-        result = _result(wl, trials, envs, failed, accuracy, rounds, stopped, steady_s)
+            accuracy = _check_outputs(m.trials)
+        except UserError as exc:  # the baseline cannot run the user's model
+            listener.abort("failed", {"error": str(exc)})
+            raise
+        except BaseException:
+            listener.abort("interrupted", {})
+            raise
+        result = _result(wl, m, envs, failed, accuracy)
         listener.finish(result)
         return result
-
-
-def _trials(envs: list[CandidateEnv], config_cls: Any, measure: Any) -> list[tuple[Any, str, Any]]:
-    """(Trial, python, expected TF version) for the baseline and each candidate."""
-    out = [
-        (
-            measure.Trial(0, config_cls(), measure.BASELINE, "current"),
-            sys.executable,
-            None,
-        )
-    ]
-    for i, env in enumerate(envs, start=1):
-        trial = measure.Trial(i, config_cls(), measure.CANDIDATE, env.label)
-        out.append((trial, str(env.python), _tf_version(env.versions)))
-    return out
-
-
-def _start(
-    trial: Any,
-    wl: dict,
-    settings: Any,
-    listener: Any,
-    python: str,
-    expected_tf: str | None,
-    measure: Any,
-) -> None:
-    """Start one worker with ``python``; check it runs the TensorFlow its environment holds."""
-    from tfperf.workerproc import Worker, WorkerFailed
-
-    listener.trial(trial, "starting")
-    worker = Worker(
-        wl,
-        trial.config,
-        python=python,
-        timeout_s=settings.timeout_s,
-        init_timeout_s=settings.init_timeout_s,
-        warmup={"min_calls": settings.warmup_min_calls, "max_seconds": settings.warmup_max_s},
-    )
-    trial.worker = worker
-    try:
-        worker.start()
-        ready = worker.wait_ready()
-    except WorkerFailed as exc:
-        trial.fail(exc)
-        listener.trial(trial, "failed")
-        return
-    got = (ready.get("install") or {}).get("tf_version")
-    if expected_tf is not None and got is not None and not _same_release(got, expected_tf):
-        trial.fail(
-            WorkerFailed(
-                f"worker imported TensorFlow {got}, not the candidate's {expected_tf}; the "
-                "parent's packages are on the worker's path (install tfperf from source)",
-                kind="wrong-tensorflow",
-            )
-        )
-        listener.trial(trial, "failed")
-        return
-    trial.status = "running"
-    trial.ready = ready
-    trial.warmup_s = list(ready["warmup"]["samples_s"])
-    trial.cold_start_s = ready.get("startup_s")
-    listener.trial(trial, "ready")
-    listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
 
 
 def _same_release(got: str, expected: str) -> bool:
@@ -255,29 +198,20 @@ def _same_release(got: str, expected: str) -> bool:
     return got == expected or got.split("-")[0] == expected.split(".dev")[0].split("-")[0]
 
 
-def _check_outputs(trials: list[Any], tmp: Path) -> dict[int, dict[str, Any]]:
-    """Each live candidate's outputs against the baseline's, with the default tolerance."""
+def _check_outputs(trials: list[Any]) -> dict[int, dict[str, Any]]:
+    """Each candidate's outputs against the baseline's, with the default tolerance (the
+    outputs :func:`tfperf.measure.measure` had each live worker write)."""
     from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs, load_outputs
-    from tfperf.workerproc import WorkerFailed
 
     base = trials[0]
-    if not base.alive:
+    if base.outputs_path is None:
         return {}
-    try:
-        ref = load_outputs(base.worker.outputs(tmp / "out-0.npz"))
-    except WorkerFailed as exc:
-        base.fail(exc)
-        return {}
+    ref = load_outputs(base.outputs_path)
     found: dict[int, dict[str, Any]] = {}
     for trial in trials[1:]:
-        if not trial.alive:
+        if trial.outputs_path is None:
             continue
-        try:
-            cand = load_outputs(trial.worker.outputs(tmp / f"out-{trial.index}.npz"))
-        except WorkerFailed as exc:
-            trial.fail(exc)
-            continue
-        errors = compare_outputs(ref, cand)
+        errors = compare_outputs(ref, load_outputs(trial.outputs_path))
         accepted, reason = DEFAULT_TOLERANCE.check(errors)
         found[trial.index] = {**errors, "accepted": accepted, "reason": reason}
     return found
@@ -285,26 +219,23 @@ def _check_outputs(trials: list[Any], tmp: Path) -> dict[int, dict[str, Any]]:
 
 def _result(
     wl: dict,
-    trials: list[tuple[Any, str, Any]],
+    m: Any,
     envs: list[CandidateEnv],
     failed: list[dict[str, Any]],
     accuracy: dict[int, dict[str, Any]],
-    rounds: int,
-    stopped: str,
-    steady_s: float,
 ) -> dict[str, Any]:
     from tfperf import stats
 
     batch = int(wl.get("batch", 1))
-    base = trials[0][0]
+    base = m.trials[0]
     rows = []
-    for trial, python, _ in trials:
+    for trial in m.trials:
         env = envs[trial.index - 1] if trial.index else None
         row: dict[str, Any] = {
             "label": trial.label,
             "role": trial.role,
             "spec": env.spec if env else None,
-            "python": python,
+            "python": trial.python,
             "env": str(env.path) if env else None,
             "versions": env.versions if env else {},
             "tf_version": (trial.ready.get("install") or {}).get("tf_version"),
@@ -316,7 +247,7 @@ def _result(
             "accuracy": accuracy.get(trial.index),
         }
         if trial.index and trial.samples_s and base.samples_s:
-            paired = sorted(set(base.blocks) & set(trial.blocks))
+            paired = m.paired_rounds(base, trial)
             row["speedup"] = stats.paired_speedup(
                 base.block_medians(paired), trial.block_medians(paired)
             )
@@ -327,19 +258,27 @@ def _result(
     return {
         "kind": KIND,
         "workload": wl,
-        "rounds": rounds,
-        "stopped": stopped,
-        "steady_s": steady_s,
+        "rounds": m.rounds,
+        "stopped": m.stopped,
+        "steady_s": m.steady_s,
         "results": rows,
         "failed_candidates": failed,
     }
 
 
-class _Recorder:
-    """measure.Listener that writes to the store and shows progress on stderr."""
+class _Recorder(Listener):
+    """Writes to the store, shows progress on stderr, and refuses a worker that imported
+    another TensorFlow than its environment holds (``expected[i]``: the version trial ``i``
+    must report, ``None``: any)."""
 
     def __init__(
-        self, store: str | None, wl: dict, specs: list[str], settings: Any, progress: bool
+        self,
+        store: str | None,
+        wl: dict,
+        specs: list[str],
+        settings: Any,
+        progress: bool,
+        expected: list[str | None],
     ) -> None:
         from tfperf.machine import collect_machine
         from tfperf.paths import resolve_store_path
@@ -355,6 +294,7 @@ class _Recorder:
         )
         self.trial_ids: dict[int, int] = {}
         self.progress = progress
+        self.expected = expected
 
     def _say(self, text: str) -> None:
         if self.progress:
@@ -370,12 +310,28 @@ class _Recorder:
         reason = f": {trial.error['reason']}" if event == "failed" and trial.error else ""
         self._say(f"{trial.label}: {event}{reason}")
 
+    def refuse(self, trial: Any, ready: dict[str, Any]) -> WorkerFailed | None:
+        want = self.expected[trial.index]
+        got = (ready.get("install") or {}).get("tf_version")
+        if want is None or got is None or _same_release(got, want):
+            return None
+        return WorkerFailed(
+            f"worker imported TensorFlow {got}, not the candidate's {want}; the parent's "
+            "packages are on the worker's path (install tfperf from source)",
+            kind="wrong-tensorflow",
+        )
+
     def block(self, trial: Any, samples_s: list[float], phase: str, info: dict) -> None:
         self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
 
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
         if done == 1 or done % 25 == 0:
             self._say(f"round {done} ({elapsed_s:.0f}/{budget_s:.0f} s)")
+
+    def abort(self, status: str, summary: dict[str, Any]) -> None:
+        """Close the run without a result (``failed`` for bad input, else ``interrupted``)."""
+        self.store.finish_run(self.run_id, status, summary)
+        self.store.close()
 
     def finish(self, result: dict[str, Any]) -> None:
         for row, tid in zip(result["results"], sorted(self.trial_ids.values()), strict=False):
