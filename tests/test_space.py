@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfperf.config import Config
+from tfperf.errors import UserError
 from tfperf.machine import collect_machine
 from tfperf.space import (
     KNOBS,
@@ -119,3 +120,11 @@ def test_every_knob_says_how_it_is_applied_and_adopted(knob):
     assert info.applied in ("env", "call", "model")
     assert info.adoption in ("env", "code", "model")
     assert info.runtimes and info.help
+
+
+def test_restrict_keeps_other_knobs_at_their_default():
+    space = build_space(FULL).restrict(("runtime", "allocator"))
+    assert space.knobs() == ["runtime", "allocator"]
+    assert all(set(p) <= {"runtime", "allocator"} for p in space.points())
+    with pytest.raises(UserError):
+        build_space(FULL).restrict(("speed",))

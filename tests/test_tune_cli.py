@@ -21,7 +21,7 @@ from tfperf.store import Store
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
-QUICK = ("--size", "tiny", "--confirm-rounds", "8")
+QUICK = ("--size", "tiny", "--confirm-rounds", "8", "--knobs", "runtime")
 
 
 def _tune(tmp_path, *args, env=None, cwd=None):
@@ -129,6 +129,8 @@ def test_a_conversion_that_hangs_fails_on_its_timeout(tmp_path):
         "1",
         "--candidate-timeout",
         "30",
+        "--knobs",
+        "runtime",
         cwd=tmp_path,
     )
     [row] = doc["candidates"]
@@ -142,6 +144,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path):
         ("--workload", "mlp", "--tolerance", "fast"),
         ("--workload", "mlp", "--runtimes", "onnx"),
         ("--workload", "mlp", "--max-trials", "0"),
+        ("--workload", "mlp", "--knobs", "speed"),
     ):
         result = run_cli("tune", *args, "--store", str(tmp_path / "s.sqlite"))
         assert result.returncode == 2, (args, result.stderr)
@@ -186,6 +189,8 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
         "3",
         "--confirm-rounds",
         "8",
+        "--knobs",
+        "runtime",
         "--json",
         "--store",
         str(store),

@@ -174,6 +174,16 @@ class Space:
                 seen.setdefault(label(config), config)
         return list(seen.values())
 
+    def restrict(self, knobs: tuple[str, ...]) -> Space:
+        """This space with only ``knobs`` tuned (the others kept at their default)."""
+        unknown = [k for k in knobs if k not in KNOBS]
+        if unknown:
+            from tfperf.errors import UserError
+
+            raise UserError(f"unknown knob {unknown[0]!r}: use some of {', '.join(KNOBS)}.")
+        values = {k: (v if k in knobs else v[:1]) for k, v in self.values.items()}
+        return Space(values=values, unavailable=list(self.unavailable))
+
     def size(self) -> int:
         """How many configs :meth:`points` holds."""
         return len(self.points())

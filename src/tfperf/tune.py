@@ -439,6 +439,7 @@ def tune(
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     labels: Any = None,
     runtimes: tuple[str, ...] | None = None,
+    knobs: tuple[str, ...] | None = None,
     store_path: str | None = None,
     resume: int | str | None = None,
     profile_out: str | Path | None = None,
@@ -472,6 +473,8 @@ def tune(
     train = _is_training(workload)
     fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
     space = space or build_space(machine_facts(machine, fmt, train, runtimes))
+    if knobs:
+        space = space.restrict(knobs)
     settings = {
         "strategy": strategy,
         "max_trials": max_trials,

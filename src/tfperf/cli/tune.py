@@ -203,6 +203,7 @@ def _runtimes(text: str | None) -> tuple[str, ...] | None:
     help="Labels of the sample inputs (.npy/.npz) for a task metric.",
 )
 @click.option("--runtimes", help="Restrict the runtimes tried, e.g. tf,litert.")
+@click.option("--knobs", help="Tune only these knobs, e.g. runtime,allocator (see docs/tune.md).")
 @click.option("--resume", help="Continue an interrupted tune (a run id or 'latest').")
 @click.option(
     "--profile-out",
@@ -245,6 +246,7 @@ def tune_command(
     tolerance: str | None,
     labels: str | None,
     runtimes: str | None,
+    knobs: str | None,
     resume: str | None,
     profile_out: str | None,
     out_dir: str | None,
@@ -275,6 +277,7 @@ def tune_command(
         tolerance=parse_tolerance(tolerance),
         labels=load_labels(labels) if labels else None,
         runtimes=_runtimes(runtimes),
+        knobs=tuple(k.strip() for k in knobs.split(",") if k.strip()) if knobs else None,
         store_path=str(resolve_store_path(store)),
         resume=resume,
         profile_out=profile_out,
