@@ -144,3 +144,31 @@ def test_error_messages_say_whether_the_user_caused_them():
     crash = error_message(RuntimeError("oneDNN primitive failed\n  at line 3"))
     assert crash["kind"] == "RuntimeError" and crash["message"] == "oneDNN primitive failed"
     assert error_message(ValueError())["message"] == "ValueError"
+
+
+def test_only_the_parents_interpreter_gets_the_parents_tfperf_dir(tmp_path):
+    """Installed in site-packages, tfperf's directory is the parent's site-packages: another
+    environment's worker must not get it on its path (it would load the parent's TensorFlow)."""
+    from tfperf.workerproc import is_parent_interpreter, tfperf_source_dir
+
+    other_env = tmp_path / "env" / "bin" / "python"
+    other_env.parent.mkdir(parents=True)
+    other_env.symlink_to(os.path.realpath(sys.executable))  # same base interpreter, other env
+    environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/user/path"}
+
+    def pythonpath(python: str, extra: list[str]) -> list[str]:
+        worker = Worker(
+            TINY_MLP, Config(), python=python, pythonpath=extra, timeout_s=5, environ=environ
+        )
+        return worker.environment()["PYTHONPATH"].split(os.pathsep)
+
+    own = tfperf_source_dir()
+    assert pythonpath(sys.executable, ["/hook"]) == [own, "/hook", "/user/path"]
+    sibling = Path(sys.executable).with_name("python3")  # same venv, another name
+    if sibling.exists() and sibling.resolve() == Path(sys.executable).resolve():
+        assert is_parent_interpreter(str(sibling))
+    assert not is_parent_interpreter(str(other_env))
+    assert pythonpath(str(other_env), ["/hook"]) == ["/hook", "/user/path"]
+    bare = Worker(TINY_MLP, Config(), python=str(other_env), timeout_s=5, environ={})
+    assert "PYTHONPATH" not in bare.environment()
+    assert not is_parent_interpreter("no-such-python-here")

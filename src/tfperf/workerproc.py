@@ -4,7 +4,8 @@ Contract:
 
 - :class:`Worker` spawns ``python -m tfperf.worker`` (any Python with tfperf importable; the
   ``python`` argument runs it in another virtual environment) in its own process group, with the
-  deliberate environment of :mod:`tfperf.envpolicy` plus the config's env knobs. It talks over a
+  deliberate environment of :mod:`tfperf.envpolicy` plus the config's env knobs
+  (:meth:`Worker.environment`). It talks over a
   pipe pair (JSON lines); stdout and stderr go to a log kept only for error reports.
 - Every request waits at most ``timeout_s`` for its answer (``init_timeout_s`` for the first,
   which includes importing TensorFlow and building the workload). With ``memory_limit_bytes``
@@ -84,10 +85,31 @@ class WorkerFailed(Exception):
 
 
 def tfperf_source_dir() -> str:
-    """The directory holding the ``tfperf`` package (put on a foreign worker's PYTHONPATH)."""
+    """The directory holding the ``tfperf`` package (put on the parent interpreter's workers'
+    PYTHONPATH, so a worker runs this very tfperf even from another working directory)."""
     import tfperf
 
     return str(Path(tfperf.__file__).resolve().parent.parent)
+
+
+def is_parent_interpreter(python: str) -> bool:
+    """Whether ``python`` is the interpreter running this process, in this environment.
+
+    ``.venv/bin/python`` and ``.venv/bin/python3`` (one folder, one real file) count as the
+    same; another virtual environment's ``bin/python`` does not, even though it links to the
+    same base interpreter.
+    """
+    import shutil
+
+    found = shutil.which(python) if os.sep not in python else python
+    if not found:
+        return False
+    mine, theirs = os.path.abspath(sys.executable), os.path.abspath(found)
+    if mine == theirs:
+        return True
+    return os.path.dirname(mine) == os.path.dirname(theirs) and os.path.realpath(
+        mine
+    ) == os.path.realpath(theirs)
 
 
 def gib(n_bytes: float) -> str:
@@ -135,15 +157,25 @@ class Worker:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def environment(self) -> dict[str, str]:
-        """The exact environment the worker gets (raises UserError for a missing allocator)."""
+        """The exact environment the worker gets (raises UserError for a missing allocator).
+
+        PYTHONPATH: :func:`tfperf_source_dir` when the worker runs the parent's interpreter,
+        then ``pythonpath``, then the user's PYTHONPATH. Another interpreter must find tfperf
+        on its own (a builds environment links it with a ``.pth`` file): when tfperf is
+        installed in site-packages, its directory *is* the parent's site-packages, and putting
+        it on the path would load the parent's TensorFlow inside that environment.
+        """
         from tfperf.envpolicy import worker_base_env
 
         base, self.not_inherited = worker_base_env(self._environ)
         env = self.config.worker_env(base)
-        paths = [tfperf_source_dir(), *self.pythonpath]
+        own = [tfperf_source_dir()] if is_parent_interpreter(self.python) else []
+        paths = [*own, *self.pythonpath]
         if self._environ.get("PYTHONPATH"):
             paths.append(self._environ["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env.pop("PYTHONPATH", None)
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
         return env
 
     def start(self) -> None:
