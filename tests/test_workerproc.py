@@ -71,8 +71,14 @@ def test_ready_reports_startup_phases_and_install(workers):
         assert ready[key] > 0, key
     assert ready["startup_s"] >= ready["import_s"] + ready["load_s"] + ready["first_call_s"]
     assert len(ready["warmup"]["samples_s"]) >= 5
-    assert ready["install"]["tf_version"]
-    assert ready["install"]["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    install = ready["install"]
+    assert install["tf_version"] and install["keras_version"]
+    assert install["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    # the install as tfperf.probe describes it, seen from inside the worker
+    assert install["onednn"]["enabled"] is False and install["onednn"]["source"] == "env"
+    assert install["python"]["executable"] == install["executable"] == sys.executable
+    assert install["distribution"]["version"].split("-")[0] in install["tf_version"]
+    assert install["allocator"] == "system" and "describe_error" not in install
     assert ready["flops"]["source"] in ("analytic", "profiler", "unknown")
     assert ready["batch"] == 1
     assert ready["rss_bytes"] > 0 and worker.peak_rss_bytes >= ready["rss_bytes"]

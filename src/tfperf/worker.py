@@ -4,7 +4,8 @@ Contract (the protocol of ``docs/ARCHITECTURE.md``): the parent passes two pipe 
 ``--cmd-fd R --res-fd W``; every message is one line of JSON. The worker reads ``init``,
 applies call-level knobs (thread pools) before its first op, builds the workload with
 ``tfperf.prepare.prepare(workload, config)``, times the first call, warms up and answers
-``ready``; then it answers ``run``, ``outputs`` and ``extra`` requests until ``quit``. Any
+``ready`` (its ``install`` is :func:`tfperf.probe.describe_install` plus a few keys, see
+:func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until ``quit``. Any
 exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
@@ -133,23 +134,28 @@ def _prepare_function() -> Callable[[dict, dict], Any]:
 
 
 def _install_facts(tf: Any) -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "tf_version": getattr(tf, "__version__", None),
-        "python": sys.version.split()[0],
-        "executable": sys.executable,
-    }
+    """The ``install`` of the ``ready`` message: :func:`tfperf.probe.describe_install` (version,
+    distribution, build, Python, oneDNN on/off and why, XLA, allocator) plus ``executable``,
+    ``keras_version`` and the env knobs ``TF_ENABLE_ONEDNN_OPTS``, ``TF_XLA_FLAGS`` and
+    ``LD_PRELOAD`` as this worker saw them. Should describing fail under some install, the
+    worker still answers, with the version, Python and the reason (``describe_error``)."""
+    try:
+        from tfperf.probe import describe_install
+
+        facts = describe_install()
+    except Exception as exc:  # never lose a measurement over a description
+        facts = {
+            "tf_version": getattr(tf, "__version__", None),
+            "python": {"version": sys.version.split()[0], "executable": sys.executable},
+            "describe_error": _one_sentence(exc),
+        }
+    facts["executable"] = sys.executable
     try:
         import keras
 
         facts["keras_version"] = getattr(keras, "__version__", None)
     except Exception:  # keras missing or broken: the workload will say so
         facts["keras_version"] = None
-    try:
-        from tfperf.allocators import current_allocator
-
-        facts["allocator"] = current_allocator()
-    except Exception:  # an older tfperf on the path
-        facts["allocator"] = None
     for name in ("TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "LD_PRELOAD"):
         facts[name] = os.environ.get(name)
     return facts
