@@ -52,6 +52,7 @@ def test_bench_json_names_the_figures(bench_run):
     res, _ = bench_run
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "bench"
     assert doc["workload"]["format"] == "factory" and doc["workload"]["batch"] == 1
     assert [r["label"] for r in doc["results"]] == ["default", "onednn=off"]
     for r in doc["results"]:

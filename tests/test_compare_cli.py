@@ -48,6 +48,7 @@ def test_regression_gate_exits_1_when_b_is_slower(store_path, two_runs):
     res = _compare(store_path, base, slower, "--fail-on-regression", "--json")
     assert res.returncode == 1, res.stderr
     doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "compare-runs"
     (comp,) = doc["comparisons"]
     assert comp["speedup"]["verdict"] == "slower"
     assert comp["speedup"]["median"] == pytest.approx(0.010 / 0.013, rel=0.05)

@@ -7,7 +7,7 @@ Contract:
   arrives; a failed worker is a failed trial with its reason) and returns the JSON document
   ``tfperf bench --json`` prints::
 
-    {"run_id", "kind", "workload", "workload_fingerprint",
+    {"schema_version", "run_id", "kind", "workload", "workload_fingerprint",
      "machine": {"fingerprint", "cpu", "cores"}, "peak",
      "settings", "stopped", "rounds", "steady_s",
      "environment": {"not_inherited": {NAME: VALUE}},
@@ -26,7 +26,8 @@ Contract:
 
   ``speedup`` = baseline time / candidate time (> 1: the candidate is faster), the median of
   pair-by-pair ratios of block medians; the verdict needs both a significance test and the size
-  threshold (:func:`tfperf.stats.paired_speedup`).
+  threshold (:func:`tfperf.stats.paired_speedup`). Every key is described in
+  ``docs/results-schema.md``.
 - Failures. A baseline whose worker reports a mistake in the user's input (a corrupt model
   file that passed the parent-side check, a .keras that needs ``--unsafe``, a factory that
   raises or returns the wrong thing, an ``--inputs`` file that does not fit the model) raises
@@ -60,6 +61,8 @@ from tfperf.config import Config
 from tfperf.errors import UserError
 from tfperf.measure import Listener, Measurement, Settings, Trial, measure
 
+SCHEMA_VERSION = 1
+"""``schema_version`` of the bench/compare documents (``docs/results-schema.md``)."""
 DEFAULT_THRESHOLD = 0.03
 EXTRAS = ("eager", "predict")
 
@@ -181,6 +184,7 @@ def bench(
         peak_doc = _peak(machine, python) if peak and _any_flops(result) else None
         doc = _document(result, recorder.trial_ids, threshold, peak_doc)
         doc.update(
+            schema_version=SCHEMA_VERSION,
             run_id=run_id,
             kind=kind,
             workload_fingerprint=recorded["fingerprint"],
@@ -492,6 +496,7 @@ def compare_runs(
         )
     regressions = [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"]
     return {
+        "schema_version": SCHEMA_VERSION,
         "kind": "compare-runs",
         "run_a": ra["id"],
         "run_b": rb["id"],
