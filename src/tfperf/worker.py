@@ -5,8 +5,8 @@ Contract (the protocol of ``docs/ARCHITECTURE.md``): the parent passes two pipe 
 applies call-level knobs (thread pools) before its first op, builds the workload with
 ``tfperf.prepare.prepare(workload, config)``, times the first call, warms up and answers
 ``ready`` (its ``install`` is :func:`tfperf.probe.describe_install` plus a few keys, see
-:func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until ``quit``. Any
-exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
+:func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until
+``quit``. Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
 returns the wrong thing, inputs that do not fit the model) -- and the exception's class name
@@ -14,10 +14,12 @@ otherwise; ``message`` is one sentence. Its stdout and stderr are only captured 
 reports (faulthandler adds the Python stack of a crash).
 
 This module also runs under other TensorFlow installs (down to TF 2.15 with Keras 2 on Python
-3.9): it uses only ``tf.config.threading`` and ``tf.__version__`` from TensorFlow, and nothing
-newer than Python 3.9.
+3.9): it uses only ``tf.config.threading`` and ``tf.__version__`` from TensorFlow itself (the
+install description, :func:`tfperf.probe.describe_install`, reads more, and a failure there
+never stops the worker), and nothing newer than Python 3.9.
 
-Testing hooks (environment variables, for tests that inject faults for real):
+Testing hooks (environment variables, for tests that inject faults for real; they reach a
+worker through the config's env, see "Testing hooks" in ``docs/ARCHITECTURE.md``):
 
 - ``TFPERF_INJECT_FAULT``: ``segfault-on-run`` (dereference NULL on the first ``run``),
   ``hang-on-run`` (sleep forever), ``oom-on-run`` (allocate and touch memory until killed;
