@@ -89,7 +89,10 @@ def test_tune_lstm_measures_rejects_and_survives_a_crash(tmp_path):
     with Store.open(tmp_path / "store.sqlite") as store:
         loaded = store.load_run(doc["run_id"])
     assert loaded["run"]["kind"] == "tune" and loaded["run"]["status"] == "ok"
-    statuses = {t["label"]: t["status"] for t in loaded["trials"]}
+    statuses = {t["label"]: t["status"] for t in loaded["trials"] if t["role"] == "candidate"}
+    roles = {t["role"] for t in loaded["trials"]}
+    assert "baseline" in roles
+    assert len(loaded["comparisons"]) >= 1
     assert statuses == {
         "runtime=litert": "ok",
         "runtime=litert-dynint8": "rejected",
@@ -210,7 +213,7 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
                     runs = s.list_runs()
                     if runs:
                         trials = s.load_run(runs[0]["id"])["trials"]
-                        finished = [t for t in trials if t["status"] in ("ok", "failed")]
+                        finished = [t for t in trials if t["role"] == "candidate" and t["info"]]
                 if finished:
                     break
         assert finished, "no candidate finished before the deadline"
@@ -220,7 +223,11 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
     with Store.open(store) as s:
         first = s.load_run("latest")
     assert first["run"]["status"] == "interrupted"
-    done = {t["label"]: t["info"]["outcome"] for t in first["trials"] if t["info"]}
+    done = {
+        t["label"]: t["info"]["outcome"]
+        for t in first["trials"]
+        if t["role"] == "candidate" and t["info"]
+    }
     assert done
     doc = _tune(
         tmp_path,
@@ -237,7 +244,9 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
     assert doc["trials"] == 3
     with Store.open(store) as s:
         resumed = s.load_run(doc["run_id"])
-    again = {t["label"]: t["info"]["outcome"] for t in resumed["trials"]}
+    again = {
+        t["label"]: t["info"]["outcome"] for t in resumed["trials"] if t["role"] == "candidate"
+    }
     for name, outcome in done.items():
         # replayed from the store, not measured again: the very same samples' verdicts
         assert again[name]["speedup"] == outcome["speedup"]

@@ -133,6 +133,7 @@ class Evaluator:
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self.reference: list | None = None
         self.default_ready: dict | None = None
+        self.baseline_trial: int | None = None
         self.not_inherited: dict[str, str] = {}
         """Speed-relevant variables of the caller's environment that workers did not get."""
 
@@ -175,7 +176,10 @@ class Evaluator:
             self._workers.pop(name)
 
     def close(self) -> None:
-        """Close every worker and remove temporary files."""
+        """Close every worker, close the baseline trial and remove temporary files."""
+        if self.store is not None and self.baseline_trial is not None:
+            self.store.finish_trial(self.baseline_trial, "ok", {"role": "default"}, None)
+            self.baseline_trial = None
         for handle in self._workers.values():
             handle.worker.close()
         self._workers.clear()
@@ -205,6 +209,13 @@ class Evaluator:
             ) from None
         self.default_ready = handle.ready
         self.not_inherited = dict(handle.worker.not_inherited)
+        if self.store is not None:
+            self.baseline_trial = self.store.new_trial(
+                self.run_id, "default", to_config_dict({}), "baseline"
+            )
+            warm = (handle.ready.get("warmup") or {}).get("samples_s") or []
+            if warm:
+                self.store.add_block(self.baseline_trial, warm, "warmup")
         return handle.ready
 
     def reference_is_flat(self) -> bool:
@@ -243,6 +254,8 @@ class Evaluator:
                 info={"error": exc.to_dict()},
             )
         outcome.info["elapsed_s"] = time.monotonic() - started
+        if outcome.status == MEASURED:
+            self._compare(trial_id, outcome.speedup)
         self._finish_trial(trial_id, outcome)
         self.progress.done(outcome)
         return outcome
@@ -313,8 +326,7 @@ class Evaluator:
             for i in order:
                 median, samples = by_id[i].block_median()
                 medians[i].append(median)
-                if by_id[i] is cand and trial_id is not None and self.store is not None:
-                    self.store.add_block(trial_id, samples, "steady", {"round": r})
+                self._record(by_id[i], cand, trial_id, samples, r)
             if time.monotonic() - started > limit:
                 break
             if decide and r + 1 >= self.min_rounds:
@@ -325,6 +337,17 @@ class Evaluator:
                     break
         return [medians[id(h)] for h in handles]
 
+    def _record(
+        self, handle: _Handle, cand: _Handle, trial_id: int | None, samples: list, r: int
+    ) -> None:
+        """Store a block: the candidate's to its trial, the default's to the baseline trial."""
+        if self.store is None:
+            return
+        if handle is cand and trial_id is not None:
+            self.store.add_block(trial_id, samples, "steady", {"round": r})
+        elif handle is self._workers.get("default") and self.baseline_trial is not None:
+            self.store.add_block(self.baseline_trial, samples, "steady", {"round": r})
+
     def confirm(self, config: dict, rounds: int) -> dict:
         """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result."""
         from tfperf.stats import paired_speedup
@@ -332,9 +355,17 @@ class Evaluator:
         self.progress.phase(f"confirming {label(config)} against the default")
         base = self._start({}, self.candidate_timeout_s)
         cand = self._start(config, self.candidate_timeout_s)
+        trial_id = None
+        if self.store is not None:
+            trial_id = self.store.new_trial(
+                self.run_id,
+                f"{label(config)} (confirmation)",
+                to_config_dict(config),
+                "confirmation",
+            )
         result = self._rounds(
             [base, base, cand],
-            None,
+            trial_id,
             cand,
             started=time.monotonic(),
             limit=math.inf,
@@ -344,7 +375,16 @@ class Evaluator:
         speedup = paired_speedup(result[0], result[2], self.threshold)
         speedup["default_ms"] = statistics.median(result[0]) * 1e3
         speedup["candidate_ms"] = statistics.median(result[2]) * 1e3
+        self._compare(trial_id, speedup)
+        if self.store is not None and trial_id is not None:
+            self.store.finish_trial(trial_id, "ok", {"confirmation": speedup}, None)
         return speedup
+
+    def _compare(self, trial_id: int | None, speedup: dict | None) -> None:
+        """Record a candidate-vs-default comparison (for history and the HTML report)."""
+        if self.store is None or trial_id is None or self.baseline_trial is None or not speedup:
+            return
+        self.store.add_comparison(self.run_id, self.baseline_trial, trial_id, speedup)
 
     # ------------------------------------------------------------------ store
     def _new_trial(self, config: dict) -> int | None:
