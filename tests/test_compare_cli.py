@@ -88,25 +88,33 @@ def test_bad_input_is_exit_2(args, needle, store_path, two_runs):
     assert needle in res.stderr and "Traceback" not in res.stderr
 
 
-def test_interleaved_candidates_then_the_run_against_itself(tmp_path):
-    store = tmp_path / "store.sqlite"
-    res = run_cli(
+def _compare_tiny_mlp(store: Path, *flags: str):
+    """``tfperf compare --workload mlp --size tiny FLAGS --no-peak --json`` into ``store``."""
+    return run_cli(
         "compare",
         "--workload",
         "mlp",
         "--size",
         "tiny",
+        *flags,
+        "--no-peak",
+        "--store",
+        str(store),
+        "--json",
+    )
+
+
+def test_interleaved_candidates_then_the_run_against_itself(tmp_path):
+    store = tmp_path / "store.sqlite"
+    res = _compare_tiny_mlp(
+        store,
         "--set",
         "inter_threads=1,intra_threads=1",
         "--env",
         "OMP_NUM_THREADS=1",
         "--budget",
         "2",
-        "--no-peak",
         "--parallel-start",
-        "--store",
-        str(store),
-        "--json",
     )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -134,21 +142,13 @@ def test_interleaved_candidates_then_the_run_against_itself(tmp_path):
 
 
 def test_the_gate_trips_on_a_candidate_that_crashed(tmp_path):
-    res = run_cli(
-        "compare",
-        "--workload",
-        "mlp",
-        "--size",
-        "tiny",
+    res = _compare_tiny_mlp(
+        tmp_path / "store.sqlite",
         "--env",
         "TFPERF_INJECT_FAULT=segfault-on-run",
         "--budget",
         "1",
-        "--no-peak",
-        "--store",
-        str(tmp_path / "store.sqlite"),
         "--fail-on-regression",
-        "--json",
     )
     assert res.returncode == 1, res.stderr[-2000:]
     doc = json.loads(res.stdout)  # the document is printed before the gate trips
