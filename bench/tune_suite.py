@@ -10,6 +10,7 @@ came (``tune/best`` > 0.95 means within 5%).
 
     python bench/tune_suite.py                       # standard sizes, every workload
     python bench/tune_suite.py --size tiny --workloads mlp,lstm --exhaustive
+    python bench/tune_suite.py --workloads lstm --exhaustive --knobs runtime,litert_threads
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-trials", type=int)
     parser.add_argument("--budget", type=float, help="seconds per tune")
     parser.add_argument("--exhaustive", action="store_true")
+    parser.add_argument("--knobs", help="tune (and sweep) only these knobs, e.g. runtime,allocator")
     parser.add_argument("--store", help="store path (default: a temporary file)")
     args = parser.parse_args(argv)
 
@@ -93,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.workloads.split(","):
         workload = builtin_workload(name, size=args.size, batch=1)
         started = time.monotonic()
+        knobs = tuple(args.knobs.split(",")) if args.knobs else None
         doc = tune(
             workload,
             strategy=args.strategy,
             max_trials=args.max_trials,
+            knobs=knobs,
             budget_s=args.budget,
             store_path=store,
             profile_out=Path(store).with_name(f"{name}.json"),
@@ -128,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.exhaustive:
             space = build_space(machine_facts(machine))
+            space = space.restrict(knobs) if knobs else space
             row["exhaustive"] = _exhaustive(workload, space, rec["config"], store)
             ex = row["exhaustive"]
             close = ex["tune_vs_best"]
