@@ -91,10 +91,13 @@ def share_of_peak(
 
 def _run_probe(python: str, matrix: int, bf16: bool) -> dict[str, Any] | None:
     from tfperf.envpolicy import worker_base_env
-    from tfperf.workerproc import tfperf_source_dir
+    from tfperf.workerproc import is_parent_interpreter, tfperf_source_dir
 
     env, _ = worker_base_env(os.environ)
-    env["PYTHONPATH"] = tfperf_source_dir()
+    if is_parent_interpreter(python):
+        # Another environment imports tfperf through its own link; the parent's source dir
+        # could be its site-packages, whose TensorFlow must not load there.
+        env["PYTHONPATH"] = tfperf_source_dir()
     with tempfile.TemporaryDirectory(prefix="tfperf-peak-") as tmp:
         out = Path(tmp) / "peak.json"
         cmd = [python, "-m", "tfperf.peak", "--out", str(out), "--matrix", str(matrix)]
