@@ -1,23 +1,35 @@
 # The two commands a new user runs; each sets up what it needs.
-#   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine and runs
-#                tfperf's main job on its built-in workloads
-#   make test  - creates .venv, installs tfperf[tensorflow,test], lints and runs the test suite
+#   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine (doctor), tunes
+#                the built-in inference suite (a quick tune each) and writes HTML reports to out/
+#   make test  - creates .venv, installs tfperf[tensorflow,openvino,test], lints and runs the test suite
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
+# The built-in batch-1 inference suite that `make demo` tunes (override to shorten it).
+DEMO_WORKLOADS ?= lstm mlp wide-deep encoder mobilenetv2 resnet50
+DEMO_STORE := $(OUT)/demo.sqlite
 
 .PHONY: demo test lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tensorflow,test]'
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,test]'
 	touch $@
 
 demo: $(BIN)/.installed
+	mkdir -p $(OUT)
 	$(BIN)/tfperf doctor
+	set -e; for w in $(DEMO_WORKLOADS); do \
+	  $(BIN)/tfperf tune --workload $$w --quick --store $(DEMO_STORE) \
+	    --profile-out $(OUT)/$$w.profile.json --out-dir $(OUT)/$$w; \
+	  $(BIN)/tfperf report latest --store $(DEMO_STORE) --html $(OUT)/$$w.html > /dev/null; \
+	done
+	$(BIN)/tfperf history --store $(DEMO_STORE)
+	@echo "HTML reports: $(foreach w,$(DEMO_WORKLOADS),$(OUT)/$(w).html)"
+	@echo "Apply a profile: $(BIN)/tfperf run --profile $(OUT)/$(firstword $(DEMO_WORKLOADS)).profile.json -- python your_script.py"
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
