@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import require
 from tfperf import config
 from tfperf.allocators import find_allocator
 from tfperf.config import XLA_AUTO_FLAGS, Config, register_knob
+from tfperf.convert import PRECISIONS, RUNTIMES
 from tfperf.errors import UserError
 
 
@@ -39,6 +43,32 @@ def test_bad_input_is_one_sentence_naming_valid_values(sets, envs, needle):
         Config.parse(sets, envs)
     assert needle in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_runtime_the_worker_builds_parses(runtime):
+    assert Config.parse([f"runtime={runtime.upper()}"], []).runtime == runtime
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_precision_the_worker_builds_parses(precision):
+    assert Config.parse([f"precision={precision}"], []).precision == precision
+
+
+@pytest.mark.parametrize(("key", "value"), [("precision", "int8"), ("precision", "fp16")])
+def test_values_no_worker_builds_are_refused_naming_the_ones_it_does(key, value):
+    with pytest.raises(UserError) as err:
+        Config.parse([f"{key}={value}"], [])
+    assert ", ".join(PRECISIONS) in str(err.value)
+
+
+def test_config_imports_neither_tensorflow_nor_numpy():
+    code = (
+        "import sys, tfperf.config; "
+        "print(sorted(m for m in ('tensorflow', 'keras', 'numpy') if m in sys.modules))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "[]"
 
 
 def test_unknown_knob_error_lists_the_valid_keys():

@@ -15,6 +15,9 @@ Contract:
   are applied inside the worker.
 - :func:`register_knob` lets another module add a knob (a name and a value parser) without
   editing this one.
+- ``runtime`` and ``precision`` accept exactly what the worker can build:
+  :data:`tfperf.convert.RUNTIMES` and :data:`tfperf.convert.PRECISIONS` (that module imports
+  TensorFlow only inside functions, so the parent may import its constants).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf.convert import PRECISIONS, RUNTIMES
 from tfperf.errors import UserError
 
 _ON = {"on", "true", "1", "yes"}
@@ -69,8 +73,8 @@ KNOBS: dict[str, Callable[[str], Any]] = {
     "inter_threads": _parse_threads,
     "allocator": _choice("system", "tcmalloc", "jemalloc"),
     "xla": _choice("off", "jit", "auto"),
-    "runtime": _choice("tf", "litert"),
-    "precision": _choice("fp32", "bf16", "fp16", "mixed_bfloat16", "mixed_float16", "int8"),
+    "runtime": _choice(*RUNTIMES),
+    "precision": _choice(*PRECISIONS),
     "litert_threads": _parse_threads,
 }
 """``--set`` keys and their value parsers (a parser raises ``ValueError("the valid values")``)."""
