@@ -296,3 +296,35 @@ def test_a_run_killed_with_sigkill_keeps_its_blocks_and_leaves_no_worker(tmp_pat
     assert loaded["run"]["status"] == "interrupted"
     kept = sum(b["phase"] == "steady" for t in loaded["trials"] for b in t["blocks"])
     assert kept >= steady
+
+
+def test_a_converted_runtime_is_measured_and_written_under_the_parents_cache_dir(
+    tmp_path: Path,
+):
+    """``--set runtime=litert-dynint8``: the parent accepts every runtime a worker builds, the
+    worker converts the model and writes it under the parent's ``TFPERF_CACHE_DIR``."""
+    cache = tmp_path / "cache"
+    res = run_cli(
+        "bench",
+        "--workload",
+        "lstm",
+        "--size",
+        "tiny",
+        "--set",
+        "runtime=litert-dynint8",
+        "--budget",
+        "1",
+        "--no-peak",
+        "--json",
+        "--store",
+        str(tmp_path / "s.sqlite"),
+        env={"TFPERF_CACHE_DIR": str(cache)},
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    base, cand = doc["results"]
+    assert cand["label"] == "runtime=litert-dynint8"
+    assert [base["status"], cand["status"]] == ["ok", "ok"], cand.get("error")
+    (artifact,) = [n.split(": ", 1)[1] for n in cand["notes"] if n.startswith("converted model: ")]
+    assert Path(artifact).is_file() and Path(artifact).is_relative_to(cache)
+    assert any(n.startswith("LiteRT") for n in cand["notes"])

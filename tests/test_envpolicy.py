@@ -42,6 +42,13 @@ def test_fault_injection_hook_passes_through():
     assert base["TFPERF_INJECT_FAULT"] == "hang-on-run" and not reported
 
 
+def test_the_cache_dir_passes_through_so_workers_write_where_the_parent_reads():
+    environ = {"TFPERF_CACHE_DIR": "/tmp/tfperf-cache", "TFPERF_STORE": "/tmp/s.sqlite"}
+    base, reported = worker_base_env(environ)
+    assert base["TFPERF_CACHE_DIR"] == "/tmp/tfperf-cache"
+    assert "TFPERF_STORE" not in base and not reported
+
+
 def test_speed_relevance():
     assert is_speed_relevant("TF_NUM_INTRAOP_THREADS")
     assert is_speed_relevant("KMP_AFFINITY")

@@ -7,13 +7,17 @@ Variables that change TensorFlow's speed (``TF_*``, ``XLA_FLAGS``, ``OMP_*``, ``
 *not* inherited: they come back in a second dict so results can say "you had set X, it was not
 applied". A measured configuration sets them explicitly through :class:`tfperf.config.Config`.
 
-Testing hook: ``TFPERF_INJECT_FAULT`` passes through (see :mod:`tfperf.worker`).
+Two of tfperf's own variables pass through: ``TFPERF_CACHE_DIR`` (a worker writes converted
+models and other cached files under :func:`tfperf.paths.cache_dir`, which must be the parent's)
+and the testing hook ``TFPERF_INJECT_FAULT`` (see :mod:`tfperf.worker`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+
+from tfperf.paths import CACHE_ENV
 
 ALLOWED = frozenset(
     {
@@ -50,6 +54,7 @@ ALLOWED = frozenset(
         "TFHUB_CACHE_DIR",
         "HF_HOME",
         "SYSTEMROOT",
+        CACHE_ENV,
         "TFPERF_INJECT_FAULT",
     }
 )
