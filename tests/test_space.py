@@ -89,6 +89,7 @@ def test_configs_normalise_and_round_trip_through_config():
     messy = {"runtime": "litert", "onednn": False, "litert_threads": 1, "allocator": "system"}
     assert normalize(messy) == {"runtime": "litert", "litert_threads": 1}
     assert label(messy) == "runtime=litert,litert_threads=1"
+    assert label({"onednn": False}) == "onednn=off" == Config.parse(["onednn=off"]).label()
     assert label({}) == "default"
     full = to_config_dict({"xla": "jit", "intra_threads": 1})
     assert set(full) == {*KNOBS, "env"}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tfperf.errors import UserError
-from tfperf.workloads import BUILTINS, builtin_workload, get_builtin
+from tfperf.workloads import BUILTINS, builtin_workload, get_builtin, workload_from_args
 
 NAMES = sorted(BUILTINS)
 
@@ -42,6 +42,20 @@ def test_registry_lists_the_suite_and_rejects_unknown_names():
         "size": "tiny",
         "batch": 8,
     }
+
+
+def test_workload_from_args_names_exactly_one_thing(tmp_path):
+    assert workload_from_args("lstm", None, size="tiny", batch=2) == builtin_workload(
+        "lstm", "tiny", 2
+    )
+    with pytest.raises(UserError, match="exactly one"):
+        workload_from_args(None, None)
+    with pytest.raises(UserError, match="exactly one"):
+        workload_from_args("lstm", "model.keras")
+    with pytest.raises(UserError, match="--inputs applies to your own MODEL"):
+        workload_from_args("lstm", None, inputs="x.npz")
+    with pytest.raises(UserError, match=r"missing\.keras"):
+        workload_from_args(None, str(tmp_path / "missing.keras"))
 
 
 def _expected_shapes(name: str, batch: int) -> list[tuple[int, ...]]:

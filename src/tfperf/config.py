@@ -190,7 +190,7 @@ class Config:
 
     def label(self) -> str:
         """A short human name: ``"default"`` or the changed knobs, comma separated."""
-        parts = [f"{k}={_show(v)}" for k, v in self.changes().items()]
+        parts = [f"{k}={show_value(v)}" for k, v in self.changes().items()]
         return ",".join(parts) if parts else "default"
 
     def with_changes(self, **changes: Any) -> Config:
@@ -243,7 +243,8 @@ def _split(item: str, option: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A knob's value as written in ``--set`` and in labels (``True`` -> ``on``)."""
     if value is True:
         return "on"
     if value is False:

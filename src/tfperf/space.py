@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfperf.config import _show
+from tfperf.config import show_value
 from tfperf.convert import LITERT_RUNTIMES, OPENVINO_RUNTIMES
 
 
@@ -206,7 +206,7 @@ def label(config: Mapping[str, Any]) -> str:
     config = normalize(config)
     if not config:
         return "default"
-    return ",".join(f"{k}={_show(config[k])}" for k in KNOBS if k in config)
+    return ",".join(f"{k}={show_value(config[k])}" for k in KNOBS if k in config)
 
 
 def adoption(config: Mapping[str, Any]) -> str:

@@ -20,25 +20,18 @@ from tfperf.errors import FailOnTriggered, UserError
 _DEFAULT_BUDGET = 30.0
 
 
-def _workload(
-    workload: str | None,
-    model: str | None,
-    inputs: str | None,
-    unsafe: bool,
-    batch: int,
-    size: str,
-) -> dict[str, Any]:
-    if (workload is None) == (model is None):
-        raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
-    if workload is not None:
-        if inputs:
-            raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
-        from tfperf.workloads import builtin_workload
+def _workload_of(opts: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """The workload named by a command's options (see :func:`workload_from_args`)."""
+    from tfperf.workloads import workload_from_args
 
-        return builtin_workload(workload, size=size, batch=batch)
-    from tfperf.modelref import resolve_model
-
-    return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]
+    return workload_from_args(
+        opts["workload"],
+        model,
+        inputs=opts["inputs"],
+        unsafe=opts["unsafe"],
+        batch=opts["batch"],
+        size=opts["size"],
+    )
 
 
 def _open_store(path: str | None) -> Any:
@@ -342,9 +335,7 @@ def register(group: click.Group) -> None:
         measured side by side."""
         from tfperf.config import Config
 
-        workload = _workload(
-            opts["workload"], model, opts["inputs"], opts["unsafe"], opts["batch"], opts["size"]
-        )
+        workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         doc = _run(configs, opts, workload, "bench")
@@ -383,9 +374,7 @@ def register(group: click.Group) -> None:
                 store.close()
             _emit(doc, opts["as_json"], _render_runs)
         else:
-            workload = _workload(
-                opts["workload"], model, opts["inputs"], opts["unsafe"], opts["batch"], opts["size"]
-            )
+            workload = _workload_of(opts, model)
             candidates = [Config.parse(s.split(","), []) for s in opts["sets"]]
             candidates += [Config.parse([], [e]) for e in opts["envs"]]
             if not candidates:

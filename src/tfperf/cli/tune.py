@@ -258,14 +258,14 @@ def tune_command(
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
-    from tfperf.cli.bench import _workload
     from tfperf.output import emit_json
     from tfperf.paths import resolve_store_path
     from tfperf.tune import tune
+    from tfperf.workloads import workload_from_args
 
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
-    wl = _workload(workload, model, inputs, unsafe, batch, size)
+    wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
     if quick:
         max_trials = QUICK["max_trials"] if max_trials is None else max_trials
         budget = QUICK["budget_s"] if budget is None else budget

@@ -2,8 +2,10 @@
 
 Contract: :data:`BUILTINS` maps a name to a :class:`WorkloadInfo`; :func:`get_builtin` looks one
 up and raises :class:`~tfperf.errors.UserError` listing the valid names; :func:`builtin_workload`
-returns the JSON-able workload dict a worker receives (see ``docs/ARCHITECTURE.md``). The Keras
-models themselves live in :mod:`tfperf.workloads.models` (worker side, imports TensorFlow).
+returns the JSON-able workload dict a worker receives (see ``docs/ARCHITECTURE.md``);
+:func:`workload_from_args` turns a command's ``--workload NAME`` or ``MODEL`` argument (the same
+for ``bench``, ``compare`` and ``tune``) into that dict. The Keras models themselves live in
+:mod:`tfperf.workloads.models` (worker side, imports TensorFlow).
 
 Every workload has a ``standard`` size (what ``tfperf bench --workload NAME`` measures) and a
 ``tiny`` size (the same architecture, shrunk so that it builds and runs in about a second, for
@@ -134,3 +136,29 @@ def check_batch(batch: object) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise UserError(f"Batch size must be a whole number of at least 1, not {batch!r}.")
     return batch
+
+
+def workload_from_args(
+    workload: str | None,
+    model: str | None,
+    *,
+    inputs: str | None = None,
+    unsafe: bool = False,
+    batch: int = 1,
+    size: str = "standard",
+) -> dict[str, Any]:
+    """The workload dict for a command given ``--workload NAME`` or a ``MODEL`` argument.
+
+    Exactly one of ``workload`` and ``model`` must be given; ``inputs`` (an ``.npz``) applies to
+    a model only. A model is checked by :func:`tfperf.modelref.resolve_model` (parent side, no
+    TensorFlow). Bad input raises :class:`UserError`.
+    """
+    if (workload is None) == (model is None):
+        raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
+    if workload is not None:
+        if inputs:
+            raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
+        return builtin_workload(workload, size=size, batch=batch)
+    from tfperf.modelref import resolve_model
+
+    return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]
