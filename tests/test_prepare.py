@@ -236,6 +236,28 @@ def test_tflite_runs_on_litert_under_the_default_config(files):
     np.testing.assert_allclose(prepared.outputs()[0], expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("config", "threads_note"),
+    [
+        ({"intra_threads": 2, "inter_threads": 1}, "LiteRT, default threads"),
+        ({"intra_threads": 2, "litert_threads": 1}, "LiteRT, 1 thread(s)"),
+    ],
+)
+def test_tflite_thread_count_is_litert_threads_not_intra_threads(files, config, threads_note):
+    root, expected = files
+    workload = resolve_model(str(root / "m.tflite"), inputs=str(root / "in.npz"))
+    prepared = prepare(workload, config)
+    assert threads_note in prepared.notes
+    assert not any("2 thread" in n for n in prepared.notes)
+    ignored = [n for n in prepared.notes if "does not apply to LiteRT" in n]
+    assert ignored == [
+        f"{k} does not apply to LiteRT: LiteRT's thread count is litert_threads"
+        for k in ("intra_threads", "inter_threads")
+        if k in config
+    ]
+    np.testing.assert_allclose(prepared.outputs()[0], expected, rtol=1e-5, atol=1e-5)
+
+
 def test_unknown_workload_kind_and_format():
     with pytest.raises(UserError, match="kind"):
         load_workload({"kind": "url", "batch": 1})

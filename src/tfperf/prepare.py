@@ -8,7 +8,13 @@ Contract (see ``docs/ARCHITECTURE.md``):
   but ``.tflite``) is handled here: the model called through a ``tf.function``
   (``jit_compile=True`` when ``config["xla"] == "jit"``), its outputs materialised so that a
   call has really finished; a training workload times a ``tf.function`` SGD step. A
-  ``.tflite`` model runs on LiteRT (:func:`litert_prepared`, ``config["litert_threads"]``).
+  ``.tflite`` model runs on LiteRT with ``config["litert_threads"]`` threads
+  (:func:`litert_prepared`; ``None``: LiteRT's default). ``intra_threads`` and
+  ``inter_threads`` size TensorFlow's thread pools and are *not* read for LiteRT: the CLI
+  exposes the interpreter's count as its own knob (``--set litert_threads=N``), as tune's
+  space does, so a measured LiteRT config always says which count it ran with. A TensorFlow
+  knob set for a LiteRT run (xla, threads, oneDNN) is named in ``Prepared.notes`` as ignored
+  (:func:`ignored_by_litert`).
   Any other runtime or precision goes to ``tfperf.convert.prepare_variant(loaded, config)``.
 - :func:`prepare` does not call the model: the worker times the first call itself.
 - :class:`Loaded`, :class:`Prepared`, :func:`load_workload` and :func:`litert_prepared` are
@@ -29,6 +35,7 @@ __all__ = [
     "FORMATS",
     "Loaded",
     "Prepared",
+    "ignored_by_litert",
     "litert_prepared",
     "load_keras_file",
     "load_workload",
@@ -50,12 +57,11 @@ def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     precision = config.get("precision") or "fp32"
     if loaded.format == "tflite" and runtime in ("tf", "litert") and precision == "fp32":
         # TensorFlow cannot run a .tflite file: its default (and only fp32) runtime is LiteRT
-        ignored = [] if config.get("xla") in (None, "off") else ["xla does not apply to LiteRT"]
         return litert_prepared(
             loaded.model,
             loaded.inputs,
             config.get("litert_threads"),
-            notes=[*loaded.notes, *ignored],
+            notes=[*loaded.notes, *ignored_by_litert(config)],
         )
     if precision == "fp32" and runtime == "tf":
         return tf_prepared(loaded, config)
@@ -67,6 +73,25 @@ def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
             "tfperf: use runtime tf with precision fp32."
         ) from None
     return prepare_variant(loaded, config)
+
+
+_TF_ONLY_KNOBS = {
+    "xla": "off",
+    "intra_threads": None,
+    "inter_threads": None,
+    "onednn": None,
+}
+"""TensorFlow's knobs (and their defaults), which do nothing to a LiteRT interpreter."""
+
+
+def ignored_by_litert(config: dict[str, Any]) -> list[str]:
+    """One note per TensorFlow knob ``config`` sets that a LiteRT interpreter ignores."""
+    notes = []
+    for knob, default in _TF_ONLY_KNOBS.items():
+        if config.get(knob, default) != default:
+            hint = ": LiteRT's thread count is litert_threads" if "threads" in knob else ""
+            notes.append(f"{knob} does not apply to LiteRT{hint}")
+    return notes
 
 
 def _materialise(result: Any) -> None:
