@@ -58,6 +58,8 @@ def test_save_and_load_round_trip(tmp_path):
         ("{not json", "not a readable profile"),
         ('{"a": 1}', "not a tfperf profile"),
         ('{"format": "tfperf-profile", "version": 99}', "version 99"),
+        ('{"format": "tfperf-profile", "version": 1, "config": "xla=jit"}', "damaged.*config"),
+        ('{"format": "tfperf-profile", "version": 1, "code": "x", "machine": 1}', "code, machine"),
     ],
 )
 def test_bad_profiles_are_refused_with_one_sentence(tmp_path, content, match):
@@ -108,14 +110,30 @@ def test_python_format_sets_the_environment_before_tensorflow(tmp_path):
 def test_mismatch_warnings_name_the_machine_and_the_install():
     machine = collect_machine()
     assert mismatch_warnings(_profile({}), machine) == []
-    other = _profile(
-        {},
-        machine={"fingerprint": "000000", "cpu": {"model": "Other CPU"}},
-        install={"tf_distribution": "1.0.0"},
-    )
+    # A saved profile's machine is as profile_from_tune wrote it (the CPU model as a string);
+    # edit only its fingerprint and CPU, as a profile carried to another machine would read.
+    other = _profile({}, install={"tf_distribution": "1.0.0"})
+    other["machine"] = {**other["machine"], "fingerprint": "000000", "cpu": "Other CPU"}
     warnings = mismatch_warnings(other, machine)
     assert len(warnings) == 2
-    assert "Other CPU" in warnings[0] and "1.0.0" in warnings[1]
+    assert "Other CPU" in warnings[0] and "000000" in warnings[0] and "1.0.0" in warnings[1]
+
+
+def test_run_warns_on_another_machine_and_still_runs(tmp_path):
+    profile = _profile({"onednn": False})
+    profile["machine"] = {**profile["machine"], "fingerprint": "000000"}
+    path = save_profile(profile, tmp_path / "p.json")
+    result = run_cli(
+        "run",
+        "--profile",
+        str(path),
+        "--",
+        sys.executable,
+        "-c",
+        "import os, sys; sys.exit(int(os.environ['TF_ENABLE_ONEDNN_OPTS']) + 5)",
+    )
+    assert result.returncode == 5, result.stderr
+    assert "000000" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_apply_command_prints_each_format(tmp_path):

@@ -198,6 +198,16 @@ def load_profile(ref: str | Path) -> dict:
             f"{path} is a version {data.get('version')} profile and this tfperf reads version "
             f"{VERSION}; run `tfperf tune` again with this tfperf."
         )
+    shapes = {"config": dict, "env": dict, "code": list, "machine": dict, "install": dict}
+    broken = [
+        key
+        for key, kind in shapes.items()
+        if data.get(key) is not None and not isinstance(data[key], kind)
+    ]
+    if broken:
+        raise UserError(
+            f"{path} is a damaged profile (bad {', '.join(broken)}); run `tfperf tune` again."
+        )
     return data
 
 
@@ -220,16 +230,18 @@ def mismatch_warnings(
 
         machine = collect_machine()
     warnings = []
-    then = profile.get("machine") or {}
+    then = profile.get("machine")
+    then = then if isinstance(then, Mapping) else {}
     if then.get("fingerprint") and then.get("fingerprint") != machine.get("fingerprint"):
-        cpu = (then.get("cpu") or {}).get("model", "another machine")
-        now = (machine.get("cpu") or {}).get("model", "this machine")
+        cpu = _cpu_model(then.get("cpu")) or "another machine"
+        now = _cpu_model(machine.get("cpu")) or "this machine"
         warnings.append(
             f"this profile was tuned on {cpu} and this machine is {now} "
             f"(fingerprint {then['fingerprint']} vs {machine.get('fingerprint')}): "
             "tune again here for figures that hold"
         )
-    tuned = (profile.get("install") or {}).get("tf_distribution")
+    install = profile.get("install")
+    tuned = install.get("tf_distribution") if isinstance(install, Mapping) else None
     current = tf_distribution_version()
     if tuned and current != tuned:
         warnings.append(
@@ -237,6 +249,13 @@ def mismatch_warnings(
             f"{current or 'no TensorFlow'}: tune again after an upgrade"
         )
     return warnings
+
+
+def _cpu_model(cpu: Any) -> str | None:
+    """The CPU model of a machine record (a dict with ``model``) or of a profile (a string)."""
+    if isinstance(cpu, Mapping):
+        cpu = cpu.get("model")
+    return str(cpu) if cpu else None
 
 
 def render(profile: Mapping[str, Any], fmt: str) -> str:
