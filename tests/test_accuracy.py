@@ -128,6 +128,10 @@ def test_parse_tolerance():
     for bad in ("fast", "rel=-1", "speed=2"):
         with pytest.raises(UserError):
             parse_tolerance(bad)
+    # top1 is a share: 2 would reject every classifier candidate and silently keep the default.
+    assert parse_tolerance("top1=1").top1 == 1.0
+    with pytest.raises(UserError, match="from 0 to 1"):
+        parse_tolerance("top1=2")
 
 
 def test_outputs_and_labels_files_round_trip(tmp_path):
@@ -140,5 +144,8 @@ def test_outputs_and_labels_files_round_trip(tmp_path):
     with pytest.raises(UserError):
         load_labels(tmp_path / "missing.npy")
     (tmp_path / "junk.npy").write_text("not numpy")
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match="not a numpy array file"):
         load_labels(tmp_path / "junk.npy")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object))
+    with pytest.raises(UserError, match=r"^--labels \S+ is not a numpy array file; save"):
+        load_labels(tmp_path / "objects.npy")

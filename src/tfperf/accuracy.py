@@ -116,6 +116,11 @@ def parse_tolerance(text: str | None) -> Tolerance:
             raise UserError(
                 f"bad --tolerance value {value!r} for {key}: give a number >= 0 or 'none'."
             ) from None
+        if key == "top1" and values[key] is not None and values[key] > 1:
+            raise UserError(
+                f"bad --tolerance value {value!r} for top1: it is a share of examples, "
+                "give a number from 0 to 1 (0.99 = 99%)."
+            )
     return replace(DEFAULT_TOLERANCE, **values)
 
 
@@ -216,9 +221,9 @@ def load_labels(path: str | Path) -> Any:
         raise UserError(f"--labels {path} does not exist; pass a .npy or .npz file of labels.")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError):
         raise UserError(
-            f"--labels {path} is not a numpy file ({exc}); save it with np.save."
+            f"--labels {path} is not a numpy array file; save the labels with np.save or np.savez."
         ) from None
     if hasattr(data, "files"):
         with data:
