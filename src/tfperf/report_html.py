@@ -157,6 +157,14 @@ def _comparisons(doc: dict) -> list[dict]:
     return out
 
 
+_RUN_STATUS_NOTES = {
+    "interrupted": "the run was interrupted; its figures cover only the blocks that finished "
+    "before it stopped",
+    "failed": "the run failed: no config was measured",
+    "partial": "some configs failed; the figures cover the configs that finished",
+}
+
+
 def build_report(doc: dict) -> dict:
     """The report document of one run (``doc`` as returned by ``Store.load_run``)."""
     run = doc["run"]
@@ -164,8 +172,8 @@ def build_report(doc: dict) -> dict:
     run_peak = (run.get("summary") or {}).get("peak") or {}
     results = [_result(t, default_batch, run_peak) for t in doc["trials"]]
     warnings = []
-    if run["status"] not in ("ok", "running"):
-        warnings.append(f"the run is {run['status']}; its figures cover what finished before")
+    if run["status"] in _RUN_STATUS_NOTES:
+        warnings.append(_RUN_STATUS_NOTES[run["status"]])
     return {
         "schema_version": SCHEMA_VERSION,
         "run": {

@@ -163,7 +163,7 @@ def _print_report(doc: dict) -> None:
         low, high = lat["p50_ci95"]
         row = [
             r["label"] + (" *" if r["role"] == "baseline" else ""),
-            str(r["n"]) if r["status"] == "ok" else f"[red]{r['status']}[/]",
+            str(r["n"]) if r["status"] == "ok" else f"[red]{r['status']}[/] {r['n'] or ''}",
             "-" if lat["p50"] is None else f"{fmt(lat['p50'])} [{fmt(low)}, {fmt(high)}]",
             fmt(lat["p90"]),
             fmt(lat["p99"]),
