@@ -133,7 +133,8 @@ def test_xla_variant_computes_the_same_outputs():
     np.testing.assert_allclose(base[0], jit.outputs()[0], rtol=1e-4, atol=1e-4)
 
 
-def test_weights_and_inputs_are_the_same_in_another_process(tmp_path):
+@pytest.mark.parametrize("name", ["encoder", "mobilenetv2"])
+def test_weights_and_inputs_are_the_same_in_another_process(tmp_path, name):
     pytest.importorskip("tensorflow")
     from tfperf.prepare import prepare
 
@@ -142,15 +143,48 @@ def test_weights_and_inputs_are_the_same_in_another_process(tmp_path):
         "import sys, numpy as np;"
         "from tfperf.prepare import prepare;"
         "from tfperf.workloads import builtin_workload;"
-        "np.save(sys.argv[1], prepare(builtin_workload('encoder', 'tiny'), {}).outputs()[0])"
+        "np.save(sys.argv[1], prepare(builtin_workload(sys.argv[2], 'tiny'), {}).outputs()[0])"
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=env
+        [sys.executable, "-c", code, str(out), name], capture_output=True, text=True, env=env
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    here = prepare(builtin_workload("encoder", "tiny"), {}).outputs()[0]
+    here = prepare(builtin_workload(name, "tiny"), {}).outputs()[0]
     np.testing.assert_array_equal(np.load(out), here)
+
+
+def _coarse(weights: list[np.ndarray]) -> list[np.ndarray]:
+    """Kernels rounded to 4 bits per tensor (a variant that really loses accuracy)."""
+    out = []
+    for w in weights:
+        step = np.abs(w).max() / 7 if w.ndim >= 2 and np.abs(w).max() > 0 else 0
+        out.append(np.round(w / step) * step if step else w)
+    return out
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "resnet50"])
+def test_image_classifiers_give_logits_that_let_the_guard_see_a_degraded_variant(name):
+    """Random weights used to give MobileNetV2 logits of ~1e-11 under a softmax of exactly
+    1/classes, which every variant matched. Logits with calibrated BatchNormalization spread,
+    so the default tolerance accepts an exact rebuild and rejects 4-bit kernels."""
+    pytest.importorskip("tensorflow")
+    from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs
+    from tfperf.workloads.models import build
+
+    first, again = build(name, "tiny", 4), build(name, "tiny", 4)
+    images = first.inputs
+    reference = np.asarray(first.model(images, training=False))
+    assert reference.shape == (4, get_builtin(name).tiny["classes"])
+    assert reference.min() < 0 and not np.allclose(reference.sum(axis=1), 1)  # not a softmax
+    assert reference.std(axis=1).min() > 0.1  # logits spread over the classes
+    assert len(set(reference.argmax(axis=1))) > 1  # the top class depends on the input
+    exact = compare_outputs([reference], [np.asarray(again.model(images, training=False))])
+    assert exact["max_abs_error"] == 0 and DEFAULT_TOLERANCE.check(exact)[0]
+    again.model.set_weights(_coarse(again.model.get_weights()))
+    degraded = compare_outputs([reference], [np.asarray(again.model(images, training=False))])
+    accepted, why = DEFAULT_TOLERANCE.check(degraded)
+    assert not accepted and "error" in why, degraded
 
 
 def test_resnet50_is_keras_applications_resnet50_layer_for_layer():
@@ -159,10 +193,11 @@ def test_resnet50_is_keras_applications_resnet50_layer_for_layer():
     from tfperf.workloads.models import build
 
     ours = build("resnet50", "standard", 1)
-    reference = keras.applications.ResNet50(weights=None)
+    reference = keras.applications.ResNet50(weights=None, classifier_activation=None)
     assert ours.model.count_params() == reference.count_params() == 25_636_712
     kinds = [type(layer).__name__ for layer in ours.model.layers]
     assert kinds == [type(layer).__name__ for layer in reference.layers]
     assert ours.flops_per_call == keras_layer_flops(reference, 1)[0]
     # ~3.9 GMACs as usually quoted for ResNet-50 at 224x224
     assert 7.5e9 < ours.flops_per_call < 8.3e9
+    assert ours.model.layers[-1].get_config()["activation"] == "linear"  # logits

@@ -7,7 +7,8 @@ Contract (see ``docs/ARCHITECTURE.md``):
   :class:`Prepared`. Runtime ``"tf"`` with precision ``"fp32"`` (the default for every format
   but ``.tflite``) is handled here: the model called through a ``tf.function``
   (``jit_compile=True`` when ``config["xla"] == "jit"``), its outputs materialised so that a
-  call has really finished; a training workload times a ``tf.function`` SGD step. A
+  call has really finished; a training workload times a ``tf.function`` SGD step (sparse
+  cross-entropy on the logits every built-in classifier returns). A
   ``.tflite`` model runs on LiteRT with ``config["litert_threads"]`` threads
   (:func:`litert_prepared`; ``None``: LiteRT's default). ``intra_threads`` and
   ``inter_threads`` size TensorFlow's thread pools and are *not* read for LiteRT: the CLI
@@ -177,7 +178,7 @@ def _train_prepared(
     labels = tf.convert_to_tensor(loaded.labels)
     optimizer = keras.optimizers.SGD(learning_rate=0.01)
     optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def forward_loss(*xs: Any) -> tuple[Any, Any]:
         pred = loaded.call_model(named(names, xs), training=True)

@@ -66,14 +66,14 @@ BUILTINS: dict[str, WorkloadInfo] = {
         ),
         WorkloadInfo(
             "mobilenetv2",
-            "MobileNetV2 image classifier, 224x224 inference (random weights)",
+            "MobileNetV2 image classifier, 224x224 inference (random weights, logits out)",
             "inference",
             standard={"image": 224, "alpha": 1.0, "classes": 1000},
             tiny={"image": 32, "alpha": 0.35, "classes": 10},
         ),
         WorkloadInfo(
             "resnet50",
-            "ResNet-50 image classifier, 224x224 inference (random weights)",
+            "ResNet-50 image classifier, 224x224 inference (random weights, logits out)",
             "inference",
             standard=dict(_RESNET_STANDARD),
             tiny=dict(_RESNET_TINY),

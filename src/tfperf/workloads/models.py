@@ -5,6 +5,14 @@ Contract: :func:`build` returns a :class:`Built` for a name of
 (and labels for a training workload) and the analytic FLOPs per call. Weights and inputs
 depend only on (name, size, batch), so two builds, in one process or two, are identical.
 Works with Keras 3 and with the Keras 2 of TensorFlow 2.15.
+
+The classifiers (``mobilenetv2``, ``resnet50``, ``resnet50-train``, ``mlp``) return logits, not
+a softmax: with random weights a softmax over 10 or 1000 classes is nearly uniform, and an
+accuracy check could not tell a degraded variant from an exact one. An inference model with
+BatchNormalization layers also gets moving statistics measured on seeded images
+(:func:`calibrate_batchnorm`), as a trained network has: without them MobileNetV2's signal
+decays layer after layer to logits of ~1e-11, and with them every layer sees unit-scale
+activations and the logits spread over several units.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ def _mobilenetv2(keras: Any, p: dict[str, Any]) -> Any:
         alpha=p["alpha"],
         weights=None,
         classes=p["classes"],
+        classifier_activation=None,
     )
 
 
@@ -96,7 +105,7 @@ def _resnet50(keras: Any, p: dict[str, Any]) -> Any:
             stride = 2 if block == 0 and stage > 0 else 1
             x = _bottleneck(keras, x, filters, stride, project=block == 0)
     x = layers.GlobalAveragePooling2D()(x)
-    out = layers.Dense(p["classes"], activation="softmax", name="predictions")(x)
+    out = layers.Dense(p["classes"], name="predictions")(x)  # logits
     return keras.Model(inp, out, name="resnet50")
 
 
@@ -134,6 +143,31 @@ BUILDERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 """Model builder of each built-in: ``builder(keras, size_params) -> keras.Model``."""
 
 
+CALIBRATION_SEED = SEED + 2
+"""Seed of the images that set the BatchNormalization statistics (not the sample inputs)."""
+
+
+def calibrate_batchnorm(keras: Any, model: Any, image: int) -> int:
+    """Set each BatchNormalization's moving mean and variance to the batch statistics of seeded
+    standard-normal images of ``image`` pixels, as one training-mode pass with momentum 0 does;
+    returns the calibration batch (enough images that the last, 32x smaller, feature map still
+    gives 64 values per channel). Inference then reproduces that pass exactly."""
+    norms = [la for la in model.layers if isinstance(la, keras.layers.BatchNormalization)]
+    if not norms:
+        return 0
+    batch = max(2, -(-64 * 32 * 32 // (image * image)))
+    images = generate(keras_input_specs(model), batch, CALIBRATION_SEED)
+    momenta = [la.momentum for la in norms]
+    for layer in norms:
+        layer.momentum = 0.0
+    try:
+        model(images, training=True)
+    finally:
+        for layer, momentum in zip(norms, momenta):  # noqa: B905 (Python 3.9)
+            layer.momentum = momentum
+    return batch
+
+
 def build(name: str, size: str = "standard", batch: int = 1) -> Built:
     """Build built-in ``name`` at ``size`` with ``batch`` samples per call (seeded)."""
     import keras
@@ -144,11 +178,13 @@ def build(name: str, size: str = "standard", batch: int = 1) -> Built:
     keras.backend.clear_session()  # layer names (and so input names) restart from scratch
     keras.utils.set_random_seed(SEED)
     model = BUILDERS[name](keras, params)
+    train = info.task == "train"
+    if not train and "image" in params:
+        calibrate_batchnorm(keras, model, params["image"])
     inputs = generate(keras_input_specs(model), batch, SEED)
     flops, source = flops_mod.builtin_flops(name, params, batch)
     if source == "unknown":
         flops, source = flops_mod.keras_layer_flops(model, batch)
-    train = info.task == "train"
     labels = None
     if train:
         rng = np.random.default_rng(SEED + 1)
