@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -117,6 +118,42 @@ def test_a_model_that_cannot_convert_is_a_conversion_error(tmp_path, monkeypatch
     loaded = load_workload(resolve_model("pyfunc_model:build"))
     with pytest.raises(ConversionError, match="LiteRT"):
         prepare_loaded(loaded, {"runtime": "litert"})
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        ("tf.math.cumprod(x, axis=-1)", r"SELECT_TF_OPS \(Cumprod\) and this LiteRT has no flex"),
+        ("tf.math.bessel_i1e(x)", r"no LiteRT kernel, even through SELECT_TF_OPS: BesselI1e"),
+    ],
+)
+def test_ops_litert_lacks_are_named_in_one_sentence(tmp_path, monkeypatch, op, expected):
+    module = f"odd_ops_{op.split('(')[0].rsplit('.', 1)[-1]}"  # one module per case
+    (tmp_path / f"{module}.py").write_text(
+        textwrap.dedent(f"""
+        import numpy as np
+        import tensorflow as tf
+
+        def build():
+            @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+            def model(x):
+                return {op}
+            return model, np.ones((1, 4), np.float32)
+    """)
+    )
+    from tfperf.modelref import resolve_model
+    from tfperf.prepare import load_workload, prepare_loaded
+
+    monkeypatch.chdir(tmp_path)
+    loaded = load_workload(resolve_model(f"{module}:build"))
+    try:
+        prepared = prepare_loaded(loaded, {"runtime": "litert"})
+    except ConversionError as exc:
+        message = str(exc)
+        assert "\n" not in message and len(message) < 300, message
+        assert re.search(expected, message), message
+    else:  # a LiteRT build with the flex delegate runs the op, and the notes say how
+        assert "flex" in expected and "needs SELECT_TF_OPS" in " ".join(prepared.notes)
 
 
 def test_impossible_variants_say_why():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ def _interpreter_ok(model_bytes: bytes) -> str | None:
     try:
         Interpreter(model_content=model_bytes).allocate_tensors()
     except Exception as exc:
-        return str(exc).strip().splitlines()[-1][:300]
+        return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
     return None
 
 
@@ -235,18 +236,61 @@ def convert_litert(loaded: Any, runtime: str, notes: list[str]) -> bytes:
             try:
                 model_bytes = converter.convert()
             except Exception as exc:
-                reasons.append(_first_error(exc))
+                reasons.append(_op_reason(str(exc)) or _first_error(exc))
                 continue
             problem = _interpreter_ok(model_bytes)
             if problem is not None:
-                reasons.append(f"the converted model does not run in LiteRT: {problem}")
+                reasons.append(
+                    _op_reason(problem)
+                    or f"the converted model does not run in LiteRT: {problem[-300:]}"
+                )
                 continue
             notes.extend(n for n in (what,) if n)
             if select:
                 notes.append("needs SELECT_TF_OPS (TensorFlow ops inside LiteRT)")
             notes.extend(local)
             return model_bytes
-    raise ConversionError(f"LiteRT conversion failed: {reasons[-1] if reasons else 'unknown'}")
+    raise ConversionError(f"LiteRT conversion failed: {_best_reason(reasons)}")
+
+
+_OP_LIST = re.compile(r"^\s*(TF Select ops|Flex ops|Custom ops):\s*(.+)$", re.MULTILINE)
+_FLEX_NODE = re.compile(r"\(Flex(\w+)\) failed to prepare")
+NO_FLEX = "this LiteRT has no flex delegate (the pip ai-edge-litert ships none)"
+
+
+def _op_reason(text: str) -> str | None:
+    """One sentence for a converter or interpreter error about unsupported ops, else ``None``.
+
+    The converter lists the ops it cannot lower (``TF Select ops: Cumprod``; ``Custom ops:
+    BesselI1e`` for ops with no kernel at all); the interpreter names the node it cannot
+    prepare when a flex op meets a build without the flex delegate.
+    """
+    found: dict[str, list[str]] = {}
+    for kind, names in _OP_LIST.findall(text):
+        ops = [n.strip().removeprefix("Flex") for n in names.split(",") if n.strip()]
+        found.setdefault(kind, []).extend(o for o in ops if o not in found.get(kind, []))
+    if found.get("Custom ops"):
+        return "TensorFlow ops with no LiteRT kernel, even through SELECT_TF_OPS: " + ", ".join(
+            found["Custom ops"]
+        )
+    select = found.get("TF Select ops") or found.get("Flex ops")
+    if select:
+        return f"needs TensorFlow ops inside LiteRT (SELECT_TF_OPS: {', '.join(select)})"
+    if "Flex delegate" in text or "Select TensorFlow op" in text:
+        ops = sorted(set(_FLEX_NODE.findall(text)))
+        which = f" ({', '.join(ops)})" if ops else ""
+        return f"needs SELECT_TF_OPS{which} and {NO_FLEX}"
+    return None
+
+
+def _best_reason(reasons: Sequence[str]) -> str:
+    """The most telling of the attempts' reasons: no kernel at all, then a missing flex
+    delegate, then the last one."""
+    for mark in ("no LiteRT kernel", NO_FLEX):
+        for reason in reasons:
+            if mark in reason:
+                return reason
+    return reasons[-1] if reasons else "unknown"
 
 
 def _first_error(exc: BaseException) -> str:
