@@ -166,3 +166,27 @@ def test_run_failure_names_the_step_and_the_log(tmp_path):
     with pytest.raises(UserError, match=r"step 7 \(collect the wheel\).*build\.log"):
         run_plan(tmp_path, dry_run=True, env={"TFPERF_OUT_DIR": str(blocked / "wheels")})
     assert "==> [7/8]" in (tmp_path / "build.log").read_text()
+
+
+@pytest.mark.parametrize("target", ["neoverse_v1", "neoverse_v2", "a64fx"])
+def test_arm_plan_downloads_bazel_for_arm64(target):
+    # Bazel names its Arm Linux binaries linux-arm64, whether archspec gives -march or -mcpu.
+    plan = make_plan("2.20.0", target=target)
+    assert '-linux-arm64"' in plan.script and "linux-x86_64" not in plan.script
+    assert "linux-aarch64" not in plan.script
+
+
+def test_plan_refuses_a_cpu_family_tensorflow_is_not_built_for(cli):
+    res = cli("builds", "plan", "--target", "power9le")
+    assert res.returncode == 2
+    assert "ppc64le" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_printed_script_is_not_wrapped(cli):
+    # Printed without --out, the script is meant to be copied: a long line must stay one line.
+    res = cli("builds", "plan", "--target", "icelake", "--tensorflow", "2.20.0")
+    assert res.returncode == 0, res.stderr
+    plan = make_plan("2.20.0", target="icelake")
+    longest = max(plan.script.splitlines(), key=len)
+    assert len(longest) > 80
+    assert longest in res.stdout.splitlines()

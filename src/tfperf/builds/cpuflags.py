@@ -56,6 +56,10 @@ GCC_FEATURE_FLAGS: dict[str, str] = {
 GCC/Clang flag that enables each. Order is the order flags are emitted in."""
 
 
+FAMILIES = ("x86_64", "aarch64")
+"""CPU families a build can be planned for."""
+
+
 @dataclass
 class CpuFlags:
     """The CPU part of a build plan."""
@@ -70,6 +74,8 @@ class CpuFlags:
     """Host features the target's ``-march`` lacks, each given its own ``-m`` flag."""
     native_fallback: bool = False
     notes: list[str] = field(default_factory=list)
+    family: str = "x86_64"
+    """archspec family of the target: ``"x86_64"`` or ``"aarch64"``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -80,6 +86,7 @@ class CpuFlags:
             "extra_features": list(self.extra_features),
             "native_fallback": self.native_fallback,
             "notes": list(self.notes),
+            "family": self.family,
         }
 
 
@@ -126,6 +133,12 @@ def cpu_flags(
     else:
         name, detected = target, None
     uarch = resolve_target(name)
+    family = uarch.family.name
+    if family not in FAMILIES:
+        raise UserError(
+            f"{name} is a {family} CPU; tfperf plans TensorFlow builds for "
+            f"{' and '.join(FAMILIES)} only (the CPUs TensorFlow and Bazel publish builds for)."
+        )
     features = host_features if host_features is not None else (detected or set())
     notes: list[str] = []
     native = False
@@ -153,4 +166,4 @@ def cpu_flags(
             f"-march for {name} omits {', '.join(f.upper() for f in extra)}, which this CPU "
             "has; they are enabled with explicit -m flags"
         )
-    return CpuFlags(name, f"{compiler}@{compiler_version}", copts, extra, native, notes)
+    return CpuFlags(name, f"{compiler}@{compiler_version}", copts, extra, native, notes, family)

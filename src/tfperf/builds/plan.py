@@ -31,6 +31,9 @@ from tfperf.builds.releases import (
 )
 from tfperf.errors import UserError
 
+BAZEL_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}
+"""archspec family -> the architecture in Bazel's Linux release file names
+(``bazel-7.4.1-linux-arm64``)."""
 STEP_MARK = "==> ["
 """Every step of ``build.sh`` starts with a line ``==> [i/N] title``."""
 
@@ -162,8 +165,7 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
     """The bash recipe (``build.sh``)."""
     r = plan.release
     clang_major = r.clang.split(".")[0]
-    arch = "aarch64" if plan.cpu.copts and plan.cpu.copts[0].startswith("-mcpu") else None
-    bazel_arch = arch or ("arm64" if "armv" in " ".join(plan.cpu.copts) else "x86_64")
+    bazel_arch = BAZEL_ARCH[plan.cpu.family]
     configure_lines = "\n".join(
         f'export {k}="{v}"' if k != "PYTHON_BIN_PATH" else f"export {k}={v}"
         for k, v in plan.configure_env.items()
