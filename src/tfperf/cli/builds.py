@@ -80,7 +80,7 @@ def plan_cmd(
         f" ({'CUDA' if cuda else 'CPU only'})"
     )
     con.print(f"  Bazel {plan.release.bazel}, {plan.cpu.compiler}, Python {plan.python}")
-    con.print(f"  copts: {' '.join(plan.copts)}")
+    con.print(f"  copts: {' '.join(plan.copts)}", soft_wrap=True)
     for note in plan.notes:
         err_console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if "files" in doc:
@@ -92,7 +92,8 @@ def plan_cmd(
                 f"(or docker build --output type=local,dest=wheels {folder})"
             )
     else:
-        con.print(plan.script, markup=False, highlight=False)
+        # soft_wrap: the script must survive copy and paste, never broken into new lines
+        con.print(plan.script, markup=False, highlight=False, soft_wrap=True)
     if run_it:
         run = doc["run"]
         con.print(
