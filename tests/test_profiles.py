@@ -13,6 +13,7 @@ from tfperf.allocators import find_allocator
 from tfperf.errors import UserError
 from tfperf.machine import collect_machine
 from tfperf.profiles import (
+    code_lines,
     load_profile,
     mismatch_warnings,
     profile_from_tune,
@@ -148,3 +149,21 @@ def test_apply_command_prints_each_format(tmp_path):
         assert expected in result.stdout
     missing = run_cli("apply", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "no profile" in missing.stderr
+
+
+def test_python_format_of_a_litert_profile_runs_as_printed(tmp_path):
+    model = tmp_path / "model.tflite"
+    build = (
+        "import tensorflow as tf\n"
+        "f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([1, 3], tf.float32)])\n"
+        "c = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()])\n"
+        f"open({str(model)!r}, 'wb').write(c.convert())\n"
+    )
+    subprocess.run([sys.executable, "-c", build], capture_output=True, check=True)
+    profile = _profile({"runtime": "litert", "litert_threads": 1}, artifact=str(model))
+    profile["code"] = code_lines(profile["config"], "keras", str(model))
+    snippet = render(profile, "python")
+    assert "import tensorflow" not in snippet  # a converted model needs LiteRT only
+    check = snippet + "interpreter.allocate_tensors(); print(len(interpreter.get_input_details()))"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"

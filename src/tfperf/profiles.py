@@ -275,19 +275,34 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
         if artifact:
             lines.append(f"# converted model: {artifact}")
         return "\n".join(lines) + "\n"
-    lines = [f"# {header}", "import os", ""]
+    lines = [f"# {header}"]
     preload = env.pop("LD_PRELOAD", None)
     if preload:
         lines.append(
             "# LD_PRELOAD must be set before the process starts: "
             f"launch with `tfperf run --profile ...` or export LD_PRELOAD={preload}"
         )
-    lines += [f"os.environ[{k!r}] = {v!r}" for k, v in env.items()]
-    lines += ["", "import tensorflow as tf  # after the environment is set", "import keras"]
+    if env:
+        lines += ["import os", ""]
+        lines += [f"os.environ[{k!r}] = {v!r}" for k, v in env.items()]
+        lines.append("")
+    lines += _imports(code)
     lines += code
     if artifact:
         lines.append(f"# converted model: {artifact}")
     return "\n".join(lines) + "\n"
+
+
+def _imports(code: Sequence[str]) -> list[str]:
+    """The imports the code lines use (TensorFlow after the environment is set)."""
+    text = "\n".join(code)
+    lines = []
+    if "tf." in text or not code:
+        lines.append("import tensorflow as tf  # after the environment is set")
+    for module in ("keras", "ai_edge_litert.interpreter", "openvino"):
+        if f"{module}." in text:
+            lines.append(f"import {module}")
+    return lines
 
 
 def _speed_text(profile: Mapping[str, Any]) -> str:
