@@ -28,6 +28,8 @@ def _fill(path) -> tuple[int, int]:
         threads = db.new_trial(bench, "intra_threads=1", {"intra_threads": 1}, "candidate")
         db.add_comparison(bench, base, jit, _speedup(3.9))
         db.add_comparison(bench, base, threads, _speedup(1.1))
+        fp16 = db.new_trial(bench, "runtime=litert-fp16", {"runtime": "litert-fp16"}, "candidate")
+        db.add_comparison(bench, base, fp16, _speedup(5.5))
         tune = db.new_run("tune", "tfperf tune", WORKLOAD, {}, {})
         lite = db.new_trial(tune, "runtime=litert", {"runtime": "litert"}, "candidate")
         db.finish_trial(lite, "ok", {"outcome": {"speedup": _speedup(7.2)}}, None)
@@ -41,7 +43,11 @@ def test_figures_come_from_comparisons_and_tune_outcomes(tmp_path):
     bench, tune = _fill(store)
     figures = collect_figures(str(store))
     assert [(f["run_id"], f["speedup"]) for f in figures["xla"]] == [(bench, 3.9)]
-    assert [(f["run_id"], f["speedup"]) for f in figures["litert"]] == [(tune, 7.2)]
+    # every LiteRT variant counts as LiteRT, not only the plain fp32 runtime
+    assert sorted((f["run_id"], f["speedup"]) for f in figures["litert"]) == [
+        (bench, 5.5),
+        (tune, 7.2),
+    ]
     assert figures["build"] == []  # thread counts are no build, nothing is invented
     doc = explain(str(store))
     assert set(doc["missing"]) == {"build"}
@@ -55,3 +61,6 @@ def test_cli_explain_on_a_missing_store_says_what_to_run(cli, tmp_path):
     doc = json.loads(res.stdout)
     assert doc["figures"] == {"build": [], "xla": [], "litert": []}
     assert len(doc["missing"]) == 3
+    # each missing category names a command that exists: tfperf compare --set KNOB=VALUE
+    assert doc["missing"]["xla"].startswith("tfperf compare --workload NAME --set xla=")
+    assert doc["missing"]["litert"].startswith("tfperf compare --workload NAME --set runtime=")

@@ -11,9 +11,9 @@ Each figure is ``{"run_id", "kind", "workload", "candidate", "speedup", "ci95", 
 taken from the store's comparisons and, for trials without one (``tfperf tune``), from the
 ``speedup`` of the trial's ``outcome``: ``build`` from ``tfperf builds compare`` runs, ``xla``
 from candidates whose config has ``xla`` ``jit``/``auto``, ``litert`` from candidates with
-``runtime=litert``. Speedups are over that run's baseline
-(>1: faster). Where a category has no figure yet the text says so and names the command that
-measures it; nothing is estimated.
+``runtime=litert`` or one of its variants (``litert-fp16``, ``litert-dynint8``, ...).
+Speedups are over that run's baseline (>1: faster). Where a category has no figure yet the
+text says so and names the command that measures it; nothing is estimated.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ WHEEL_LACKS = (
 
 COMMANDS = {
     "build": "tfperf builds compare --candidate <wheel or tensorflow-cpu==X> --workload NAME",
-    "xla": "tfperf tune (or tfperf bench) with an xla=jit config",
-    "litert": "tfperf tune (or tfperf bench) with a runtime=litert config",
+    "xla": "tfperf compare --workload NAME --set xla=jit",
+    "litert": "tfperf compare --workload NAME --set runtime=litert",
 }
 """The command that produces each category of figures."""
 
@@ -53,7 +53,7 @@ def _workload_label(workload: dict[str, Any]) -> str:
 def _category(run_kind: str, config: dict[str, Any]) -> str | None:
     if run_kind == "builds":
         return "build"
-    if config.get("runtime") == "litert":
+    if str(config.get("runtime") or "").startswith("litert"):
         return "litert"
     if config.get("xla") in ("jit", "auto"):
         return "xla"
