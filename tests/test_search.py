@@ -141,6 +141,19 @@ def test_max_trials_and_time_budget_stop_the_search():
     assert len(result.outcomes) == 3
 
 
+def test_under_a_small_budget_runtime_first_reaches_the_runtimes():
+    space = build_space(FACTS)
+    tf_first = Search(space, Synthetic(EFFECTS), max_trials=6).run()
+    # TensorFlow's own knobs alone use up six trials: the largest gains are never tried.
+    assert all("runtime" not in o.config for o in tf_first.outcomes)
+    quick = Search(space, Synthetic(EFFECTS), max_trials=6, runtime_first=True).run()
+    assert [o.config.get("runtime", "tf") for o in quick.outcomes[:4]] == list(
+        space.values["runtime"][1:5]
+    )
+    assert quick.incumbent.get("runtime") == "litert"
+    assert true_time(quick.incumbent, EFFECTS) < true_time(tf_first.incumbent, EFFECTS)
+
+
 def test_resume_replays_finished_trials_without_measuring_them_again():
     space = build_space(FACTS)
     stored: list[Outcome] = []

@@ -20,7 +20,9 @@ candidates for one knob the one with the highest median wins. Strategies:
   order (TensorFlow's knobs, then the runtime, then the runtime's knobs), try every other
   value of it on top of the incumbent, take the best significant step; sweep again over the
   knobs not yet explored from the current incumbent, until every knob has been (at most
-  ``sweeps`` sweeps).
+  ``sweeps`` sweeps). With ``runtime_first=True`` (what :func:`tfperf.tune.tune` asks for
+  under a trial or time budget) the runtime is visited first: the runtimes hold the largest
+  gains, and a budget spent on TensorFlow's own knobs would never reach them.
 - ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
   proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
   rejected candidates are told to Optuna as failed trials.
@@ -132,6 +134,7 @@ class Search:
         clock: Callable[[], float] = time.monotonic,
         sweeps: int = 3,
         seed: int = 0,
+        runtime_first: bool = False,
     ) -> None:
         self.space = space
         self.evaluate = evaluate
@@ -142,6 +145,7 @@ class Search:
         self.clock = clock
         self.sweeps = sweeps
         self.seed = seed
+        self.runtime_first = runtime_first
         self.incumbent: dict = {}
         self.outcomes: list[Outcome] = []
         self._final: dict[str, Outcome] = {}
@@ -197,10 +201,18 @@ class Search:
             stopped = stop.why
         return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
 
+    def _knob_order(self) -> list[str]:
+        """The knobs in the order the staged search visits them."""
+        knobs = self.space.knobs()
+        if self.runtime_first and "runtime" in knobs:
+            knobs.remove("runtime")
+            knobs.insert(0, "runtime")
+        return knobs
+
     def _staged(self) -> str:
         explored: dict[str, str] = {}  # knob -> incumbent label it was last explored from
         for _ in range(self.sweeps):
-            for knob in self.space.knobs():
+            for knob in self._knob_order():
                 if explored.get(knob) == label(self.incumbent):
                     continue
                 tried = [self._try(c) for c in self.space.neighbours(self.incumbent, knob)]

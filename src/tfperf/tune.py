@@ -553,7 +553,13 @@ def tune(
                 evaluator._finish_trial(tid, outcome)
             progress.start(max_trials)
             search = Search(
-                space, evaluator, max_trials=max_trials, budget_s=budget_s, cache=cache, seed=seed
+                space,
+                evaluator,
+                max_trials=max_trials,
+                budget_s=budget_s,
+                cache=cache,
+                seed=seed,
+                runtime_first=max_trials is not None or budget_s is not None,
             )
             result = search.run(strategy)
             doc = _conclude(evaluator, result, confirm_rounds, default_ready)
