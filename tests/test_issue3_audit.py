@@ -25,3 +25,13 @@ def test_report_of_killed_run_keeps_sample_counts_and_says_it_was_interrupted(
     row = next(line for line in human.stdout.splitlines() if line.startswith("default"))
     assert "interrupted" in row and str(n) in row
     assert "the run is interrupted" not in human.stdout
+
+
+def test_a_candidate_without_rounds_is_not_said_to_use_zero_pairs() -> None:
+    from tfperf.stats import paired_speedup
+
+    result = paired_speedup([0.001 * (i + 1) for i in range(8)], [])
+    assert result["verdict"] == "inconclusive" and result["n_pairs"] == 0
+    assert result["warnings"] == ["no pairs to compare"]
+    uneven = paired_speedup([0.001] * 8, [0.001] * 6)
+    assert any("only the first 6 pairs" in w for w in uneven["warnings"])

@@ -354,7 +354,7 @@ def _results_table(report: dict) -> str:
             r["status"],
             str(r["n"]),
             fmt(lat["p50"]),
-            f"{fmt(ci[0])} .. {fmt(ci[1])}",
+            "-" if ci[0] is None else f"{fmt(ci[0])} .. {fmt(ci[1])}",
             fmt(lat["p90"]),
             fmt(lat["p99"]),
             fmt(r["throughput_per_s"], ".4g"),

@@ -253,7 +253,7 @@ def paired_speedup(
     base = np.asarray(list(baseline_blocks), dtype=float)
     cand = np.asarray(list(candidate_blocks), dtype=float)
     warnings: list[str] = []
-    if base.size != cand.size:
+    if base.size != cand.size and min(base.size, cand.size) > 0:
         warnings.append(
             f"{base.size} baseline and {cand.size} candidate rounds; "
             f"only the first {min(base.size, cand.size)} pairs are used"
