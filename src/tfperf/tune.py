@@ -249,7 +249,7 @@ class Evaluator:
             outcome = Outcome(
                 config,
                 FAILED,
-                reason=_failure_reason(exc),
+                reason=_failure_reason(exc, config),
                 incumbent=incumbent,
                 info={"error": exc.to_dict()},
             )
@@ -400,11 +400,20 @@ class Evaluator:
         self.store.finish_trial(trial_id, status, {"outcome": outcome.to_dict()}, error)
 
 
-def _failure_reason(exc: WorkerFailed) -> str:
+def _failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) -> str:
     """The worker's reason, saying where a crash happened when its log tells."""
     tail = exc.stderr_tail or ""
+    config = config or {}
     if exc.signal and "lite/python" in tail:
         return f"{exc.reason} inside the LiteRT converter"
+    allocator = config.get("allocator", "system")
+    if (
+        exc.signal
+        and str(config.get("runtime", "")).startswith("openvino")
+        and allocator != "system"
+    ):
+        # OpenVINO's CPU plugin frees with glibc what the preloaded allocator handed out.
+        return f"{exc.reason}: OpenVINO aborts with {allocator} preloaded (LD_PRELOAD)"
     if exc.signal and "openvino" in tail:
         return f"{exc.reason} inside OpenVINO"
     return exc.reason
