@@ -113,6 +113,33 @@ def test_stage_chain_labels_and_bounding() -> None:
     assert stages.rate(tf.data.Dataset.range(0), 0.01) is None
 
 
+def test_a_cheap_source_never_bounds_a_batched_pipeline() -> None:
+    # Counted element by element, a from_tensor_slices source pays Dataset.reduce's per-element
+    # call (tens of microseconds), which the batched pipeline never pays, and looked like the
+    # slowest stage of a pipeline whose per-element map is the real cost. Prefixes before the
+    # batch stage are timed batched, as the pipeline runs.
+    from tfperf.pipeline import stages
+
+    x = np.random.default_rng(0).normal(size=(4096, 32)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(x).map(lambda v: tf.tanh(v) + tf.reduce_sum(tf.sin(v)))
+    rows = stages.measure_stages(ds.batch(64), budget_s=0.1)
+    assert [r["stage"] for r in rows] == ["from_tensor_slices", "map", "batch"]
+    assert [r["bounding"] for r in rows] == [False, True, False]
+    source, mapped = rows[0], rows[1]
+    assert source["batches_per_s"] == pytest.approx(source["elements_per_s"] / 64)
+    assert source["added_ms_per_batch"] < mapped["added_ms_per_batch"]
+
+
+def test_unbatchable_elements_fall_back_to_element_rates() -> None:
+    from tfperf.pipeline import stages
+
+    ragged = tf.data.Dataset.range(1, 50).map(lambda n: tf.range(n))
+    rows = stages.measure_stages(ragged.padded_batch(4), budget_s=0.05)
+    assert [r["stage"] for r in rows] == ["range", "map", "padded_batch"]
+    assert all(r["batches_per_s"] and r["batches_per_s"] > 0 for r in rows)
+    assert rows[1]["batches_per_s"] == pytest.approx(rows[1]["elements_per_s"] / 4)
+
+
 def test_random_stages_are_detected() -> None:
     from tfperf.pipeline.fixes import has_random_stage
 

@@ -10,6 +10,13 @@ returns::
       "added_ms_per_batch": float,  # the time this stage adds per final batch
       "bounding": bool}, ...]
 
+A prefix that ends before the pipeline's batch stage is timed with ``batch(B)`` appended (``B``
+the final batch size), so every prefix is counted per batch, as the full pipeline is: counting
+single elements would charge each prefix ``Dataset.reduce``'s per-element call, which the batch
+stage does not pay (a plain ``from_tensor_slices`` then looks slower than the whole pipeline).
+``elements_per_s`` is the prefix's element rate either way. When elements cannot be batched
+(shapes differ), the prefix's element rate divided by ``B`` stands in.
+
 The bounding stage is the one that adds the most time per final batch. Walking from the last
 stage to the source reads ``Dataset._inputs()``, the one non-public call here: tf.data offers
 no public way to reach the stages of a built pipeline. When it is missing, only the whole
@@ -131,19 +138,37 @@ def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
     return (n - base_n) / spent if spent > 0 else None
 
 
+def _batched_rate(prefix: Any, batch: int, budget_s: float) -> tuple[float | None, float | None]:
+    """``(elements/s, batches/s)`` of a prefix that ends before the batch stage, timed as
+    ``prefix.batch(batch)``; the element rate divided by ``batch`` when elements do not batch."""
+    from tfperf.pipeline.target import TargetError
+
+    try:
+        bps = rate(prefix.batch(batch), budget_s)
+    except (TargetError, TypeError, ValueError):
+        bps = None
+    if bps is not None:
+        return bps * batch, bps
+    eps = rate(prefix, budget_s)
+    return eps, eps / batch if eps else None
+
+
 def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None) -> list[dict]:
     """Measure every prefix of ``ds``; see the module docstring for the result."""
     prefixes = chain(ds)
     batch = batch_hint or final_batch_size(ds)
+    has_batch = any("Batch" in kind(p) for p in prefixes)
     rows: list[dict] = []
-    before_batch = True
+    before_batch = has_batch
     for prefix in prefixes:
         k = kind(prefix)
         if "Batch" in k:
             before_batch = False
-        eps = rate(prefix, budget_s)
-        per_final = batch if before_batch and batch > 1 else 1
-        bps = eps / per_final if eps else None
+        if before_batch and batch > 1:
+            eps, bps = _batched_rate(prefix, batch, budget_s)
+        else:
+            eps = rate(prefix, budget_s)
+            bps = eps
         rows.append(
             {
                 "stage": label(prefix),
