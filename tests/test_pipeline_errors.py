@@ -23,6 +23,18 @@ def not_a_dataset():
     return [1, 2, 3]
 
 
+def dict_without_dataset():
+    return {"data": tf.data.Dataset.range(4), "model": None}
+
+
+def fails_at_37():
+    def check(i):
+        tf.debugging.assert_less(i, tf.constant(37, tf.int64), message="element 37 is bad")
+        return i
+
+    return tf.data.Dataset.range(100).map(check).batch(4)
+
+
 def empty():
     return tf.data.Dataset.range(10).filter(lambda x: x > 100).batch(2)
 
@@ -77,6 +89,9 @@ def _fails(bad_dir: Path, *args: str) -> str:
     [
         ("badpipes:not_a_dataset", "returned list, not a tf.data.Dataset"),
         ("badpipes:empty", "the dataset is empty"),
+        ("badpipes:dict_without_dataset", "returned a dict without a 'dataset' key (its keys: "),
+        # raised while timing the stages: the user's message, not tf.data's iterator path
+        ("badpipes:fails_at_37", "while timing its stages: assertion failed: [element 37 is bad]"),
         ("badpipes:corrupt_files", "the dataset raised InvalidArgumentError after 2 elements"),
         ("no_such_module_here:make", "cannot find module no_such_module_here"),  # no worker
         ("badpipes.not_a_dataset", "is not module:function"),

@@ -69,10 +69,18 @@ def _import(spec: str) -> Callable[..., Any]:
     return obj
 
 
+_TF_DECORATIONS = re.compile(
+    r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*"
+    r"|Error in user-defined function passed to \S+ transformation with iterator: \S+: "
+)
+"""TensorFlow's decorations of an error: ``{{function_node ...}}``, ``[Op:...]`` and the
+prefix naming tf.data's internal iterator path."""
+
+
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an error message, without TensorFlow's ``{{function_node ...}}`` and
-    ``[Op:...]`` decorations, at most ``limit`` characters."""
-    text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", str(exc)).strip().splitlines()
+    """The first line of an error message, without TensorFlow's decorations
+    (:data:`_TF_DECORATIONS`), at most ``limit`` characters."""
+    text = _TF_DECORATIONS.sub("", str(exc)).strip().splitlines()
     line = text[0].strip() if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -94,6 +102,12 @@ def unpack(result: Any, spec: str) -> tuple[Any, Any]:
 
     model = loss = optimizer = None
     if isinstance(result, dict):
+        if "dataset" not in result:
+            keys = ", ".join(repr(k) for k in list(result)[:6]) or "none"
+            raise TargetError(
+                f"{spec} returned a dict without a 'dataset' key (its keys: {keys}); return "
+                "{'dataset': ds, 'model': model} or the dataset itself"
+            )
         dataset = result.get("dataset")
         model, loss, optimizer = result.get("model"), result.get("loss"), result.get("optimizer")
     elif isinstance(result, (tuple, list)) and result and isinstance(result[0], tf.data.Dataset):
