@@ -233,6 +233,17 @@ def test_report_statistics_and_best_fix() -> None:
     assert by_name["cache"]["measured"] is False
     assert doc["best_fix"]["name"] == "a" and doc["best_fix"]["speedup"] == pytest.approx(2, 0.1)
     assert doc["bounding_stage"] == "batch"
+    # a higher median whose interval still reaches below 1 does not beat a sure gain
+    sure = {"name": "sure", "change": "x", "speedup": 2.0, "ci95": [1.5, 2.5], "verdict": "faster"}
+    loose = {
+        "name": "loose",
+        "change": "y",
+        "speedup": 2.9,
+        "ci95": [0.9, 4.0],
+        "verdict": "faster",
+    }
+    assert analyze.best_fix([loose, sure])["name"] == "sure"
+    assert analyze.best_fix([loose])["name"] == "loose"
     none_faster = analyze.report(_raw(baseline, slow, slow))
     assert none_faster["best_fix"]["name"] is None
     assert none_faster["best_fix"]["change"].startswith("keep the pipeline")

@@ -18,9 +18,10 @@ in a fresh process (the current directory importable, as users expect), waits at
 
 ``verdict`` is ``None`` only when no model was given (no training step to compare with).
 ``best_fix`` is the significantly faster fix (``verdict == "faster"``) with the highest median
-end-to-end speedup; when none is, its ``name`` is ``None`` and ``change`` says to keep the
-pipeline. Every failure (a user mistake reported by the worker, a crash, a signal, a timeout)
-raises :class:`~tfperf.errors.UserError` with one sentence.
+end-to-end speedup, those whose 95% interval lies above 1 first; when none is, its ``name`` is
+``None`` and ``change`` says to keep the pipeline. Every failure (a user mistake reported by
+the worker, a crash, a signal, a timeout) raises :class:`~tfperf.errors.UserError` with one
+sentence.
 """
 
 from __future__ import annotations
@@ -256,8 +257,15 @@ def _notes(raw: dict) -> list[str]:
 
 
 def best_fix(measured: list[dict]) -> dict:
-    """The significantly faster fix with the highest median speedup, or "keep the pipeline"."""
+    """The significantly faster fix with the highest median speedup, or "keep the pipeline".
+
+    Fixes whose 95% interval lies above 1 come first: on a noisy machine a fix can pass the
+    signed-rank test with an interval that still reaches below 1, and a higher median from such
+    a fix is no reason to prefer it over one whose gain is sure.
+    """
     faster = [f for f in measured if f["verdict"] == "faster" and f["speedup"] is not None]
+    sure = [f for f in faster if (f["ci95"][0] or 0.0) > 1.0]
+    faster = sure or faster
     if not faster:
         return {
             "name": None,
