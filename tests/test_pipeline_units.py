@@ -161,7 +161,15 @@ def test_candidates_follow_the_pipeline() -> None:
     found, skipped = fixes.candidates(Target("t", endless.prefetch(1)), 2, 2**33)
     assert "prefetch" not in {f.name for f in found}  # it already ends with prefetch
     assert "nondeterministic" in {f.name for f in found}
-    assert "infinite" in {s["name"]: s for s in skipped}["cache"]["reason"]
+    reasons = {s["name"]: s["reason"] for s in skipped}
+    assert "infinite" in reasons["cache"]
+    assert "already ends with prefetch" in reasons["prefetch"]  # said, not silently dropped
+    cached = tf.data.Dataset.range(64).batch(8).cache().repeat().prefetch(2)
+    reasons = {s["name"]: s["reason"] for s in fixes.candidates(Target("t", cached), 2, 2**33)[1]}
+    assert "already caches" in reasons["cache"]  # not "infinite": the cache is there
+    early = tf.data.Dataset.range(64).cache().map(lambda x: x * 2).batch(8)
+    names = {f.name for f in fixes.candidates(Target("t", early), 2, 2**33)[0]}
+    assert "cache" in names  # a cache before work still leaves the work to cache
     # Every wrapper really builds a working dataset with the same elements.
     for fix in fixes.candidates(Target("t", finite), 2, 2**33)[0]:
         got = [b.numpy().tolist() for b in fix.build(Target("t", finite))]

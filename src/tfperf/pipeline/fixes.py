@@ -102,10 +102,19 @@ def has_random_stage(ds: Any) -> bool:
     return any("Random" in op or "Shuffle" in op for op in ops)
 
 
-def _cache_problem(ds: Any, mem_budget: int) -> str | None:
-    """Why ``cache()`` at the end of ``ds`` must not be measured, or ``None`` when it can."""
+_AFTER_CACHE_FREE = {"PrefetchDataset", "OptionsDataset", "RepeatDataset"}
+"""Stages that cost nothing to repeat after a cache (a cache before them caches the output)."""
+
+
+def _cache_problem(ds: Any, mem_budget: int, kinds: list[str]) -> str | None:
+    """Why ``cache()`` at the end of ``ds`` must not be measured, or ``None`` when it can
+    (``kinds``: the pipeline's stage kinds, source first)."""
     import tensorflow as tf
 
+    if "CacheDataset" in kinds:
+        after = kinds[len(kinds) - kinds[::-1].index("CacheDataset") :]
+        if all(k in _AFTER_CACHE_FREE for k in after):
+            return "the pipeline already caches its output"
     card = int(ds.cardinality())
     if card in (int(tf.data.INFINITE_CARDINALITY), int(tf.data.UNKNOWN_CARDINALITY)):
         return "the pipeline is infinite or of unknown length, so cache() would never complete"
@@ -134,6 +143,8 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
         fixes.append(
             Fix("prefetch", "ds = ds.prefetch(tf.data.AUTOTUNE)", wrappers=[(9, _prefetch)])
         )
+    else:
+        skipped.append({"name": "prefetch", "reason": "the pipeline already ends with prefetch"})
     ram = mem_total // 2
     fixes.append(
         Fix(
@@ -196,7 +207,7 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
         skipped.append(
             {"name": "nondeterministic", "reason": "no parallel stage, so order costs nothing"}
         )
-    problem = _cache_problem(ds, mem_total // 4)
+    problem = _cache_problem(ds, mem_total // 4, kinds)
     if problem is None:
         fixes.append(
             Fix("cache", "ds = ds.cache()  # after the last stage", wrappers=[(0, _cache)])
