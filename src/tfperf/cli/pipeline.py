@@ -52,8 +52,9 @@ def render(doc: dict) -> None:
     out.print(stages)
 
     fixes = Table(title=f"fixes, measured side by side ({metric}, end to end)")
-    for col in ("fix", metric, "speedup", "95% CI", "verdict"):
-        fixes.add_column(col, justify="left" if col in ("fix", "verdict") else "right")
+    fixes.add_column("fix", overflow="fold")  # combinations have long names: wrap, never cut
+    for col in (metric, "speedup", "95% CI", "verdict"):
+        fixes.add_column(col, justify="left" if col == "verdict" else "right")
     for fix in (f for f in doc["fixes"] if f["measured"]):
         low, high = fix["ci95"]
         fixes.add_row(
@@ -74,8 +75,14 @@ def render(doc: dict) -> None:
     if best["name"] is None:
         out.print(f"[bold]best fix:[/] {best['change']}")
     else:
+        row = next((f for f in doc["fixes"] if f["name"] == best["name"]), {})
+        rates = ""
+        if row.get("baseline_per_s") and row.get("per_s"):
+            rates = f" ({row['baseline_per_s']:.1f} -> {row['per_s']:.1f} {metric})"
+        low, high = best["ci95"]
         out.print(
-            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x {metric} end to end[/]"
+            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x end to end{rates}, "
+            f"95% CI {_fmt(low, '.2f')}..{_fmt(high, '.2f')}[/]"
         )
         out.print(Syntax(best["change"], "python", theme="ansi_dark", word_wrap=True))
     gpu = doc["gpu"]
