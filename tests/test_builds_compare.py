@@ -96,4 +96,5 @@ def test_only_uninstallable_candidates_is_a_user_error(cli, store_path):
     )
     assert res.returncode == 2
     assert "no candidate could be installed" in res.stderr
+    assert res.stderr.count("tensorflow-cpu==0.0.1:") == 1  # one line, not said twice
     assert "Traceback" not in res.stderr

@@ -4,7 +4,8 @@ Contract of :func:`compare_builds`:
 
 - Each candidate SPEC gets its environment from :func:`tfperf.builds.envs.ensure_env`; one that
   cannot be installed is reported as ``{"spec", "status": "failed", "reason"}`` (one line on
-  stderr as it happens) and the others go on. None installable -> :class:`UserError`.
+  stderr as it happens, when there are several) and the others go on. None installable ->
+  :class:`UserError` (for a single candidate, its one line).
 - Measuring is :func:`tfperf.measure.measure` with one interpreter per config
   (``Settings.pythons``: this Python, then each environment's): one worker per environment,
   started one after the other, then interleaved rounds of one block each, order rotated every
@@ -122,7 +123,8 @@ def prepare_candidates(
         except CandidateError as exc:
             from rich.markup import escape
 
-            err_console().print(f"[red]candidate failed:[/] {escape(str(exc))}", soft_wrap=True)
+            if len(specs) > 1:  # a single candidate's failure is the command's error line
+                err_console().print(f"[red]candidate failed:[/] {escape(str(exc))}", soft_wrap=True)
             failed.append({"spec": spec, "status": "failed", "reason": exc.reason})
     return ready, failed
 
@@ -161,9 +163,16 @@ def compare_builds(
     with tempfile.TemporaryDirectory(prefix="tfperf-builds-") as tmp:
         wl = resolve_workload(workload, model, size, batch)
         envs, failed = prepare_candidates(candidates)
+        if len(failed) == 1 and not envs:
+            only = failed[0]
+            raise UserError(
+                f"no candidate could be installed: {only['spec']}: {only['reason']}; fix the spec."
+            )
         if not envs:
-            reasons = "; ".join(f"{f['spec']}: {f['reason']}" for f in failed)
-            raise UserError(f"no candidate could be installed ({reasons}); fix the specs.")
+            raise UserError(
+                f"no candidate could be installed ({len(failed)} failed, each named above); "
+                "fix the specs."
+            )
         settings = Settings(
             budget_s=budget_s,
             min_rounds=blocks or min_rounds,
@@ -364,7 +373,8 @@ def render_compare(result: dict[str, Any]) -> None:
 
     table = Table(
         title=f"builds compare, {result['rounds']} interleaved rounds "
-        f"(stopped: {result['stopped']})"
+        f"(stopped: {result['stopped']})",
+        caption="speedup: baseline time / candidate time, paired by round (>1: candidate faster)",
     )
     for col in ("environment", "TF", "p50 ms", "speedup [95% CI]", "verdict", "status"):
         table.add_column(col, overflow="fold")
