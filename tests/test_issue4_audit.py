@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import textwrap
+
 import pytest
 
-from conftest import require
+from conftest import require, run_cli
 from tfperf.allocators import find_allocator
 from tfperf.config import Config
 from tfperf.convert import openvino_available
@@ -34,3 +37,34 @@ def test_openvino_under_a_preloaded_allocator_fails_with_the_reason(tmp_path, mo
         worker.close()
     assert failure.signal, failure.reason
     assert f"OpenVINO aborts with {allocator} preloaded" in _failure_reason(failure, config)
+
+
+@pytest.mark.tf
+def test_a_model_needing_select_tf_ops_is_a_failed_candidate_with_one_sentence(tmp_path):
+    (tmp_path / "cumprod_model.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+
+        def build():
+            @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])
+            def model(x):
+                return tf.math.cumprod(x, axis=-1)
+            return model, np.linspace(0.5, 1.5, 8, dtype=np.float32).reshape(1, 8)
+    """)
+    )
+    result = run_cli(
+        "tune", "cumprod_model:build", "--knobs", "runtime", "--runtimes", "tf,litert",
+        "--confirm-rounds", "6", "--store", str(tmp_path / "store.sqlite"),
+        "--profile-out", str(tmp_path / "p.json"), "--json",
+        env={"TFPERF_CACHE_DIR": str(tmp_path / "cache")}, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    (litert,) = [c for c in doc["candidates"] if c["config"]["runtime"] == "litert"]
+    if litert["status"] == "failed":
+        assert "SELECT_TF_OPS (Cumprod)" in litert["reason"], litert["reason"]
+        assert "\n" not in litert["reason"]
+        assert doc["recommendation"]["keep_default"] is True
+    else:  # a LiteRT with the flex delegate: the notes say what was done
+        assert any("SELECT_TF_OPS" in note for note in litert["notes"])
