@@ -186,3 +186,17 @@ def test_optuna_respects_failures_and_never_recommends_a_failed_config():
     result = Search(space, evaluate, max_trials=25, seed=1).run("optuna")
     assert any(o.status == FAILED for o in result.outcomes)
     assert result.incumbent.get("runtime") != "litert"
+
+
+def test_a_budget_that_stops_mid_knob_keeps_the_best_step_measured_so_far():
+    space = build_space(FACTS)
+    runtimes = space.neighbours({}, "runtime")
+    first = normalize(runtimes[0])
+    # Only the first runtime candidate helps, and only one candidate fits in the trial budget:
+    # the search stops while the runtime knob still has candidates left.
+    effects = {("runtime", first["runtime"]): 0.3}
+    search = Search(space, Synthetic(effects), max_trials=1, runtime_first=True)
+    result = search.run("staged")
+    assert result.stopped == "max-trials"
+    assert len(result.outcomes) == 1
+    assert normalize(result.incumbent) == first

@@ -215,8 +215,13 @@ class Search:
             for knob in self._knob_order():
                 if explored.get(knob) == label(self.incumbent):
                     continue
-                tried = [self._try(c) for c in self.space.neighbours(self.incumbent, knob)]
-                self._step(tried)
+                tried: list[Outcome] = []
+                try:
+                    for candidate in self.space.neighbours(self.incumbent, knob):
+                        tried.append(self._try(candidate))
+                finally:
+                    # A budget that runs out mid-knob still keeps the best step measured so far.
+                    self._step(tried)
                 explored[knob] = label(self.incumbent)
             if all(explored.get(k) == label(self.incumbent) for k in self.space.knobs()):
                 return "converged"
