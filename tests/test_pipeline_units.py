@@ -255,3 +255,12 @@ def test_report_statistics_and_best_fix() -> None:
     none_faster = analyze.report(_raw(baseline, slow, slow))
     assert none_faster["best_fix"]["name"] is None
     assert none_faster["best_fix"]["change"].startswith("keep the pipeline")
+
+
+def test_short_blocks_get_more_steps() -> None:
+    from tfperf.pipeline.worker import MAX_STEPS, block_steps
+
+    assert block_steps(0.05, 20, 0.2) == 20  # 1 s blocks stay as asked
+    assert block_steps(0.002, 20, 0.2) == 100  # 40 ms blocks grow to 0.2 s
+    assert block_steps(1e-7, 20, 0.2) == MAX_STEPS  # capped
+    assert block_steps(0.002, 20, 0.0) == 20  # 0 turns it off

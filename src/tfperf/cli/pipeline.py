@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from tfperf.pipeline.analyze import DEFAULT_TIMEOUT
+from tfperf.pipeline.analyze import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -114,6 +114,12 @@ def register(group: click.Group) -> None:
         "--stage-seconds", default=0.3, show_default=True, help="Time per pipeline prefix."
     )
     @click.option(
+        "--min-block-seconds",
+        default=DEFAULT_MIN_BLOCK_S,
+        show_default=True,
+        help="Blocks shorter than this get more steps than --steps (0: never).",
+    )
+    @click.option(
         "--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Seconds before giving up."
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -123,6 +129,7 @@ def register(group: click.Group) -> None:
         steps: int,
         rounds: int,
         stage_seconds: float,
+        min_block_seconds: float,
         timeout: float,
         as_json: bool,
     ) -> None:
@@ -143,6 +150,7 @@ def register(group: click.Group) -> None:
                 stage_seconds=stage_seconds,
                 timeout=timeout,
                 on_progress=lambda line: status.update(line),
+                min_block_s=min_block_seconds,
             )
         if as_json:
             emit_json(doc)

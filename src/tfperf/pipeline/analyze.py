@@ -45,6 +45,9 @@ from tfperf.pipeline.verdict import input_share, verdict
 THRESHOLD = 0.03
 """Size threshold (3%) for a fix to count as faster."""
 DEFAULT_TIMEOUT = 900.0
+DEFAULT_MIN_BLOCK_S = 0.2
+"""Blocks shorter than this (seconds) get more steps: a fast pipeline's 20 steps last a few
+milliseconds, and such blocks measure the machine's noise more than the pipeline."""
 
 
 def check_target(spec: str) -> None:
@@ -287,19 +290,25 @@ def analyze_pipeline(
     stage_seconds: float = 0.3,
     timeout: float = DEFAULT_TIMEOUT,
     on_progress: Callable[[str], None] | None = None,
+    min_block_s: float = DEFAULT_MIN_BLOCK_S,
 ) -> dict:
     """Diagnose ``target`` (``module:function``) or the built-in demo; return the report.
 
     ``steps`` is the number of timed steps per block and ``rounds`` the number of interleaved
-    rounds (at least 6 for a significant verdict); each prefix of the pipeline is timed for
-    about ``stage_seconds``. Raises :class:`UserError` on bad input or
+    rounds (at least 6 for a significant verdict); a block shorter than ``min_block_s`` seconds
+    gets more steps (the report's ``steps`` and notes say how many); each prefix of the
+    pipeline is timed for about ``stage_seconds``. Raises :class:`UserError` on bad input or
     when the worker fails, crashes or exceeds ``timeout`` seconds.
     """
     if demo == (target is not None):
         raise UserError("give either a module:function or --demo")
-    if steps < 1 or rounds < 1 or stage_seconds <= 0:
-        raise UserError("--steps and --rounds must be at least 1 and --stage-seconds above 0")
+    if steps < 1 or rounds < 1 or stage_seconds <= 0 or min_block_s < 0:
+        raise UserError(
+            "--steps and --rounds must be at least 1, --stage-seconds above 0 and "
+            "--min-block-seconds at least 0"
+        )
     args = ["--steps", str(steps), "--rounds", str(rounds), "--stage-seconds", str(stage_seconds)]
+    args += ["--min-block-seconds", str(min_block_s)]
     if demo:
         args.append("--demo")
     else:

@@ -10,7 +10,9 @@ appended to the progress file for display only. Stdout/stderr are never parsed.
 
 Result document (raw figures; the parent derives the statistics)::
 
-    {"schema": 1, "target", "tf_version", "batch", "has_model", "ncpu", "steps", "rounds",
+    {"schema": 1, "target", "tf_version", "batch", "has_model", "ncpu",
+     "steps",                                       # per block, after --min-block-seconds
+     "rounds",
      "blocks": {"dataset": [s/batch per round], "compute": [s/step], "train": [s/step]},
      "stages": [...],                               # tfperf.pipeline.stages
      "fixes": [{"name", "change", "baseline": [s], "candidate": [s]}, ...],
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import math
 import os
 import sys
 import time
@@ -174,8 +177,26 @@ class _Runs:
         }
 
 
+MAX_STEPS = 2000
+"""Most steps per block when blocks are lengthened to ``min_block_s``."""
+
+
+def block_steps(step_s: float, steps: int, min_block_s: float) -> int:
+    """Steps per block: ``steps``, or more when a block of ``steps`` steps of ``step_s``
+    seconds would be shorter than ``min_block_s`` (at most :data:`MAX_STEPS`). Blocks of a few
+    milliseconds measure the machine's noise more than the pipeline."""
+    if step_s <= 0 or steps * step_s >= min_block_s:
+        return steps
+    return max(steps, min(MAX_STEPS, math.ceil(min_block_s / step_s)))
+
+
 def measure(
-    target: Target, steps: int, rounds: int, progress: Progress, stage_seconds: float = 0.3
+    target: Target,
+    steps: int,
+    rounds: int,
+    progress: Progress,
+    stage_seconds: float = 0.3,
+    min_block_s: float = 0.0,
 ) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
     import tensorflow as tf
@@ -189,6 +210,15 @@ def measure(
     progress("compiling the training step")
     runs.warm_up()
     ds = target.dataset
+    notes = []
+    if min_block_s > 0:
+        progress("timing one block to set its length")
+        runs.steps = block_steps(runs.end_to_end(ds)(), steps, min_block_s)
+        if runs.steps != steps:
+            notes.append(
+                f"{runs.steps} steps per block instead of {steps}, so that each block lasts "
+                f"about {min_block_s:g} s (--min-block-seconds)"
+            )
     if runs.step is None:
         progress("measuring the pipeline")
         blocks = {"dataset": [runs.dataset(ds)() for _ in range(rounds)]}
@@ -219,7 +249,7 @@ def measure(
         "batch": batch_size,
         "has_model": runs.step is not None,
         "ncpu": fx.cpu_count(),
-        "steps": steps,
+        "steps": runs.steps,
         "rounds": rounds,
         "blocks": blocks,
         "stages": stage_rows,
@@ -229,7 +259,7 @@ def measure(
         "advice": fx.advice(target),
         "metric": "steps/s" if runs.step is not None else "batches/s",
         "gpu": runs.gpu_section(target.model),
-        "notes": [],
+        "notes": notes,
     }
 
 
@@ -341,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--stage-seconds", type=float, default=0.3)
+    parser.add_argument("--min-block-seconds", type=float, default=0.0)
     args = parser.parse_args(argv)
     progress = Progress(args.progress)
     try:
@@ -359,7 +390,14 @@ def main(argv: list[str] | None = None) -> int:
         if not spec:
             raise TargetError("name a pipeline function (module:function) or use --demo")
         progress(f"building {spec}")
-        doc = measure(tg.load(spec), args.steps, args.rounds, progress, args.stage_seconds)
+        doc = measure(
+            tg.load(spec),
+            args.steps,
+            args.rounds,
+            progress,
+            args.stage_seconds,
+            args.min_block_seconds,
+        )
     except TargetError as exc:
         write_atomic(args.out, {"error": {"kind": "user", "message": str(exc)}})
         return EXIT_ERROR
