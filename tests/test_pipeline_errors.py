@@ -77,7 +77,18 @@ def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fails(bad_dir: Path, *args: str) -> str:
-    res = run_cli("pipeline", *args, "--steps", "2", "--rounds", "1", cwd=bad_dir, timeout=240)
+    res = run_cli(
+        "pipeline",
+        *args,
+        "--steps",
+        "2",
+        "--rounds",
+        "1",
+        "--min-block-seconds",
+        "0",
+        cwd=bad_dir,
+        timeout=240,
+    )
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
     assert res.stdout == ""
