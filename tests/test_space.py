@@ -42,9 +42,27 @@ def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
         else:
             assert "litert_threads" not in p
     assert space.applicable("allocator", {"runtime": "litert"})
+    assert space.applicable("allocator", {})
     assert not space.applicable("onednn", {"runtime": "litert"})
     assert space.neighbours({"runtime": "litert"}, "onednn") == []
     assert {label(c) for c in space.neighbours({}, "xla")} == {"xla=jit", "xla=auto"}
+
+
+def test_openvino_keeps_the_system_allocator():
+    # OpenVINO's CPU plugin aborts under a preloaded tcmalloc/jemalloc: never cross them.
+    space = build_space(FULL)
+    assert not space.applicable("allocator", {"runtime": "openvino-f32"})
+    assert space.neighbours({"runtime": "openvino-bf16"}, "allocator") == []
+    assert space.neighbours({"runtime": "litert"}, "allocator") != []
+    openvino = [p for p in space.points() if p.get("runtime", "").startswith("openvino")]
+    assert openvino and not any("allocator" in p for p in openvino)
+    assert normalize({"runtime": "openvino-f32", "allocator": "jemalloc"}) == {
+        "runtime": "openvino-f32"
+    }
+    why = {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
+    assert "system allocator" in why[("allocator", "tcmalloc/jemalloc with OpenVINO")]
+    without = build_space(SpaceFacts(cores=8, allocators=FULL.allocators, openvino=False))
+    assert not [u for u in without.unavailable if "OpenVINO" in u["value"]]
 
 
 def test_missing_pieces_are_listed_with_what_to_install():

@@ -15,7 +15,9 @@ Contract
   and the package that installs it, OpenVINO not installed).
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
   TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
-  thread count only for LiteRT and OpenVINO runtimes; the allocator everywhere.
+  thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
+  (OpenVINO's CPU plugin aborts under a preloaded tcmalloc or jemalloc, so it keeps the system
+  allocator).
 - A config here is a plain dict holding only the knobs that differ from the default
   (``{}`` is the default); :func:`label` names it, :func:`adoption` says what adopting it takes.
 - :meth:`Space.points` enumerates every config of the pruned space (for an exhaustive
@@ -54,6 +56,9 @@ class Knob:
 TF_ONLY = ("tf",)
 INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
 ALL_RUNTIMES = ("tf", *INTERPRETERS)
+PRELOADABLE = ("tf", *LITERT_RUNTIMES)
+"""The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
+(``free(): invalid pointer``: glibc's ``free()`` meets the allocator's pointers)."""
 
 KNOBS: dict[str, Knob] = {
     k.name: k
@@ -107,8 +112,8 @@ KNOBS: dict[str, Knob] = {
             "env",
             "env",
             "system",
-            ALL_RUNTIMES,
-            "malloc implementation via LD_PRELOAD",
+            PRELOADABLE,
+            "malloc implementation via LD_PRELOAD (not under OpenVINO, which aborts there)",
         ),
     )
 }
@@ -281,6 +286,15 @@ def build_space(facts: SpaceFacts) -> Space:
             )
     if facts.runtimes is not None:
         runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
+    if len(allocators) > 1 and set(runtimes) & set(OPENVINO_RUNTIMES):
+        unavailable.append(
+            {
+                "knob": "allocator",
+                "value": "/".join(allocators[1:]) + " with OpenVINO",
+                "reason": "OpenVINO's CPU plugin aborts (free(): invalid pointer) under a "
+                "preloaded allocator, so OpenVINO runs with the system allocator",
+            }
+        )
     precisions: list[str] = ["fp32"]
     if facts.bf16 and facts.model_format != "tflite":
         precisions.append("bf16")
