@@ -25,6 +25,10 @@ FULL = SpaceFacts(
     openvino=True,
 )
 
+FULL_TFLITE = SpaceFacts(
+    cores=8, bf16=True, allocators=FULL.allocators, openvino=True, model_format="tflite"
+)
+
 
 def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
     space = build_space(FULL)
@@ -92,6 +96,23 @@ def test_training_and_tflite_workloads_get_their_own_spaces():
     assert all(p.get("runtime") == "litert" for p in tflite.points())
     only = build_space(SpaceFacts(cores=2, runtimes=("tf", "litert")))
     assert only.values["runtime"] == ("tf", "litert")
+
+
+def test_a_tflite_model_gets_litert_knobs_from_its_default():
+    # The default config ({}) of a .tflite model runs on LiteRT, not TensorFlow.
+    space = build_space(FULL_TFLITE)
+    assert space.default_runtime() == "litert"
+    moves = [c for knob in space.knobs() for c in space.neighbours({}, knob)]
+    assert {c.get("litert_threads") for c in moves} >= {1, 4}
+    assert all(c["runtime"] == "litert" for c in moves)
+    assert not {"onednn", "intra_threads", "inter_threads", "xla", "precision"} & {
+        k for c in moves for k in c
+    }
+    assert space.applicable("litert_threads", {})
+    assert not space.applicable("onednn", {})
+    # a TensorFlow model keeps TensorFlow as its default runtime
+    assert build_space(FULL).applicable("onednn", {})
+    assert not build_space(FULL).applicable("litert_threads", {})
 
 
 def test_adoption_is_the_hardest_part_of_a_config():

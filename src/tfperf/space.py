@@ -149,9 +149,18 @@ class Space:
     values: dict[str, tuple[Any, ...]]
     unavailable: list[dict] = field(default_factory=list)
 
+    def default_runtime(self) -> str:
+        """The runtime of a config that names none: the space's first runtime (``"tf"``, or
+        LiteRT for a ``.tflite`` model, which always runs there)."""
+        return self.values.get("runtime", ("tf",))[0]
+
+    def _with_runtime(self, config: Mapping[str, Any]) -> dict:
+        """``config`` with its runtime spelled out (the space's default when it names none)."""
+        return {"runtime": self.default_runtime(), **config}
+
     def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
         """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
-        runtime = config.get("runtime", "tf")
+        runtime = self._with_runtime(config)["runtime"]
         return runtime in KNOBS[knob].runtimes and len(self.values.get(knob, ())) > 1
 
     def knobs(self) -> list[str]:
@@ -163,7 +172,8 @@ class Space:
         if not self.applicable(knob, config):
             return []
         current = config.get(knob, KNOBS[knob].default)
-        return [normalize({**config, knob: v}) for v in self.values[knob] if v != current]
+        base = self._with_runtime(config)
+        return [normalize({**base, knob: v}) for v in self.values[knob] if v != current]
 
     def points(self) -> list[dict]:
         """Every config of the pruned space, the default first."""
