@@ -81,7 +81,7 @@ def test_missing_pieces_are_listed_with_what_to_install():
     why = {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
     assert "libtcmalloc-minimal4" in why[("allocator", "tcmalloc")]
     assert "tfperf[openvino]" in why[("runtime", "openvino-f32")]
-    assert ("precision", "bf16") in why
+    assert "AVX512_BF16" in why[("precision", "bf16")]
     assert space.values["allocator"] == ("system", "jemalloc")
     assert space.values["precision"] == ("fp32",)
     assert "intra_threads" not in space.knobs()  # one core: nothing to choose
@@ -113,6 +113,12 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
     # a TensorFlow model keeps TensorFlow as its default runtime
     assert build_space(FULL).applicable("onednn", {})
     assert not build_space(FULL).applicable("litert_threads", {})
+
+
+def test_a_tflite_model_says_its_file_fixes_the_precision():
+    # The CPU of FULL_TFLITE has AVX512_BF16: the reason bf16 is not tried is the format.
+    why = {(u["knob"], u["value"]): u["reason"] for u in build_space(FULL_TFLITE).unavailable}
+    assert ".tflite" in why[("precision", "bf16")] and "CPU" not in why[("precision", "bf16")]
 
 
 def test_adoption_is_the_hardest_part_of_a_config():

@@ -306,16 +306,15 @@ def build_space(facts: SpaceFacts) -> Space:
             }
         )
     precisions: list[str] = ["fp32"]
-    if facts.bf16 and facts.model_format != "tflite":
-        precisions.append("bf16")
+    if facts.model_format == "tflite":
+        no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
+    elif not facts.bf16:
+        no_bf16 = "the CPU has neither AVX512_BF16 nor AMX"
     else:
-        unavailable.append(
-            {
-                "knob": "precision",
-                "value": "bf16",
-                "reason": "the CPU has neither AVX512_BF16 nor AMX",
-            }
-        )
+        no_bf16 = ""
+        precisions.append("bf16")
+    if no_bf16:
+        unavailable.append({"knob": "precision", "value": "bf16", "reason": no_bf16})
     if facts.gpu:
         precisions.append("mixed_float16")
     xla = ("off", "jit") if facts.train else ("off", "jit", "auto")
