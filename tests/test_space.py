@@ -121,6 +121,22 @@ def test_a_tflite_model_says_its_file_fixes_the_precision():
     assert ".tflite" in why[("precision", "bf16")] and "CPU" not in why[("precision", "bf16")]
 
 
+def test_training_tunes_threads_onednn_allocator_and_xla_jit_only():
+    train = build_space(
+        SpaceFacts(
+            cores=8, bf16=True, allocators=FULL.allocators, openvino=True, gpu=True, train=True
+        )
+    )
+    assert set(train.knobs()) == {"xla", "onednn", "intra_threads", "inter_threads", "allocator"}
+    assert train.values["precision"] == ("fp32",)
+    assert train.values["xla"] == ("off", "jit")
+    assert all(set(p) <= set(train.knobs()) for p in train.points())
+    why = {(u["knob"], u["value"]): u["reason"] for u in train.unavailable}
+    assert "training" in why[("precision", "bf16")]
+    assert "jit_compile" in why[("xla", "auto")]
+    assert "training" in why[("runtime", "litert/openvino")]
+
+
 def test_adoption_is_the_hardest_part_of_a_config():
     assert adoption({}) == "env"
     assert adoption({"onednn": False, "allocator": "jemalloc", "intra_threads": 1}) == "env"

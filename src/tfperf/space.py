@@ -10,7 +10,8 @@ Contract
   file).
 - :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
-  found, whether OpenVINO is importable, the model's format, training or inference. What
+  found, whether OpenVINO is importable, the model's format, training or inference (a
+  training step gets threads, oneDNN, the allocator and XLA ``jit`` only). What
   cannot be tried is listed in ``Space.unavailable`` with the reason (e.g. jemalloc missing
   and the package that installs it, OpenVINO not installed).
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
@@ -308,6 +309,12 @@ def build_space(facts: SpaceFacts) -> Space:
     precisions: list[str] = ["fp32"]
     if facts.model_format == "tflite":
         no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
+    elif facts.train:
+        # Training gets threads, oneDNN, the allocator and XLA jit only.
+        no_bf16 = (
+            "a training step is tuned in fp32: lower precision changes what the model learns, "
+            "which comparing one step's outputs cannot check"
+        )
     elif not facts.bf16:
         no_bf16 = "the CPU has neither AVX512_BF16 nor AMX"
     else:
@@ -315,9 +322,19 @@ def build_space(facts: SpaceFacts) -> Space:
         precisions.append("bf16")
     if no_bf16:
         unavailable.append({"knob": "precision", "value": "bf16", "reason": no_bf16})
-    if facts.gpu:
+    if facts.gpu and not facts.train:
         precisions.append("mixed_float16")
-    xla = ("off", "jit") if facts.train else ("off", "jit", "auto")
+    xla: tuple[str, ...] = ("off", "jit", "auto")
+    if facts.train:
+        xla = ("off", "jit")
+        unavailable.append(
+            {
+                "knob": "xla",
+                "value": "auto",
+                "reason": "a training step takes XLA through jit_compile "
+                "(model.compile(jit_compile=True)); auto-clustering is tuned for inference only",
+            }
+        )
     values: dict[str, tuple[Any, ...]] = {
         "runtime": tuple(runtimes),
         "precision": tuple(precisions),
@@ -325,7 +342,7 @@ def build_space(facts: SpaceFacts) -> Space:
         "onednn": (None, False),
         "intra_threads": threads,
         "inter_threads": (None, 1) if facts.cores > 1 else (None,),
-        "litert_threads": threads,
+        "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
         "allocator": tuple(allocators),
     }
     return Space(values=values, unavailable=unavailable)
