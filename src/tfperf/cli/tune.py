@@ -77,6 +77,22 @@ def _err_text(value: float | None) -> str:
 _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
 
 
+def _print_unwrapped(out: Any, table: Any) -> None:
+    """Print ``table`` on ``out``; off a terminal (a file, a pipe), as wide as its rows need,
+    so that a label is never split across lines (a terminal keeps its own width)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    if out.is_terminal:
+        out.print(table)
+        return
+    needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
+    wide = Console(
+        file=out.file, width=max(out.width, needed), highlight=False, color_system=out.color_system
+    )
+    wide.print(table)
+
+
 def render_tune(doc: dict) -> None:
     """The ranked table and the recommendation, for people."""
     from rich import box
@@ -92,7 +108,7 @@ def render_tune(doc: dict) -> None:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("#", justify="right")
-    table.add_column("config", overflow="fold", min_width=14)
+    table.add_column("config", no_wrap=True, overflow="fold")
     for col in ("status", "speedup", "95% CI", "ms", "abs err", "adopt"):
         table.add_column(
             col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
@@ -117,7 +133,7 @@ def render_tune(doc: dict) -> None:
             _err_text(row["max_abs_error"]),
             _ADOPT_SHORT[row["adoption"]],
         )
-    out.print(table)
+    _print_unwrapped(out, table)
     for line in reasons:
         out.print(escape(line), soft_wrap=True)
     for item in doc.get("unavailable", []):
