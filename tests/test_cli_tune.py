@@ -1,4 +1,4 @@
-"""``tfperf tune``'s output off a terminal: whole labels in the ranked table.
+"""``tfperf tune``'s output off a terminal: whole labels in the ranked table, no stray lines.
 
 The tune itself is covered by ``tests/test_tune_cli.py``; these check what people read when
 stdout or stderr is a file or a pipe (CI logs, ``| tee``), without TensorFlow.
@@ -6,6 +6,7 @@ stdout or stderr is a file or a pipe (CI logs, ``| tee``), without TensorFlow.
 
 from __future__ import annotations
 
+from conftest import run_cli
 from tfperf.cli.tune import render_tune
 from tfperf.space import SpaceFacts, adoption, build_space, label
 
@@ -50,3 +51,11 @@ def test_the_ranked_table_keeps_each_label_on_one_line_off_a_terminal(capsys, mo
     for config in longest:
         assert any(label(config) in line for line in lines), (label(config), lines)
 
+
+def test_an_error_inside_the_tune_is_its_first_line_on_stderr(tmp_path):
+    # the unknown run is found inside tune(), while the progress display is up
+    result = run_cli(
+        "tune", "--workload", "mlp", "--resume", "999", "--store", str(tmp_path / "s.sqlite")
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: there is no run 999"), repr(result.stderr)

@@ -26,13 +26,16 @@ def _progress() -> Any:
 
     class RichProgress(TuneProgress):
         def __init__(self) -> None:
+            stderr = err_console()
             self.bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
-                console=err_console(),
+                console=stderr,
                 transient=True,
+                # A live display on a file or pipe shows nothing and leaves a blank line.
+                disable=not stderr.is_terminal,
             )
             self.task = self.bar.add_task("starting", total=None, info="")
             self.count = 0
