@@ -93,7 +93,9 @@ def test_training_and_tflite_workloads_get_their_own_spaces():
     assert train.values["xla"] == ("off", "jit")
     tflite = build_space(SpaceFacts(cores=2, bf16=True, model_format="tflite"))
     assert tflite.values["runtime"] == ("litert",)
-    assert all(p.get("runtime") == "litert" for p in tflite.points())
+    # a .tflite model always runs on LiteRT: naming it changes nothing
+    assert tflite.points()[0] == {}
+    assert all(p.get("runtime", "litert") == "litert" for p in tflite.points())
     only = build_space(SpaceFacts(cores=2, runtimes=("tf", "litert")))
     assert only.values["runtime"] == ("tf", "litert")
 
@@ -104,7 +106,10 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
     assert space.default_runtime() == "litert"
     moves = [c for knob in space.knobs() for c in space.neighbours({}, knob)]
     assert {c.get("litert_threads") for c in moves} >= {1, 4}
-    assert all(c["runtime"] == "litert" for c in moves)
+    assert {"runtime": "litert", "litert_threads": 1} in moves
+    # the allocator alone needs no runtime named: adopting it stays env only
+    assert {"allocator": "tcmalloc"} in moves and adoption({"allocator": "tcmalloc"}) == "env"
+    assert {label(c) for c in moves} <= {label(p) for p in space.points()}
     assert not {"onednn", "intra_threads", "inter_threads", "xla", "precision"} & {
         k for c in moves for k in c
     }
@@ -113,6 +118,12 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
     # a TensorFlow model keeps TensorFlow as its default runtime
     assert build_space(FULL).applicable("onednn", {})
     assert not build_space(FULL).applicable("litert_threads", {})
+    # a TensorFlow model restricted to LiteRT still names it: {} is TensorFlow there
+    only = build_space(SpaceFacts(cores=8, allocators=FULL.allocators, runtimes=("litert",)))
+    assert only.neighbours({}, "allocator") == [
+        {"runtime": "litert", "allocator": "tcmalloc"},
+        {"runtime": "litert", "allocator": "jemalloc"},
+    ]
 
 
 def test_a_tflite_model_says_its_file_fixes_the_precision():

@@ -149,15 +149,27 @@ class Space:
 
     values: dict[str, tuple[Any, ...]]
     unavailable: list[dict] = field(default_factory=list)
+    bare_runtime: str = "tf"
+    """What a config that names no runtime runs on: ``"litert"`` for a ``.tflite`` model."""
 
     def default_runtime(self) -> str:
-        """The runtime of a config that names none: the space's first runtime (``"tf"``, or
-        LiteRT for a ``.tflite`` model, which always runs there)."""
+        """The runtime whose knobs a config that names none is crossed with: the space's first
+        runtime (``"tf"``, or LiteRT for a ``.tflite`` model, which always runs there)."""
         return self.values.get("runtime", ("tf",))[0]
 
     def _with_runtime(self, config: Mapping[str, Any]) -> dict:
         """``config`` with its runtime spelled out (the space's default when it names none)."""
         return {"runtime": self.default_runtime(), **config}
+
+    def canonical(self, config: Mapping[str, Any]) -> dict:
+        """:func:`normalize`, leaving out :attr:`bare_runtime` where no knob needs it named:
+        for a ``.tflite`` model ``{"runtime": "litert", "allocator": "tcmalloc"}`` is
+        ``{"allocator": "tcmalloc"}`` (env only), and ``{"runtime": "litert"}`` is ``{}``."""
+        full = normalize(self._with_runtime(config))
+        if full.get("runtime") != self.bare_runtime:
+            return full
+        bare = normalize({k: v for k, v in full.items() if k != "runtime"})
+        return bare if len(bare) == len(full) - 1 else full
 
     def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
         """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
@@ -173,8 +185,7 @@ class Space:
         if not self.applicable(knob, config):
             return []
         current = config.get(knob, KNOBS[knob].default)
-        base = self._with_runtime(config)
-        return [normalize({**base, knob: v}) for v in self.values[knob] if v != current]
+        return [self.canonical({**config, knob: v}) for v in self.values[knob] if v != current]
 
     def points(self) -> list[dict]:
         """Every config of the pruned space, the default first."""
@@ -186,7 +197,9 @@ class Space:
                 if k != "runtime" and self.applicable(k, {"runtime": runtime})
             ]
             for combo in itertools.product(*(self.values[k] for k in names)):
-                config = normalize({"runtime": runtime, **dict(zip(names, combo, strict=True))})
+                config = self.canonical(
+                    {"runtime": runtime, **dict(zip(names, combo, strict=True))}
+                )
                 seen.setdefault(label(config), config)
         return list(seen.values())
 
@@ -198,7 +211,7 @@ class Space:
 
             raise UserError(f"unknown knob {unknown[0]!r}: use some of {', '.join(KNOBS)}.")
         values = {k: (v if k in knobs else v[:1]) for k, v in self.values.items()}
-        return Space(values=values, unavailable=list(self.unavailable))
+        return Space(values, list(self.unavailable), self.bare_runtime)
 
     def size(self) -> int:
         """How many configs :meth:`points` holds."""
@@ -345,7 +358,8 @@ def build_space(facts: SpaceFacts) -> Space:
         "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
         "allocator": tuple(allocators),
     }
-    return Space(values=values, unavailable=unavailable)
+    bare = "litert" if facts.model_format == "tflite" else "tf"
+    return Space(values=values, unavailable=unavailable, bare_runtime=bare)
 
 
 def machine_facts(
