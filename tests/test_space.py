@@ -9,6 +9,7 @@ from tfperf.errors import UserError
 from tfperf.machine import collect_machine
 from tfperf.space import (
     KNOBS,
+    Space,
     SpaceFacts,
     adoption,
     build_space,
@@ -28,6 +29,11 @@ FULL = SpaceFacts(
 FULL_TFLITE = SpaceFacts(
     cores=8, bf16=True, allocators=FULL.allocators, openvino=True, model_format="tflite"
 )
+
+
+def _why(space: Space) -> dict[tuple[str, str], str]:
+    """``space.unavailable`` as (knob, value) -> reason."""
+    return {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
 
 
 def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
@@ -63,7 +69,7 @@ def test_openvino_keeps_the_system_allocator():
     assert normalize({"runtime": "openvino-f32", "allocator": "jemalloc"}) == {
         "runtime": "openvino-f32"
     }
-    why = {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
+    why = _why(space)
     assert "system allocator" in why[("allocator", "tcmalloc/jemalloc with OpenVINO")]
     without = build_space(SpaceFacts(cores=8, allocators=FULL.allocators, openvino=False))
     assert not [u for u in without.unavailable if "OpenVINO" in u["value"]]
@@ -78,7 +84,7 @@ def test_missing_pieces_are_listed_with_what_to_install():
         openvino=False,
     )
     space = build_space(facts)
-    why = {(u["knob"], u["value"]): u["reason"] for u in space.unavailable}
+    why = _why(space)
     assert "libtcmalloc-minimal4" in why[("allocator", "tcmalloc")]
     assert "tfperf[openvino]" in why[("runtime", "openvino-f32")]
     assert "AVX512_BF16" in why[("precision", "bf16")]
@@ -128,7 +134,7 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
 
 def test_a_tflite_model_says_its_file_fixes_the_precision():
     # The CPU of FULL_TFLITE has AVX512_BF16: the reason bf16 is not tried is the format.
-    why = {(u["knob"], u["value"]): u["reason"] for u in build_space(FULL_TFLITE).unavailable}
+    why = _why(build_space(FULL_TFLITE))
     assert ".tflite" in why[("precision", "bf16")] and "CPU" not in why[("precision", "bf16")]
 
 
@@ -142,7 +148,7 @@ def test_training_tunes_threads_onednn_allocator_and_xla_jit_only():
     assert train.values["precision"] == ("fp32",)
     assert train.values["xla"] == ("off", "jit")
     assert all(set(p) <= set(train.knobs()) for p in train.points())
-    why = {(u["knob"], u["value"]): u["reason"] for u in train.unavailable}
+    why = _why(train)
     assert "training" in why[("precision", "bf16")]
     assert "jit_compile" in why[("xla", "auto")]
     assert "training" in why[("runtime", "litert/openvino")]
