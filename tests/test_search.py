@@ -200,3 +200,12 @@ def test_a_budget_that_stops_mid_knob_keeps_the_best_step_measured_so_far():
     assert result.stopped == "max-trials"
     assert len(result.outcomes) == 1
     assert normalize(result.incumbent) == first
+
+
+def test_optuna_on_a_tflite_model_never_measures_the_default_as_a_candidate():
+    space = build_space(FACTS.__class__(cores=2, bf16=True, model_format="tflite"))
+    result = Search(space, Synthetic({("litert_threads", 1): 0.8}), max_trials=10, seed=0).run(
+        "optuna"
+    )
+    assert result.outcomes
+    assert all(space.canonical(o.config) for o in result.outcomes)

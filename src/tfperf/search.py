@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfperf.space import Space, label, normalize
+from tfperf.space import Space, label
 
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
@@ -160,7 +160,7 @@ class Search:
         return self.budget_s - (self.clock() - self._start)
 
     def _try(self, config: dict) -> Outcome:
-        config = normalize(config)
+        config = self.space.canonical(config)
         key = cache_key(config, self.incumbent)
         known = self._final.get(label(config))
         if known is not None:
@@ -187,7 +187,7 @@ class Search:
         if not better:
             return False
         best = max(better, key=lambda o: o.vs_incumbent["median"])
-        self.incumbent = normalize(best.config)
+        self.incumbent = self.space.canonical(best.config)
         return True
 
     # ------------------------------------------------------------------ strategies
@@ -268,4 +268,4 @@ class Search:
                 f"{knob}@{config['runtime']}", list(range(len(choices)))
             )
             config[knob] = choices[index]
-        return normalize(config)
+        return self.space.canonical(config)
