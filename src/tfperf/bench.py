@@ -81,6 +81,8 @@ class _Recorder(Listener):
             self.trial_ids[trial.index] = self.store.new_trial(
                 self.run_id, trial.label, trial.config.to_dict(), trial.role
             )
+        elif event == "ready":
+            self.store.set_trial_info(self.trial_ids[trial.index], _trial_info(trial))
         elif event == "failed":
             self.store.finish_trial(
                 self.trial_ids[trial.index], "failed", _trial_info(trial), trial.error
@@ -234,17 +236,28 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
         "load_s",
         "first_call_s",
         "startup_s",
-        "install",
         "flops",
         "batch",
         "notes",
     ):
         if key in trial.ready:
             info[key] = trial.ready[key]
+    if trial.ready.get("install"):
+        info["install"] = _install(trial)
     if result is not None:
         info["summary"] = _brief(result)
         info["call_styles"] = result.get("call_styles")
     return info
+
+
+def _install(trial: Trial) -> dict[str, Any] | None:
+    """The worker's install facts with their ``fingerprint`` (``tfperf.install``)."""
+    from tfperf.install import install_fingerprint
+
+    install = trial.ready.get("install")
+    if not install:
+        return None
+    return dict(install, fingerprint=install_fingerprint(install))
 
 
 def _brief(result: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,7 +368,7 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
         "batch": batch,
         "calls_per_block": trial.calls_per_block,
         "blocks": len(trial.blocks),
-        "install": ready.get("install"),
+        "install": _install(trial),
         "notes": ready.get("notes", []),
         "flops": {
             "per_call": per_call,

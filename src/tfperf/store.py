@@ -327,6 +327,11 @@ class Store:
             (status, _dumps(info), None if error is None else _dumps(error), time.time(), trial_id),
         )
 
+    def set_trial_info(self, trial_id: int, info: dict) -> None:
+        """Record a running trial's info (cold start, install, FLOPs) before it finishes, so a
+        run killed later keeps it; :meth:`finish_trial` replaces it."""
+        self._execute("UPDATE trials SET info = ? WHERE id = ?", (_dumps(info), trial_id))
+
     def add_comparison(
         self, run_id: int, baseline_trial: int, candidate_trial: int, result: dict
     ) -> int:

@@ -37,6 +37,7 @@ def _trial_row(trial: dict) -> dict:
         "n_samples": len(trial["samples_s"]),
         "n_warmup": len(trial["warmup_s"]),
         "p50_ms": summary["latency_ms"]["p50"] if summary else None,
+        "install_fingerprint": ((trial.get("info") or {}).get("install") or {}).get("fingerprint"),
         "error": trial["error"],
         "started_at": trial["started_at"],
         "finished_at": trial["finished_at"],
