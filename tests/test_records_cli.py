@@ -203,3 +203,18 @@ def test_report_of_a_run_killed_with_sigkill(store_path: Path) -> None:
     assert comp["source"] == "recomputed" and comp["speedup"]["n_pairs"] >= 12
     assert comp["speedup"]["verdict"] == "faster"
     assert comp["speedup"]["ci95"][0] <= 2.0 <= comp["speedup"]["ci95"][1]
+
+
+def test_piped_history_prints_long_config_labels_whole(store_path: Path) -> None:
+    from tfperf.store import Store
+
+    label = "runtime=litert-dynint8,litert_threads=1,allocator=tcmalloc"
+    with Store.open(store_path) as store:
+        run = store.new_run("tune", "tfperf tune", {"kind": "builtin", "name": "lstm"}, {}, {})
+        trial = store.new_trial(run, label, {"runtime": "litert-dynint8"}, "candidate")
+        store.add_block(trial, [0.001] * 8, "steady")
+        store.finish_trial(trial, "ok", {}, None)
+        store.finish_run(run, "done", {})
+    result = run_cli("history", str(run), "--store", str(store_path))
+    assert result.returncode == 0
+    assert any(label in line for line in result.stdout.splitlines())

@@ -51,3 +51,20 @@ def emit_json(doc: Any) -> None:
     """Print ``doc`` as one JSON document on stdout."""
     sys.stdout.write(to_json(doc) + "\n")
     sys.stdout.flush()
+
+
+def print_table(table: Any, out: Console | None = None) -> None:
+    """Print a rich ``table`` on ``out`` (stdout by default); off a terminal (a file, a pipe), as
+    wide as its rows need, so that a label is never cut or split across lines (a terminal keeps
+    its own width)."""
+    from rich.measure import Measurement
+
+    out = out or console()
+    if out.is_terminal:
+        out.print(table)
+        return
+    needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
+    wide = Console(
+        file=out.file, width=max(out.width, needed), highlight=False, color_system=out.color_system
+    )
+    wide.print(table)

@@ -105,7 +105,7 @@ def _table(title: str):
 
 
 def _print_history(doc: dict) -> None:
-    from tfperf.output import console
+    from tfperf.output import console, print_table
 
     out = console()
     if "runs" in doc:
@@ -124,7 +124,7 @@ def _print_history(doc: dict) -> None:
                 r["status"],
                 _trial_counts(r["trials"]),
             )
-        out.print(table)
+        print_table(table, out)
         return
     run = doc["run"]
     table = _table(
@@ -143,12 +143,12 @@ def _print_history(doc: dict) -> None:
             fmt(t["p50_ms"]),
             error_text(t["error"]),
         )
-    out.print(table)
+    print_table(table, out)
     out.print(f"[dim]{run['command']}[/]")
 
 
 def _print_report(doc: dict) -> None:
-    from tfperf.output import console
+    from tfperf.output import console, print_table
 
     out = console()
     run = doc["run"]
@@ -173,7 +173,7 @@ def _print_report(doc: dict) -> None:
         if has_peak:
             row.append("-" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}")
         table.add_row(*row)
-    out.print(table)
+    print_table(table, out)
     if any(r["role"] == "baseline" for r in doc["results"]):
         out.print("[dim]* baseline[/]")
     if doc["comparisons"]:

@@ -80,29 +80,13 @@ def _err_text(value: float | None) -> str:
 _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
 
 
-def _print_unwrapped(out: Any, table: Any) -> None:
-    """Print ``table`` on ``out``; off a terminal (a file, a pipe), as wide as its rows need,
-    so that a label is never split across lines (a terminal keeps its own width)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
-    if out.is_terminal:
-        out.print(table)
-        return
-    needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
-    wide = Console(
-        file=out.file, width=max(out.width, needed), highlight=False, color_system=out.color_system
-    )
-    wide.print(table)
-
-
 def render_tune(doc: dict) -> None:
     """The ranked table and the recommendation, for people."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import console
+    from tfperf.output import console, print_table
 
     out = console()
     table = Table(
@@ -136,7 +120,7 @@ def render_tune(doc: dict) -> None:
             _err_text(row["max_abs_error"]),
             _ADOPT_SHORT[row["adoption"]],
         )
-    _print_unwrapped(out, table)
+    print_table(table, out)
     for line in reasons:
         out.print(escape(line), soft_wrap=True)
     for item in doc.get("unavailable", []):
