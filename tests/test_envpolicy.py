@@ -55,3 +55,13 @@ def test_speed_relevance():
     assert not is_speed_relevant("TF_CPP_VMODULE")
     assert not is_speed_relevant("TF_VAR_region")
     assert not is_speed_relevant("EDITOR")
+
+
+def test_an_empty_speed_variable_is_neither_inherited_nor_reported():
+    # `LD_PRELOAD=` (set but empty) preloads nothing: there is no user setting to report
+    environ = {"LD_PRELOAD": "", "OMP_NUM_THREADS": " ", "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"}
+    base, reported = worker_base_env(environ)
+    assert reported == {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2"}
+    assert not set(environ) & set(base)
+    # an allowlisted variable keeps its empty value: CUDA_VISIBLE_DEVICES= hides every GPU
+    assert worker_base_env({"CUDA_VISIBLE_DEVICES": ""})[0]["CUDA_VISIBLE_DEVICES"] == ""

@@ -5,7 +5,10 @@ Contract: :func:`worker_base_env` keeps an allowlist of variables a process need
 Variables that change TensorFlow's speed (``TF_*``, ``XLA_FLAGS``, ``OMP_*``, ``KMP_*``,
 ``MKL_*``, ``DNNL_*``/``ONEDNN_*``, ``LD_PRELOAD``, allocator tuning, BLAS thread counts) are
 *not* inherited: they come back in a second dict so results can say "you had set X, it was not
-applied". A measured configuration sets them explicitly through :class:`tfperf.config.Config`.
+applied". A variable set to an empty (or blank) value is dropped without being reported: it sets
+nothing (``LD_PRELOAD=`` preloads no library, ``OMP_NUM_THREADS=`` is ignored), so there is no
+setting of the user's that the workers missed. A measured configuration sets them explicitly
+through :class:`tfperf.config.Config`.
 
 Two of tfperf's own variables pass through: ``TFPERF_CACHE_DIR`` (a worker writes converted
 models and other cached files under :func:`tfperf.paths.cache_dir`, which must be the parent's)
@@ -93,13 +96,16 @@ def is_speed_relevant(name: str) -> bool:
 
 
 def worker_base_env(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Split ``environ`` into (the worker's base env, speed-relevant variables not inherited)."""
+    """Split ``environ`` into (the worker's base env, speed-relevant variables not inherited).
+
+    The second dict holds only variables with a value: an empty one has no effect to report.
+    """
     base: dict[str, str] = {}
     not_inherited: dict[str, str] = {}
     for name, value in environ.items():
         if name in ALLOWED or name.startswith(_ALLOWED_PREFIXES):
             base[name] = value
-        elif is_speed_relevant(name):
+        elif value.strip() and is_speed_relevant(name):
             not_inherited[name] = value
     base.update(DELIBERATE)
     return base, dict(sorted(not_inherited.items()))
