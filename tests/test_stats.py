@@ -125,6 +125,34 @@ def test_paired_speedup_small_effect_within_threshold_is_not_faster() -> None:
     assert stats.paired_speedup(base, cand, threshold=0.001)["verdict"] == "faster"
 
 
+def test_a_wide_interval_far_from_every_boundary_asks_for_no_more_rounds() -> None:
+    # a 60x speedup measured to 50..70: more rounds cannot change "faster"
+    rng = np.random.default_rng(9)
+    base, cand = paired(rng, 12, 60.0, 0.15)
+    r = stats.paired_speedup(base, cand)
+    low, high = r["ci95"]
+    assert r["verdict"] == "faster" and (high - low) / 2 / r["median"] > 0.03
+    assert not any("wider than" in w for w in r["warnings"]), r["warnings"]
+    slower = stats.paired_speedup(cand, base)
+    assert slower["verdict"] == "slower"
+    assert not any("wider than" in w for w in slower["warnings"]), slower["warnings"]
+
+
+@pytest.mark.parametrize("speedup", [1.03, 1 / 1.03])
+def test_a_wide_interval_across_a_boundary_asks_for_more_rounds(speedup: float) -> None:
+    rng = np.random.default_rng(10)
+    base, cand = paired(rng, 12, speedup, 0.15)
+    r = stats.paired_speedup(base, cand)
+    low, high = r["ci95"]
+    assert low < speedup < high
+    assert r["verdict"] == "inconclusive"
+    assert any(
+        w == f"the speedup's 95% interval ({low:.3f}..{high:.3f}) is wider than the 3% "
+        "threshold; run more rounds"
+        for w in r["warnings"]
+    ), r["warnings"]
+
+
 def test_paired_speedup_too_few_pairs_never_significant() -> None:
     r = stats.paired_speedup([2.0] * 5, [1.0] * 5)
     assert r["median"] == pytest.approx(2.0)

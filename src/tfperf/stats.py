@@ -39,6 +39,10 @@ The verdict rule, with threshold ``t`` (default 0.03 = 3%):
 - ``"inconclusive"`` otherwise, and always when there are fewer than :data:`MIN_PAIRS` pairs
   (with 5 pairs or fewer no two-sided test can reach 0.05, and no 95% interval exists).
 
+Its warnings include "the speedup's 95% interval (...) is wider than the t threshold; run more
+rounds" only when more rounds could change the verdict: the interval is wider than
+``+-max(t, 1%)`` of the median and contains ``1 + t`` or ``1 / (1 + t)``.
+
 :func:`verdict` applies that rule to any speedup, paired or not.
 :func:`detect_warmup` returns the index where the steady state begins (rule in its docstring).
 :func:`rel_ci_halfwidth` is the half-width of the median's 95% interval relative to the median,
@@ -237,6 +241,15 @@ def verdict(median: float, low: float, high: float, p: float, n: int, t: float) 
     return "inconclusive"
 
 
+def _could_change_verdict(median: float, low: float, high: float, t: float) -> bool:
+    """Whether more rounds could change a speedup's verdict: its 95% interval is wider than
+    +-``max(t, 1%)`` of the median *and* contains a verdict boundary (``1 + t`` or
+    ``1 / (1 + t)``). A wide interval wholly on one side (say 50..70 for a 60x speedup) already
+    gives its answer."""
+    wide = (high - low) / 2.0 / median > max(t, 0.01)
+    return wide and any(low <= bound <= high for bound in (1.0 + t, 1.0 / (1.0 + t)))
+
+
 def paired_speedup(
     baseline_blocks: Sequence[float],
     candidate_blocks: Sequence[float],
@@ -284,7 +297,7 @@ def paired_speedup(
         warnings.append(
             f"only {n} pairs; at least {MIN_PAIRS} are needed for a significant verdict"
         )
-    elif (high - low) / 2.0 / median > max(threshold, 0.01):
+    elif _could_change_verdict(median, low, high, threshold):
         warnings.append(
             f"the speedup's 95% interval ({low:.3f}..{high:.3f}) is wider than the "
             f"{threshold:.0%} threshold; run more rounds"
