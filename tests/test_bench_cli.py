@@ -328,3 +328,43 @@ def test_a_converted_runtime_is_measured_and_written_under_the_parents_cache_dir
     (artifact,) = [n.split(": ", 1)[1] for n in cand["notes"] if n.startswith("converted model: ")]
     assert Path(artifact).is_file() and Path(artifact).is_relative_to(cache)
     assert any(n.startswith("LiteRT") for n in cand["notes"])
+
+
+LONG_ENV = "TFPERF_A_RATHER_LONG_VARIABLE_NAME=with-a-value-as-long-as-a-real-path-would-be"
+LONG_LABEL = f"intra_threads=1,inter_threads=1,env:{LONG_ENV}"
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_piped_tables_print_long_config_labels_whole(tmp_path: Path):
+    """Off a terminal (stdout captured, 80 columns) the results and speedup tables of
+    ``bench`` and of ``compare RUN_A RUN_B`` are as wide as their labels need."""
+    store = str(tmp_path / "s.sqlite")
+    res = run_cli(
+        "bench",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--set",
+        "intra_threads=1",
+        "--set",
+        "inter_threads=1",
+        "--env",
+        LONG_ENV,
+        "--budget",
+        "1",
+        "--no-peak",
+        "--store",
+        store,
+        env={"COLUMNS": "80"},
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = [ln for ln in res.stdout.splitlines() if LONG_LABEL in ln and ln.startswith("│")]
+    assert len(rows) == 2, res.stdout  # its row in the results table and in the speedup table
+    assert any("tfperf run" in ln for ln in res.stdout.splitlines())
+    runs = run_cli("compare", "latest", "latest", "--store", store, env={"COLUMNS": "80"})
+    assert runs.returncode == 0, runs.stderr[-2000:]
+    assert any(LONG_LABEL in ln and ln.startswith("│") for ln in runs.stdout.splitlines()), (
+        runs.stdout
+    )

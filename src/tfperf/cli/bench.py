@@ -56,6 +56,7 @@ def _check_positive(name: str, value: float) -> None:
 
 def _progress_listener() -> Any:
     """A :class:`tfperf.measure.Listener` that shows rich progress on stderr (a context)."""
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tfperf.measure import Listener
@@ -75,10 +76,14 @@ def _progress_listener() -> Any:
 
         def trial(self, trial: Any, event: str) -> None:
             if event == "starting":
-                self.progress.update(self.task, description=f"starting {trial.label}", info="")
+                self.progress.update(
+                    self.task, description=f"starting {escape(trial.label)}", info=""
+                )
             elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
                 reason = (trial.error or {}).get("reason", "failed")
-                self.progress.console.print(f"[red]{trial.label}[/]: {reason}")
+                self.progress.console.print(
+                    f"[red]{escape(trial.label)}[/]: {escape(reason)}", soft_wrap=True
+                )
 
         def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
             self.progress.update(
@@ -104,13 +109,18 @@ def _fmt(value: float | None, spec: str = ".3g") -> str:
 
 
 def _render_bench(doc: dict[str, Any]) -> None:
+    """The results table, notes, speedups and warnings of a bench/compare document. Off a
+    terminal, tables are as wide as their labels and lines are not wrapped (see
+    :func:`tfperf.output.print_table`)."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import console
+    from tfperf.output import console, print_table
 
     out = console()
-    table = Table(title=f"tfperf run {doc['run_id']}: {_workload_name(doc['workload'])}")
-    table.add_column("config", no_wrap=True, max_width=28)
+    table = Table(title=f"tfperf run {doc['run_id']}: {escape(_workload_name(doc['workload']))}")
+    # A terminal keeps its width (a long label is cut at 28 columns); a file or pipe gets it whole.
+    table.add_column("config", no_wrap=True, max_width=28 if out.is_terminal else None)
     for col in (
         "p50 ms",
         "95% CI",
@@ -126,7 +136,8 @@ def _render_bench(doc: dict[str, Any]) -> None:
         table.add_column(col, justify="right")
     for r in doc["results"]:
         if r["status"] != "ok" and not r["n"]:
-            table.add_row(r["label"], f"[red]{(r['error'] or {}).get('reason', r['status'])}[/]")
+            reason = (r["error"] or {}).get("reason", r["status"])
+            table.add_row(escape(r["label"]), f"[red]{escape(reason)}[/]")
             continue
         lat = r["latency_ms"]
         low, high = lat["p50_ci95"]
@@ -134,7 +145,7 @@ def _render_bench(doc: dict[str, Any]) -> None:
         share = flops["share_of_peak"]
         rss = r["peak_rss_bytes"]
         table.add_row(
-            r["label"] + ("" if r["status"] == "ok" else " [red](failed)[/]"),
+            escape(r["label"]) + ("" if r["status"] == "ok" else " [red](failed)[/]"),
             _fmt(lat["p50"]),
             f"{_fmt(low)}-{_fmt(high)}",
             _fmt(lat["p90"]),
@@ -146,48 +157,66 @@ def _render_bench(doc: dict[str, Any]) -> None:
             _fmt(flops["gflops_per_s"]),
             "-" if share is None else f"{share:.2%}",
         )
-    out.print(table)
+    print_table(table, out)
     for r in doc["results"]:
         styles = [
             f"{name} {s['vs_function']:.1f}x slower" if s.get("vs_function") else f"{name} n/a"
             for name, s in (r.get("call_styles") or {}).items()
         ]
         if styles:
-            out.print(f"{r['label']}: vs the tf.function call, " + ", ".join(styles))
+            _line(f"{escape(r['label'])}: vs the tf.function call, " + ", ".join(styles))
         for w in r["warnings"]:
-            out.print(f"[yellow]warning[/] {r['label']}: {w}")
+            _warn(w, r["label"])
     _render_speedups(doc.get("comparisons", []), "baseline", "candidate")
     for w in doc.get("warnings", []):
-        out.print(f"[yellow]warning[/]: {w}")
+        _warn(w)
     out.print(f"stopped: {doc['stopped']} after {doc['rounds']} rounds ({doc['steady_s']:.1f} s)")
 
 
+def _line(markup: str) -> None:
+    """Print one line of ``markup`` on stdout, never broken inside (the terminal may wrap it)."""
+    from tfperf.output import console
+
+    console().print(markup, soft_wrap=True)
+
+
+def _warn(text: str, label: str | None = None) -> None:
+    """Print warning ``text``, about the config ``label`` when given."""
+    from rich.markup import escape
+
+    about = f" {escape(label)}" if label is not None else ""
+    _line(f"[yellow]warning[/]{about}: {escape(text)}")
+
+
 def _render_speedups(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import console
+    from tfperf.output import print_table
 
     if not comparisons:
         return
     colors = {"faster": "green", "slower": "red", "same": "cyan", "inconclusive": "yellow"}
     table = Table(title="speedup = time A / time B (> 1: B is faster)")
-    for col in ("A", "B", "speedup [95% CI]", "p", "verdict"):
-        table.add_column(col)
+    for col in ("A", "B"):  # a terminal folds long labels over lines rather than cutting them
+        table.add_column(col, overflow="fold")
+    for col in ("speedup [95% CI]", "p", "verdict"):
+        table.add_column(col, no_wrap=True)
     for c in comparisons:
         s = c["speedup"]
         low, high = s["ci95"]
         color = colors.get(s["verdict"], "white")
         table.add_row(
-            c[a],
-            c[b],
+            escape(c[a]),
+            escape(c[b]),
             f"{_fmt(s['median'], '.3f')} [{_fmt(low, '.3f')}..{_fmt(high, '.3f')}]",
             _fmt(s["p_value"], ".2g"),
             f"[{color}]{s['verdict']}[/]",
         )
-    console().print(table)
+    print_table(table)
     for c in comparisons:
         for w in c["speedup"].get("warnings", []):
-            console().print(f"[yellow]warning[/] {c[b]}: {w}")
+            _warn(w, c[b])
 
 
 def _workload_name(workload: dict[str, Any]) -> str:
@@ -393,15 +422,19 @@ def register(group: click.Group) -> None:
 
 
 def _render_runs(doc: dict[str, Any]) -> None:
+    """Two stored runs compared, trial by trial."""
+    from rich.markup import escape
+
     from tfperf.output import console
 
     out = console()
     out.print(f"run {doc['run_a']} (A) vs run {doc['run_b']} (B)")
     for c in doc["comparisons"]:
         a, b = c["a"]["latency_ms"], c["b"]["latency_ms"]
-        out.print(
-            f"  {c['label_a']}: p50 {_fmt(a['p50'])} ms -> {c['label_b']}: p50 {_fmt(b['p50'])} ms"
+        _line(
+            f"  {escape(c['label_a'])}: p50 {_fmt(a['p50'])} ms -> "
+            f"{escape(c['label_b'])}: p50 {_fmt(b['p50'])} ms"
         )
     _render_speedups(doc["comparisons"], "label_a", "label_b")
     for w in doc["warnings"]:
-        out.print(f"[yellow]warning[/]: {w}")
+        _warn(w)
