@@ -214,8 +214,10 @@ def test_bad_input_found_by_the_baseline_worker_is_one_sentence_and_exit_2(
         env=WIDE,
     )
     assert res.returncode == 2, res.stderr[-2000:]
+    # the sentence is the first line: no blank line left by the progress display off a terminal
+    assert res.stderr.startswith("error: "), repr(res.stderr[-2000:])
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-2000:]
+    assert len(lines) == 1, res.stderr[-2000:]
     assert needle in lines[0] and "worker" not in lines[0]
     assert res.stdout == ""
     with Store.open(store) as st:  # nothing is lost: the failed trial is in the store
@@ -368,3 +370,28 @@ def test_piped_tables_print_long_config_labels_whole(tmp_path: Path):
     assert any(LONG_LABEL in ln and ln.startswith("│") for ln in runs.stdout.splitlines()), (
         runs.stdout
     )
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_crashed_candidate_is_one_line_on_stderr(tmp_path: Path):
+    """Off a terminal the progress display is off: a worker fault is one line on stderr, with
+    no blank line that a live display leaves behind."""
+    res = run_cli(
+        "bench",
+        "--workload",
+        "mlp",
+        "--size",
+        "tiny",
+        "--env",
+        "TFPERF_INJECT_FAULT=segfault-on-run",
+        "--budget",
+        "1",
+        "--no-peak",
+        "--store",
+        str(tmp_path / "s.sqlite"),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    (line,) = res.stderr.splitlines()  # nothing else, not even an empty line
+    assert line.startswith("env:TFPERF_INJECT_FAULT=segfault-on-run: "), repr(res.stderr)
+    assert "SIGSEGV" in line

@@ -55,7 +55,8 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def _progress_listener() -> Any:
-    """A :class:`tfperf.measure.Listener` that shows rich progress on stderr (a context)."""
+    """A :class:`tfperf.measure.Listener` that shows rich progress on stderr (a context); off a
+    terminal only the failed trials' lines."""
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -64,13 +65,16 @@ def _progress_listener() -> Any:
 
     class ProgressListener(Listener):
         def __init__(self) -> None:
+            stderr = err_console()
             self.progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
-                console=err_console(),
+                console=stderr,
                 transient=True,
+                # A live display on a file or pipe shows nothing and leaves a blank line.
+                disable=not stderr.is_terminal,
             )
             self.task = self.progress.add_task("starting workers", total=None, info="")
 
