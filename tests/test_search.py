@@ -209,3 +209,48 @@ def test_optuna_on_a_tflite_model_never_measures_the_default_as_a_candidate():
     )
     assert result.outcomes
     assert all(space.canonical(o.config) for o in result.outcomes)
+
+
+# --runtimes litert on a Keras model: the space runs on LiteRT, the default still on TensorFlow.
+LITERT_ONLY = SpaceFacts(
+    cores=2, allocators={"tcmalloc": "/x/libtcmalloc.so"}, runtimes=("litert",)
+)
+
+
+@pytest.mark.parametrize("runtime_first", [False, True])
+def test_a_space_without_tensorflow_measures_its_runtime_alone_first(runtime_first):
+    space = build_space(LITERT_ONLY)
+    assert space.values["runtime"] == ("litert",)
+    result = Search(space, Synthetic(EFFECTS), runtime_first=runtime_first).run()
+    # plain LiteRT (every knob at its default), not only LiteRT with a knob turned
+    assert result.outcomes[0].label == "runtime=litert"
+    assert [o.label for o in result.outcomes].count("runtime=litert") == 1
+    assert result.incumbent == {"runtime": "litert", "litert_threads": 1, "allocator": "tcmalloc"}
+
+
+def test_one_trial_on_a_runtime_only_space_is_the_runtime_itself():
+    # `--knobs runtime --runtimes litert`: a single runtime is no knob, yet it is the candidate.
+    space = build_space(LITERT_ONLY).restrict(("runtime",))
+    assert space.knobs() == []
+    result = Search(space, Synthetic(EFFECTS), max_trials=1, runtime_first=True).run()
+    assert [o.label for o in result.outcomes] == ["runtime=litert"]
+    assert result.incumbent == {"runtime": "litert"}
+
+
+def test_optuna_proposes_a_space_without_tensorflow_at_its_runtime_alone_first():
+    space = build_space(LITERT_ONLY)
+    result = Search(space, Synthetic(EFFECTS), max_trials=3, seed=0).run("optuna")
+    assert result.outcomes[0].label == "runtime=litert"
+
+
+@pytest.mark.parametrize("runtime_first", [False, True])
+def test_the_runtime_knob_measures_each_runtime_alone_once(runtime_first):
+    # tf,litert on a built-in: the runtime knob reaches plain LiteRT; nothing is added twice.
+    space = build_space(FACTS.__class__(cores=2, runtimes=("tf", "litert")))
+    search = Search(space, Synthetic(EFFECTS), runtime_first=runtime_first)
+    assert search.start_point() == {}
+    labels = [o.label for o in search.run().outcomes]
+    assert labels.count("runtime=litert") == 1
+    # and on a .tflite model the default already is plain LiteRT
+    tflite = build_space(FACTS.__class__(cores=2, model_format="tflite", runtimes=("litert",)))
+    assert Search(tflite, Synthetic(EFFECTS)).start_point() == {}

@@ -23,9 +23,13 @@ candidates for one knob the one with the highest median wins. Strategies:
   ``sweeps`` sweeps). With ``runtime_first=True`` (what :func:`tfperf.tune.tune` asks for
   under a trial or time budget) the runtime is visited first: the runtimes hold the largest
   gains, and a budget spent on TensorFlow's own knobs would never reach them.
+  When the space leaves out the default's runtime (``--runtimes litert`` on a Keras model), its
+  own starting point (:meth:`Search.start_point`: plain LiteRT, every knob at its default) is no
+  one-knob change of the default, so it is tried before the first sweep.
 - ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
   proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
-  rejected candidates are told to Optuna as failed trials.
+  rejected candidates are told to Optuna as failed trials. The space's starting point (as
+  above) is its first proposal.
 
 Budgets: ``max_trials`` counts evaluated candidates (resumed ones included); ``budget_s``
 bounds the wall-clock time of this search: no new candidate starts after it, and each
@@ -49,7 +53,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfperf.space import Space, label
+from tfperf.space import KNOBS, Space, label
 
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
@@ -201,6 +205,23 @@ class Search:
             stopped = stop.why
         return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
 
+    def start_point(self) -> dict:
+        """The space's own starting config where no one-knob change of the default reaches it.
+
+        The default (``{}``, what every candidate is measured against) runs on the space's bare
+        runtime. When the space leaves that runtime out (``--runtimes litert`` on a Keras
+        model), its configs run on its first runtime, and a knob's neighbours of the default
+        change a knob on top of it (``runtime=litert,litert_threads=1``): the runtime alone
+        (``runtime=litert``) would never be measured, and with a single runtime the runtime is
+        not even a knob. Returns that config, or ``{}`` where the default or the runtime knob
+        already covers it.
+        """
+        start = self.space.canonical({})
+        if not start:
+            return {}
+        reached = {label(c) for c in self.space.neighbours({}, "runtime")}
+        return {} if label(start) in reached else start
+
     def _knob_order(self) -> list[str]:
         """The knobs in the order the staged search visits them."""
         knobs = self.space.knobs()
@@ -211,6 +232,9 @@ class Search:
 
     def _staged(self) -> str:
         explored: dict[str, str] = {}  # knob -> incumbent label it was last explored from
+        start = self.start_point()
+        if start:
+            self._step([self._try(start)])
         for _ in range(self.sweeps):
             for knob in self._knob_order():
                 if explored.get(knob) == label(self.incumbent):
@@ -236,6 +260,9 @@ class Search:
         points = {label(p) for p in self.space.points()}
         seen: set[str] = set()
         limit = max_proposals or 20 * max(1, len(points))
+        start = self.start_point()
+        if start:
+            study.enqueue_trial(self._params(start))
         for _ in range(limit):
             if seen >= points:
                 return "exhausted"
@@ -254,6 +281,18 @@ class Search:
             else:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return "exhausted"
+
+    def _params(self, config: Mapping[str, Any]) -> dict:
+        """The Optuna parameters under which :meth:`_suggest` proposes ``config``."""
+        runtime = self.space.canonical(config).get("runtime", self.space.bare_runtime)
+        params: dict[str, Any] = {"runtime": runtime}
+        for knob in self.space.knobs():
+            if knob == "runtime" or not self.space.applicable(knob, {"runtime": runtime}):
+                continue
+            choices = list(self.space.values[knob])
+            value = config.get(knob, KNOBS[knob].default)
+            params[f"{knob}@{runtime}"] = choices.index(value) if value in choices else 0
+        return params
 
     def _suggest(self, trial: Any) -> dict:
         """A config proposed by ``trial``: the runtime first, then the knobs it allows."""
