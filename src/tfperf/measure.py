@@ -11,8 +11,12 @@ Contract of :func:`measure`:
   samples are handed over as phase ``"warmup"``. ``listener.refuse`` may turn down a worker
   once it is ready (say, one that imported another TensorFlow than its environment holds): it
   becomes a failed trial.
-- Then rounds: each round runs one block per live config, in an order rotated by one each
-  round, and hands every block to ``listener.block`` as it arrives (phase ``"steady"``). A
+- Then rounds: each round runs one block per live config, in an order shuffled each round
+  (seeded: the same run repeats the same orders), and hands every block to ``listener.block``
+  as it arrives (phase ``"steady"``). Shuffled, not rotated: a rotation keeps the cyclic order,
+  so with three configs each would always follow the same other one, and a block can be slowed
+  by the one before it (that worker's threads still spinning, its data filling the caches); an
+  A/A control (the default twice) came out 0.81-0.95 under rotation on a busy machine. A
   block lasts about ``block_s`` (its call count is set per config from the warm-up median),
   or ``calls_per_block`` calls when that is set.
 - It stops after at least ``min_rounds`` rounds when the steady phase has used ``budget_s``
@@ -36,6 +40,7 @@ Nothing here imports TensorFlow; :mod:`tfperf.stats` (numpy, scipy) is imported 
 
 from __future__ import annotations
 
+import random
 import statistics
 import sys
 import time
@@ -51,6 +56,8 @@ BASELINE = "baseline"
 CANDIDATE = "candidate"
 SKIPPED_KIND = "skipped"
 """Error kind of a candidate left unmeasured because the baseline could not run the input."""
+ORDER_SEED = 20_231
+"""Seed of the per-round block order."""
 MAX_CALLS_PER_BLOCK = 2000
 """Very fast calls get shorter blocks rather than huge sample lists in the store."""
 
@@ -156,8 +163,12 @@ class Settings:
     min_rounds: int = 8
     max_rounds: int = 10_000
     block_s: float | None = None
-    """Target duration of one block; by default from the budget (0.02..0.25 s): short blocks
-    make many pairs, and a pair's two blocks close in time share the machine's state."""
+    """Target duration of one block; by default from the budget (0.01..0.25 s, 0.02 s for two
+    configs in 30 s): short blocks make many pairs, and a pair's two blocks close in time share
+    the machine's state. Call times drift slowly (a block's median of 8 calls varies about as
+    much as one of 100), so a pair's ratio is barely noisier with short blocks while there are
+    many more of them: at a fixed budget the speedup's interval narrows about 3x from 0.3 s
+    blocks to 0.02 s ones (``lstm``, default against ``onednn=off``)."""
     timeout_s: float = 120.0
     init_timeout_s: float = 600.0
     memory_limit_bytes: int | None = None
@@ -185,7 +196,7 @@ class Settings:
         """The target block duration for ``n_configs`` configs sharing the budget."""
         if self.block_s is not None:
             return self.block_s
-        return min(0.25, max(0.02, self.budget_s / (max(n_configs, 1) * 100)))
+        return min(0.25, max(0.01, self.budget_s / (max(n_configs, 1) * 750)))
 
 
 def measure(
@@ -357,14 +368,16 @@ def _precise_enough(trials: list[Trial], precision: float) -> bool:
 
 
 def _rounds(trials: list[Trial], settings: Settings, listener: Listener) -> tuple[int, str, float]:
+    rng = random.Random(ORDER_SEED)
     start = time.monotonic()
     done = 0
     while True:
         live = [t for t in trials if t.alive]
         if not live:
             return done, "no live trial", time.monotonic() - start
-        shift = done % len(live)
-        for trial in live[shift:] + live[:shift]:
+        order = list(live)
+        rng.shuffle(order)
+        for trial in order:
             _run_block(trial, done, listener)
         done += 1
         elapsed = time.monotonic() - start
