@@ -16,6 +16,7 @@ from tfperf.space import (
     label,
     machine_facts,
     normalize,
+    split_batch,
     to_config_dict,
 )
 
@@ -170,7 +171,7 @@ def test_configs_normalise_and_round_trip_through_config():
     assert label({"onednn": False}) == "onednn=off" == Config.parse(["onednn=off"]).label()
     assert label({}) == "default"
     full = to_config_dict({"xla": "jit", "intra_threads": 1})
-    assert set(full) == {*KNOBS, "env"}
+    assert set(full) == {*KNOBS, "env"} - {"batch"}  # a latency config never names a batch
     config = Config.from_dict(full)
     assert config.xla == "jit" and config.intra_threads == 1
     assert config.worker_env({})["TF_NUM_INTRAOP_THREADS"] == "1"
@@ -196,7 +197,7 @@ def test_facts_of_this_machine():
 @pytest.mark.parametrize("knob", list(KNOBS))
 def test_every_knob_says_how_it_is_applied_and_adopted(knob):
     info = KNOBS[knob]
-    assert info.applied in ("env", "call", "model")
+    assert info.applied in ("env", "call", "model", "inputs")
     assert info.adoption in ("env", "code", "model")
     assert info.runtimes and info.help
 
@@ -207,3 +208,47 @@ def test_restrict_keeps_other_knobs_at_their_default():
     assert all(set(p) <= {"runtime", "allocator"} for p in space.points())
     with pytest.raises(UserError):
         build_space(FULL).restrict(("speed",))
+
+
+def test_the_batch_knob_exists_only_in_a_throughput_tune():
+    latency = build_space(FULL)
+    assert "batch" not in latency.knobs()
+    assert not any("batch" in p for p in latency.points())
+    throughput = build_space(
+        SpaceFacts(cores=2, allocators=FULL.allocators, batch=4, batches=(1, 4, 16, 64))
+    )
+    # None is the workload's own batch (4): it is the default, not a value tried again
+    assert throughput.values["batch"] == (None, 1, 16, 64)
+    assert throughput.knobs()[0] == "batch"  # visited first: it holds the largest gain
+    assert {label(c) for c in throughput.neighbours({}, "batch")} == {
+        "batch=1",
+        "batch=16",
+        "batch=64",
+    }
+    # crossed with every runtime, LiteRT included (a converted model per batch size)
+    assert {"runtime": "litert", "batch": 16} in throughput.points()
+    assert (
+        throughput.size() == 4 * build_space(SpaceFacts(cores=2, allocators=FULL.allocators)).size()
+    )
+    assert adoption({"batch": 16}) == "code"
+    assert label({"batch": 16, "runtime": "litert"}) == "batch=16,runtime=litert"
+
+
+def test_a_config_carries_its_batch_apart_from_what_the_worker_applies():
+    assert split_batch({"batch": 16, "xla": "jit"}) == (16, to_config_dict({"xla": "jit"}))
+    assert split_batch({"xla": "jit"})[0] is None
+    assert to_config_dict({"batch": 16})["batch"] == 16
+
+
+def test_training_does_not_tune_the_batch():
+    train = build_space(SpaceFacts(cores=2, train=True, batches=(1, 4, 16)))
+    assert "batch" not in train.knobs()
+    assert "learns" in _why(train)[("batch", "4,16")]
+
+
+def test_dropping_batch_sizes_lists_them_as_not_tried():
+    space = build_space(SpaceFacts(cores=2, batches=(1, 4, 16, 64)))
+    capped = space.drop("batch", (16, 64, None), "too slow")
+    assert capped.values["batch"] == (None, 4)  # the default is never dropped
+    assert _why(capped)[("batch", "64")] == "too slow"
+    assert space.values["batch"] == (None, 4, 16, 64)  # the original is left alone

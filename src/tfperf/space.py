@@ -11,9 +11,14 @@ Contract
 - :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
   found, whether OpenVINO is importable, the model's format, training or inference (a
-  training step gets threads, oneDNN, the allocator and XLA ``jit`` only). What
-  cannot be tried is listed in ``Space.unavailable`` with the reason (e.g. jemalloc missing
-  and the package that installs it, OpenVINO not installed).
+  training step gets threads, oneDNN, the allocator and XLA ``jit`` only), and the batch sizes
+  of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
+  reason (e.g. jemalloc missing and the package that installs it, OpenVINO not installed).
+- The ``batch`` knob (samples per call) exists only in a throughput tune
+  (``SpaceFacts.batches`` not empty): its default ``None`` is the workload's own batch, its
+  other values the batch sizes to try. It is not a worker config knob: the tune builds the
+  workload at that batch (:func:`split_batch`), and a config that leaves it out runs at the
+  workload's batch, so a latency tune's configs never name it.
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
   TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
   thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
@@ -45,7 +50,8 @@ class Knob:
 
     name: str
     applied: str
-    """``"env"`` (before start), ``"call"`` (before the first op) or ``"model"``."""
+    """``"env"`` (before start), ``"call"`` (before the first op), ``"model"`` or ``"inputs"``
+    (how many samples one call takes)."""
     adoption: str
     """``"env"``, ``"code"`` (one line of code) or ``"model"`` (a converted model file)."""
     default: Any
@@ -64,6 +70,14 @@ PRELOADABLE = ("tf", *LITERT_RUNTIMES)
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
+        Knob(
+            "batch",
+            "inputs",
+            "code",
+            None,
+            ALL_RUNTIMES,
+            "samples per call (throughput tunes only; default: the workload's batch)",
+        ),
         Knob(
             "precision",
             "model",
@@ -118,11 +132,15 @@ KNOBS: dict[str, Knob] = {
         ),
     )
 }
-"""Every knob tune knows, in the order the coordinate search visits them: TensorFlow's own
-knobs first (the default outward: environment and one-line changes), then the runtime (a
-converted model must beat the tuned TensorFlow), then the knobs of the runtime chosen."""
+"""Every knob tune knows, in the order the coordinate search visits them: the batch first (in
+a throughput tune it holds the largest gain, and every other knob is best judged at the batch
+that will be served), then TensorFlow's own knobs (the default outward: environment and
+one-line changes), then the runtime (a converted model must beat the tuned TensorFlow), then
+the knobs of the runtime chosen."""
 
 ADOPTION_ORDER = ("env", "code", "model")
+DEFAULT_BATCHES = (1, 4, 16, 64)
+"""The batch sizes a throughput tune tries unless told others (``--batch-sizes``)."""
 ADOPTION_TEXT = {"env": "env only", "code": "one line of code", "model": "converted model file"}
 
 
@@ -141,6 +159,10 @@ class SpaceFacts:
     gpu: bool = False
     runtimes: tuple[str, ...] | None = None
     """Restrict the runtimes tried (``None`` = every runtime that applies)."""
+    batch: int = 1
+    """The workload's own batch (what a config without the ``batch`` knob runs at)."""
+    batches: tuple[int, ...] = ()
+    """The batch sizes a throughput tune tries; empty for a latency tune (no ``batch`` knob)."""
 
 
 @dataclass
@@ -217,6 +239,18 @@ class Space:
         """How many configs :meth:`points` holds."""
         return len(self.points())
 
+    def drop(self, knob: str, values: tuple[Any, ...], reason: str) -> Space:
+        """This space without ``values`` of ``knob`` (never its default), each listed as
+        unavailable with ``reason``."""
+        current = self.values.get(knob, ())
+        gone = [v for v in current[1:] if v in values]
+        kept = tuple(v for v in current if v not in gone)
+        unavailable = [
+            *self.unavailable,
+            *({"knob": knob, "value": show_value(v), "reason": reason} for v in gone),
+        ]
+        return Space({**self.values, knob: kept}, unavailable, self.bare_runtime)
+
 
 def normalize(config: Mapping[str, Any]) -> dict:
     """Drop knobs at their default value and knobs that do not apply to the runtime."""
@@ -250,11 +284,19 @@ def adoption(config: Mapping[str, Any]) -> str:
 
 
 def to_config_dict(config: Mapping[str, Any]) -> dict:
-    """The full config dict of ``docs/ARCHITECTURE.md`` (every knob, ``env`` empty)."""
-    out = {name: knob.default for name, knob in KNOBS.items()}
+    """The full config dict of ``docs/ARCHITECTURE.md`` (every knob, ``env`` empty); ``batch``
+    only where the config sets it (left out, a config runs at the workload's batch)."""
+    out = {name: knob.default for name, knob in KNOBS.items() if name != "batch"}
     out.update(normalize(config))
     out["env"] = {}
     return out
+
+
+def split_batch(config: Mapping[str, Any]) -> tuple[int | None, dict]:
+    """``(batch, the rest)``: the samples per call a config asks for (``None``: the workload's)
+    and the config a worker applies (:func:`to_config_dict` without ``batch``)."""
+    full = to_config_dict(config)
+    return full.pop("batch", None), full
 
 
 def _thread_values(cores: int) -> tuple[int | None, ...]:
@@ -358,8 +400,25 @@ def build_space(facts: SpaceFacts) -> Space:
         "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
         "allocator": tuple(allocators),
     }
+    values["batch"] = _batch_values(facts, unavailable)
     bare = "litert" if facts.model_format == "tflite" else "tf"
     return Space(values=values, unavailable=unavailable, bare_runtime=bare)
+
+
+def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:
+    """``None`` (the workload's batch) and, in a throughput tune, the other batch sizes."""
+    others = tuple(sorted({int(b) for b in facts.batches} - {facts.batch}))
+    if others and facts.train:
+        unavailable.append(
+            {
+                "knob": "batch",
+                "value": ",".join(map(str, others)),
+                "reason": "a training step's batch size changes what the model learns; "
+                "tune at the batch you train with (--batch)",
+            }
+        )
+        return (None,)
+    return (None, *others)
 
 
 def machine_facts(
@@ -367,6 +426,8 @@ def machine_facts(
     model_format: str = "builtin",
     train: bool = False,
     runtimes: tuple[str, ...] | None = None,
+    batch: int = 1,
+    batches: tuple[int, ...] = (),
 ) -> SpaceFacts:
     """:class:`SpaceFacts` from :func:`tfperf.machine.collect_machine`'s dict (no TensorFlow)."""
     from tfperf.allocators import ALLOCATOR_PACKAGES
@@ -383,6 +444,8 @@ def machine_facts(
         train=train,
         gpu=bool(machine.get("gpus")),
         runtimes=runtimes,
+        batch=batch,
+        batches=tuple(batches),
     )
 
 
