@@ -7,6 +7,10 @@ the user's arrays and checks them against it. Both return a ``dict`` from input 
 ``numpy.ndarray`` in signature order and raise :class:`~tfperf.errors.UserError` with one
 sentence for anything the user must fix.
 
+:func:`repeat_rows` gives an array another batch by cycling its rows: tune's ``batch`` knob runs
+a workload on its own sample rows repeated, so its outputs can be checked against the reference
+outputs repeated the same way.
+
 Integer inputs feeding an ``Embedding`` layer are drawn within that layer's vocabulary
 (:func:`keras_input_specs` finds them); an integer input with no known range gets
 ``[0, SMALL_INT_RANGE)``.
@@ -145,6 +149,20 @@ def _checked(path: str, spec: InputSpec, array: Any) -> Any:
                 "range its Embedding layer accepts."
             )
     return np.ascontiguousarray(array.astype(want, copy=False))
+
+
+def repeat_rows(array: Any, rows: int) -> Any:
+    """``array`` with ``rows`` rows along its first axis, its own rows cycled (row ``i`` is
+    row ``i % len(array)``): fewer rows take the first ones. A scalar, or an array that
+    already has ``rows`` rows, is returned as it is; an empty one raises ``ValueError``."""
+    import numpy as np
+
+    array = np.asarray(array)
+    if array.ndim == 0 or array.shape[0] == rows:
+        return array
+    if array.shape[0] == 0:
+        raise ValueError("cannot repeat the rows of an empty array")
+    return np.ascontiguousarray(np.take(array, np.arange(rows) % array.shape[0], axis=0))
 
 
 def batch_of(inputs: dict[str, Any], default: int) -> int:

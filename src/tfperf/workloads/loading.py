@@ -27,6 +27,7 @@ from tfperf.inputs import (
     generate,
     keras_input_specs,
     load_npz,
+    repeat_rows,
     signature_input_specs,
     tflite_input_specs,
 )
@@ -36,7 +37,15 @@ from tfperf.workloads.records import Loaded, first_line, is_keras_model, named
 
 
 def load_workload(workload: dict[str, Any]) -> Loaded:
-    """Build or load ``workload`` (a workload dict) with its sample inputs."""
+    """Build or load ``workload`` (a workload dict) with its sample inputs.
+
+    With ``workload["tile_to"] = N`` (tune's ``batch`` knob) the sample inputs are those of the
+    workload's own batch with their rows repeated to ``N`` (:func:`tile_rows`).
+    """
+    tile_to = workload.get("tile_to")
+    if tile_to is not None:
+        base = {k: v for k, v in workload.items() if k != "tile_to"}
+        return tile_rows(load_workload(base), check_batch(tile_to))
     kind = workload.get("kind")
     batch = check_batch(workload.get("batch", 1))
     if kind == "builtin":
@@ -53,6 +62,23 @@ def load_workload(workload: dict[str, Any]) -> Loaded:
     if fmt not in loaders:
         raise UserError(f"Unknown model format {fmt!r}: use one of {', '.join(loaders)}.")
     return loaders[fmt](workload, batch)
+
+
+def tile_rows(loaded: Loaded, rows: int) -> Loaded:
+    """``loaded`` at batch ``rows``: its sample rows (and labels) cycled to ``rows`` rows, the
+    FLOPs per call scaled with the batch. The same rows at every batch let tune compare a
+    candidate's outputs with the reference outputs repeated the same way."""
+    base = loaded.batch
+    if rows == base:
+        return loaded
+    loaded.inputs = {name: repeat_rows(array, rows) for name, array in loaded.inputs.items()}
+    if loaded.labels is not None:
+        loaded.labels = repeat_rows(loaded.labels, rows)
+    if loaded.flops_per_call is not None:
+        loaded.flops_per_call = loaded.flops_per_call * rows / base
+    loaded.batch = batch_of(loaded.inputs, rows)
+    loaded.notes.append(f"batch {rows}: the {base} sample row(s) repeated")
+    return loaded
 
 
 def _load_builtin(workload: dict[str, Any], batch: int) -> Loaded:
