@@ -4,6 +4,8 @@ gets one sentence and exit 2 before any worker starts."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -241,9 +243,17 @@ def test_unwritable_store(tmp_path: Path):
     assert "Traceback" not in res.stderr and "error:" in res.stderr
 
 
-def test_a_run_killed_with_sigkill_keeps_its_blocks_and_leaves_no_worker(tmp_path: Path):
-    import os
-    import signal
+def _tiny_bench(store: Path, *args: str) -> list[str]:
+    """Arguments of ``tfperf bench`` on the tiny built-in mlp into ``store``, no peak probe."""
+    base = ["bench", "--workload", "mlp", "--size", "tiny", "--no-peak", "--store", str(store)]
+    return [*base, *args]
+
+
+@contextmanager
+def _bench_in_steady_state(store: Path, *args: str, blocks: int = 3) -> Iterator[tuple]:
+    """A real ``tfperf bench`` subprocess (``_tiny_bench``, a 300 s budget) once the store
+    holds at least ``blocks`` steady blocks: yields ``(process, steady blocks, its workers)``;
+    the process is killed on the way out if it still runs."""
     import subprocess
     import sys
     import time
@@ -252,52 +262,88 @@ def test_a_run_killed_with_sigkill_keeps_its_blocks_and_leaves_no_worker(tmp_pat
 
     from tfperf.store import Store
 
-    store = tmp_path / "store.sqlite"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tfperf",
-            "bench",
-            "--workload",
-            "mlp",
-            "--size",
-            "tiny",
-            "--budget",
-            "300",
-            "--no-peak",
-            "--store",
-            str(store),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cmd = [sys.executable, "-m", "tfperf", *_tiny_bench(store, "--budget", "300", *args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         steady = 0
-        while steady < 3 and time.monotonic() < deadline and proc.poll() is None:
+        while steady < blocks and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
             if store.exists():
                 with Store.open(store) as st:
                     runs = st.list_runs(1)
                     if runs:
-                        blocks = st.load_run(runs[0]["id"])["trials"]
-                        steady = sum(b["phase"] == "steady" for t in blocks for b in t["blocks"])
-        assert steady >= 3, "the run never reached its steady phase"
+                        trials = st.load_run(runs[0]["id"])["trials"]
+                        steady = sum(b["phase"] == "steady" for t in trials for b in t["blocks"])
+        assert steady >= blocks, "the run never reached its steady phase"
         workers = psutil.Process(proc.pid).children()
         assert workers
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        yield proc, steady, workers
     finally:
         if proc.poll() is None:
             proc.kill()
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not alive
+        proc.communicate(timeout=60)
+
+
+def _steady_blocks(store: Path) -> tuple[dict, int]:
+    """The latest stored run and its number of steady blocks."""
+    from tfperf.store import Store
+
     with Store.open(store) as st:
         loaded = st.load_run("latest")
+    return loaded, sum(b["phase"] == "steady" for t in loaded["trials"] for b in t["blocks"])
+
+
+def test_a_run_killed_with_sigkill_keeps_its_blocks_and_leaves_no_worker(tmp_path: Path):
+    import os
+    import signal
+
+    import psutil
+
+    store = tmp_path / "store.sqlite"
+    with _bench_in_steady_state(store) as (proc, steady, workers):
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
+    loaded, kept = _steady_blocks(store)
     assert loaded["run"]["status"] == "interrupted"
-    kept = sum(b["phase"] == "steady" for t in loaded["trials"] for b in t["blocks"])
     assert kept >= steady
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_ctrl_c_names_the_stored_run_and_exits_130(tmp_path: Path):
+    """SIGINT (Ctrl-C) to a real bench once blocks are stored: one sentence naming the run
+    and the rounds it keeps, exit 130, no traceback, every worker closed."""
+    import os
+    import re
+    import signal
+
+    import psutil
+
+    store = tmp_path / "store.sqlite"
+    with _bench_in_steady_state(store, "--set", "onednn=off", blocks=4) as (proc, _, workers):
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    loaded, kept = _steady_blocks(store)
+    run_id = loaded["run"]["id"]
+    said = re.fullmatch(
+        rf"Interrupted: run {run_id} keeps the (\d+) rounds? measured so far; "
+        rf"see `tfperf report {run_id}`\.\n",
+        err,
+    )
+    assert said, repr(err)
+    assert out == ""
+    rounds = int(said.group(1))
+    assert rounds >= 1 and kept >= 2 * rounds  # two configs, one block each per round
+    assert loaded["run"]["status"] == "interrupted"
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
+    report = run_cli("report", str(run_id), "--store", str(store))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "interrupted" in report.stdout
 
 
 def test_a_converted_runtime_is_measured_and_written_under_the_parents_cache_dir(
@@ -341,31 +387,14 @@ LONG_LABEL = f"intra_threads=1,inter_threads=1,env:{LONG_ENV}"
 def test_piped_tables_print_long_config_labels_whole(tmp_path: Path):
     """Off a terminal (stdout captured, 80 columns) the results and speedup tables of
     ``bench`` and of ``compare RUN_A RUN_B`` are as wide as their labels need."""
-    store = str(tmp_path / "s.sqlite")
-    res = run_cli(
-        "bench",
-        "--workload",
-        "mlp",
-        "--size",
-        "tiny",
-        "--set",
-        "intra_threads=1",
-        "--set",
-        "inter_threads=1",
-        "--env",
-        LONG_ENV,
-        "--budget",
-        "1",
-        "--no-peak",
-        "--store",
-        store,
-        env={"COLUMNS": "80"},
-    )
+    store = tmp_path / "s.sqlite"
+    sets = ["--set", "intra_threads=1", "--set", "inter_threads=1", "--env", LONG_ENV]
+    res = run_cli(*_tiny_bench(store, *sets, "--budget", "1"), env={"COLUMNS": "80"})
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [ln for ln in res.stdout.splitlines() if LONG_LABEL in ln and ln.startswith("│")]
     assert len(rows) == 2, res.stdout  # its row in the results table and in the speedup table
     assert any("tfperf run" in ln for ln in res.stdout.splitlines())
-    runs = run_cli("compare", "latest", "latest", "--store", store, env={"COLUMNS": "80"})
+    runs = run_cli("compare", "latest", "latest", "--store", str(store), env={"COLUMNS": "80"})
     assert runs.returncode == 0, runs.stderr[-2000:]
     assert any(LONG_LABEL in ln and ln.startswith("│") for ln in runs.stdout.splitlines()), (
         runs.stdout
@@ -377,20 +406,8 @@ def test_piped_tables_print_long_config_labels_whole(tmp_path: Path):
 def test_a_crashed_candidate_is_one_line_on_stderr(tmp_path: Path):
     """Off a terminal the progress display is off: a worker fault is one line on stderr, with
     no blank line that a live display leaves behind."""
-    res = run_cli(
-        "bench",
-        "--workload",
-        "mlp",
-        "--size",
-        "tiny",
-        "--env",
-        "TFPERF_INJECT_FAULT=segfault-on-run",
-        "--budget",
-        "1",
-        "--no-peak",
-        "--store",
-        str(tmp_path / "s.sqlite"),
-    )
+    fault = ("--env", "TFPERF_INJECT_FAULT=segfault-on-run")
+    res = run_cli(*_tiny_bench(tmp_path / "s.sqlite", *fault, "--budget", "1"))
     assert res.returncode == 0, res.stderr[-2000:]
     (line,) = res.stderr.splitlines()  # nothing else, not even an empty line
     assert line.startswith("env:TFPERF_INJECT_FAULT=segfault-on-run: "), repr(res.stderr)

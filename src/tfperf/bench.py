@@ -40,6 +40,9 @@ Contract:
   status -- and the exit codes are kept for what they promise: 2 for input the user must
   change, 1 for a ``--fail-on`` gate. A gate (``compare --fail-on-regression``) does count a
   failed trial: see :func:`failures_in`.
+- Ctrl-C (``KeyboardInterrupt``) once the run is in the store raises :class:`RunInterrupted`
+  (a ``KeyboardInterrupt`` that names the run and its finished rounds) after the workers are
+  closed and the run is stored as ``interrupted`` with every block measured so far.
 - :func:`compare_runs` compares two stored runs trial by trial (same label; or the two
   baselines). The runs were not interleaved, so the comparison is unpaired: the ratio of the
   medians of the per-block medians, a bootstrap 95% interval, a Mann-Whitney test, and the same
@@ -67,6 +70,16 @@ DEFAULT_THRESHOLD = 0.03
 EXTRAS = ("eager", "predict")
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`bench`: run ``run_id`` is stored as ``interrupted`` and keeps the
+    blocks of its ``rounds`` finished rounds (and of any round under way)."""
+
+    def __init__(self, run_id: int, rounds: int) -> None:
+        super().__init__(run_id, rounds)
+        self.run_id = run_id
+        self.rounds = rounds
+
+
 class _Recorder(Listener):
     """Writes trials and blocks to the store as they happen, then tells ``inner``."""
 
@@ -75,6 +88,7 @@ class _Recorder(Listener):
         self.run_id = run_id
         self.inner = inner or Listener()
         self.trial_ids: dict[int, int] = {}
+        self.rounds = 0
 
     def trial(self, trial: Trial, event: str) -> None:
         if event == "starting":
@@ -94,6 +108,7 @@ class _Recorder(Listener):
         self.inner.block(trial, samples_s, phase, info)
 
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
+        self.rounds = done
         self.inner.round(done, elapsed_s, budget_s)
 
 
@@ -209,6 +224,8 @@ def bench(
         ]
         store.finish_run(run_id, status, summary)
         return doc
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(run_id, recorder.rounds) from exc
     finally:
         if status == "interrupted":
             store.finish_run(run_id, status, {})

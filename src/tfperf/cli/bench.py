@@ -316,7 +316,7 @@ def _run(
     workload: dict[str, Any],
     kind: str,
 ) -> dict[str, Any]:
-    from tfperf.bench import bench
+    from tfperf.bench import RunInterrupted, bench
 
     for name in ("budget", "precision", "timeout"):
         _check_positive(f"--{name}", opts[name])
@@ -343,8 +343,26 @@ def _run(
                 command=shlex.join(["tfperf", *sys.argv[1:]]),
                 kind=kind,
             )
+    except RunInterrupted as exc:
+        _say_interrupted(exc.run_id, exc.rounds)
+        raise click.exceptions.Exit(130) from None
     finally:
         store.close()
+
+
+def _say_interrupted(run_id: int, rounds: int) -> None:
+    """One sentence on stderr for a run stopped by Ctrl-C: which stored run keeps what."""
+    from tfperf.output import err_console
+
+    if rounds:
+        kept = f"keeps the {rounds} round{'s' if rounds != 1 else ''} measured so far"
+    else:
+        kept = "was stopped before its first round was measured"
+    err_console().print(
+        f"Interrupted: run {run_id} {kept}; see `tfperf report {run_id}`.",
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
