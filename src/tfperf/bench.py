@@ -198,7 +198,7 @@ def bench(
             status = "failed"
             store.finish_run(run_id, status, {"error": str(exc)})
             raise
-        peak_doc = _peak(machine, python) if peak and _any_flops(result) else None
+        peak_doc = _peak(machine, python, result) if peak and _any_flops(result) else None
         doc = _document(result, recorder.trial_ids, threshold, peak_doc)
         doc.update(
             schema_version=SCHEMA_VERSION,
@@ -231,10 +231,20 @@ def bench(
             store.finish_run(run_id, status, {})
 
 
-def _peak(machine: dict[str, Any], python: str) -> dict[str, Any] | None:
-    from tfperf.peak import get_peak
+def _peak(machine: dict[str, Any], python: str, result: Measurement) -> dict[str, Any] | None:
+    """The machine's peak, probed again once if a trial achieved more (``recheck_peak``)."""
+    from tfperf.peak import get_peak, recheck_peak
 
-    return get_peak(machine, python=python)
+    achieved = [(_achieved(t), t.config.precision) for t in result.trials]
+    return recheck_peak(get_peak(machine, python=python), achieved, machine, python=python)
+
+
+def _achieved(trial: Trial) -> float | None:
+    """FLOP/s at the trial's median latency (``None`` without FLOPs or samples)."""
+    per_call = (trial.ready.get("flops") or {}).get("per_call")
+    samples = trial.samples_s
+    median = statistics.median(samples) if samples else None
+    return per_call / median if per_call and median else None
 
 
 def _any_flops(result: Measurement) -> bool:
@@ -353,7 +363,7 @@ def _document(
 
 def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> dict[str, Any]:
     from tfperf import stats
-    from tfperf.peak import share_of_peak
+    from tfperf.peak import above_peak_warning, share_of_peak
 
     ready = trial.ready
     batch = int(ready.get("batch") or 1)
@@ -361,8 +371,11 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
     flops_in = ready.get("flops") or {}
     per_call = flops_in.get("per_call")
     p50_ms = summary["latency_ms"]["p50"]
-    achieved = per_call / (p50_ms / 1e3) if per_call and p50_ms else None
+    achieved = _achieved(trial)
     peak_gflops, share = share_of_peak(achieved, peak, trial.config.precision)
+    above = above_peak_warning(share, peak)
+    if above:
+        summary["warnings"].append(above)
     warmup = {
         "n": len(trial.warmup_s),
         "seconds": sum(trial.warmup_s),
