@@ -7,6 +7,7 @@ A profile is one JSON file::
 
     {"format": "tfperf-profile", "version": 1, "created_at": ISO time,
      "workload": {...}, "label": str, "config": {...config dict...},
+     "objective": "latency" | "throughput", "batch": int,   # samples per call it was tuned at
      "speedup": {"median", "ci95"} | None, "max_abs_error", "adoption",
      "env": {NAME: VALUE},        # the env-level knobs (LD_PRELOAD, TF_*, thread counts)
      "code": [str, ...],          # lines of code the config needs beyond the environment
@@ -73,6 +74,18 @@ def code_lines(
 ) -> list[str]:
     """The lines of code a config needs beyond the environment."""
     lines: list[str] = []
+    runtime = config.get("runtime") or "tf"
+    batch = config.get("batch")
+    if batch:
+        made_for = (
+            f"; the converted model was made for {batch} rows"
+            if runtime != "tf" and artifact
+            else ""
+        )
+        lines.append(
+            f"BATCH_SIZE = {batch}  # call the model on {batch} samples at a time: batch "
+            f"requests into arrays of {batch} rows (tuned for throughput{made_for})"
+        )
     if config.get("xla") == "jit":
         lines.append("serve = tf.function(model, jit_compile=True)  # XLA on the serving call")
     if config.get("precision") == "bf16":
@@ -87,7 +100,6 @@ def code_lines(
             )
     if config.get("precision") == "mixed_float16":
         lines.append('keras.config.set_dtype_policy("mixed_float16")  # before building the model')
-    runtime = config.get("runtime") or "tf"
     threads = config.get("litert_threads")
     if runtime.startswith("litert"):
         lines.append(
@@ -106,12 +118,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "model"
 
 
-def _workload_name(workload: Mapping[str, Any]) -> str:
+def _workload_name(workload: Mapping[str, Any], objective: str = "latency") -> str:
+    """The workload part of a profile's file name (a throughput tune's ends in
+    ``-throughput``, so that it does not replace the latency profile)."""
+    suffix = "-throughput" if objective == "throughput" else ""
     if workload.get("kind") == "builtin":
         return (
             f"{workload.get('name')}-{workload.get('size', 'standard')}-b{workload.get('batch', 1)}"
+            + suffix
         )
-    return Path(str(workload.get("path", "model"))).name
+    return Path(str(workload.get("path", "model"))).name + suffix
 
 
 def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dict:
@@ -135,6 +151,8 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "label": rec["label"],
         "keep_default": rec.get("keep_default", False),
         "config": config,
+        "objective": doc.get("objective", "latency"),
+        "batch": rec.get("batch") or (doc.get("workload") or {}).get("batch", 1),
         "speedup": {"median": speedup.get("median"), "ci95": speedup.get("ci95")}
         if not rec.get("keep_default")
         else None,
@@ -154,10 +172,8 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
 def default_profile_path(profile: Mapping[str, Any]) -> Path:
     """``<profiles dir>/<workload>-<machine fingerprint>.json``."""
     fingerprint = (profile.get("machine") or {}).get("fingerprint") or "machine"
-    return (
-        profiles_dir()
-        / f"{_slug(_workload_name(profile.get('workload') or {}))}-{fingerprint}.json"
-    )
+    name = _workload_name(profile.get("workload") or {}, profile.get("objective", "latency"))
+    return profiles_dir() / f"{_slug(name)}-{fingerprint}.json"
 
 
 def save_profile(profile: Mapping[str, Any], path: str | Path | None = None) -> Path:
@@ -296,12 +312,11 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
 def _imports(code: Sequence[str]) -> list[str]:
     """The imports the code lines use (TensorFlow after the environment is set)."""
     text = "\n".join(code)
+    others = [m for m in ("keras", "ai_edge_litert.interpreter", "openvino") if f"{m}." in text]
     lines = []
-    if "tf." in text or not code:
+    if "tf." in text or not others:
         lines.append("import tensorflow as tf  # after the environment is set")
-    for module in ("keras", "ai_edge_litert.interpreter", "openvino"):
-        if f"{module}." in text:
-            lines.append(f"import {module}")
+    lines += [f"import {module}" for module in others]
     return lines
 
 
@@ -311,6 +326,8 @@ def _speed_text(profile: Mapping[str, Any]) -> str:
         return "keep the default"
     low, high = speedup.get("ci95") or [None, None]
     ci = f", 95% CI {low:.2f}-{high:.2f}" if low and high else ""
+    if profile.get("objective") == "throughput":
+        return f"{speedup['median']:.2f}x the samples per second{ci}, batch {profile.get('batch')}"
     return f"{speedup['median']:.2f}x faster{ci}"
 
 
