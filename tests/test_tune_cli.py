@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.tf, pytest.mark.slow]
 QUICK = ("--size", "tiny", "--confirm-rounds", "8", "--knobs", "runtime")
 
 
-def _tune(tmp_path, *args, env=None, cwd=None):
+def tune_json(tmp_path, *args, env=None, cwd=None):
     result = run_cli(
         "tune",
         *args,
@@ -57,7 +57,7 @@ def _check_recommendation(doc):
 
 
 def test_tune_lstm_measures_rejects_and_survives_a_crash(tmp_path):
-    doc = _tune(
+    doc = tune_json(
         tmp_path,
         "--workload",
         "lstm",
@@ -123,7 +123,7 @@ def test_a_conversion_that_hangs_fails_on_its_timeout(tmp_path):
             return model, np.ones((1, 8), np.float32)
     """)
     )
-    doc = _tune(
+    doc = tune_json(
         tmp_path,
         "slowconv:build",
         "--runtimes",
@@ -229,7 +229,7 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
         if t["role"] == "candidate" and t["info"]
     }
     assert done
-    doc = _tune(
+    doc = tune_json(
         tmp_path,
         "--workload",
         "mlp",

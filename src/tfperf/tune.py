@@ -7,21 +7,33 @@ Contract
 :class:`tfperf.search.Search` and returns the JSON document ``tfperf tune --json`` prints::
 
     {"run_id", "workload", "machine": {"fingerprint", "cpu", "cores"}, "install",
+     "objective": "latency"|"throughput",
      "strategy", "stopped", "trials", "elapsed_s", "tolerance", "space_size",
-     "default": {"time_ms"},
+     "default": {"time_ms", "batch", "samples_per_s"},
      "recommendation": {"label", "config", "keep_default": bool, "reason",
                         "speedup": {"median", "ci95": [lo, hi], "p_value", "verdict", ...},
-                        "time_ms", "max_abs_error", "max_rel_error", "top1_agreement",
+                        "time_ms", "batch", "samples_per_s", "max_abs_error",
+                        "max_rel_error", "top1_agreement",
                         "adoption", "adoption_text", "artifact", "notes"},
      "candidates": [{"label", "config", "status": "measured"|"rejected"|"failed", "reason",
-                     "speedup", "time_ms", "max_abs_error", "max_rel_error",
-                     "top1_agreement", "metric", "adoption", "artifact", "notes"}],  # ranked
+                     "speedup", "time_ms", "batch", "samples_per_s", "max_abs_error",
+                     "max_rel_error", "top1_agreement", "metric", "adoption", "artifact",
+                     "notes"}],  # ranked
      "unavailable": [{"knob", "value", "reason"}],
      "profile": path | None, "artifacts_dir": path | None, "warnings": [...]}
 
+``time_ms`` is always the median time of one call (``batch`` samples). The objective decides
+what a speedup compares: ``"latency"`` (the default) the time of one call; ``"throughput"``
+(``tune(..., throughput=True)``, which adds the ``batch`` knob of :mod:`tfperf.space`) the time
+per sample, a call's time over its batch, so a speedup is the candidate's samples per second
+over the default's at the workload's batch. Every comparison uses it: the interleaved rounds,
+the search's steps, the confirmation and the ranking.
+
 How a candidate is tried (:class:`Evaluator`): a worker per config (the default's and the
 incumbent's stay alive, with a few recent ones); the candidate's outputs on the sample inputs
-are checked against the default's (fp32 TensorFlow) by :func:`tfperf.accuracy.guard` first —
+are checked against the default's (fp32 TensorFlow; a candidate at another batch runs on the
+same sample rows repeated, and is checked against the reference rows repeated the same way) by
+:func:`tfperf.accuracy.guard` first —
 beyond tolerance it is *rejected* and not timed further; then rounds of blocks interleave
 default, incumbent and candidate (order rotated) until the verdict against the incumbent is
 decided or ``max_rounds`` is reached. A conversion that fails, a worker that crashes or hangs
@@ -49,6 +61,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +70,16 @@ from tfperf.config import Config
 from tfperf.convert import artifact_from_notes
 from tfperf.errors import UserError
 from tfperf.search import FAILED, MEASURED, REJECTED, Outcome, Search, cache_key
-from tfperf.space import ADOPTION_TEXT, Space, adoption, label, normalize, to_config_dict
+from tfperf.space import (
+    ADOPTION_TEXT,
+    DEFAULT_BATCHES,
+    Space,
+    adoption,
+    label,
+    normalize,
+    split_batch,
+    to_config_dict,
+)
 from tfperf.workerproc import Worker, WorkerFailed
 
 KIND = "tune"
@@ -80,11 +102,17 @@ class Progress:
 
 
 class _Handle:
-    """A live worker for one config and what it needs to time a block."""
+    """A live worker for one config and what it needs to time a block.
 
-    def __init__(self, worker: Worker, ready: dict, block_s: float) -> None:
+    ``unit`` is what one timed value covers: ``1`` (a call: latency) or the worker's batch (a
+    sample: throughput); :meth:`block_median` divides each block's median call time by it.
+    """
+
+    def __init__(self, worker: Worker, ready: dict, block_s: float, per_sample: bool) -> None:
         self.worker = worker
         self.ready = ready
+        self.batch = int(ready.get("batch") or 1)
+        self.unit = self.batch if per_sample else 1
         tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:] or [
             ready.get("first_call_s") or block_s
         ]
@@ -92,8 +120,10 @@ class _Handle:
         self.calls = int(min(100_000, max(1, round(block_s / self.per_call_s))))
 
     def block_median(self) -> tuple[float, list[float]]:
+        """The block's median time per call (latency) or per sample (throughput), and its raw
+        per-call samples (what the store keeps)."""
         samples = self.worker.run_block(self.calls)
-        return statistics.median(samples), samples
+        return statistics.median(samples) / self.unit, samples
 
 
 class Evaluator:
@@ -115,8 +145,11 @@ class Evaluator:
         run_id: int | None = None,
         progress: Progress | None = None,
         threshold: float = 0.03,
+        per_sample: bool = False,
     ) -> None:
         self.workload = dict(workload)
+        self.per_sample = per_sample
+        """Throughput: every time compared is per sample (a call's time over its batch)."""
         self.tolerance = tolerance
         self.labels = labels
         self.block_s = block_s
@@ -132,6 +165,8 @@ class Evaluator:
         self._workers: OrderedDict[str, _Handle] = OrderedDict()
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self.reference: list | None = None
+        self.default_batch = 1
+        """The batch of the default (and of the reference outputs)."""
         self.default_ready: dict | None = None
         self.baseline_trial: int | None = None
         self.not_inherited: dict[str, str] = {}
@@ -143,16 +178,17 @@ class Evaluator:
         if name in self._workers:
             self._workers.move_to_end(name)
             return self._workers[name]
+        batch, worker_config = split_batch(config)
         worker = Worker(
-            self.workload,
-            Config.from_dict(to_config_dict(config)),
+            self.workload if batch is None else {**self.workload, "tile_to": batch},
+            Config.from_dict(worker_config),
             timeout_s=max(5.0, timeout_s),
             init_timeout_s=max(5.0, timeout_s),
             warmup=self.warmup,
         )
         worker.start()
         ready = worker.wait_ready()
-        handle = _Handle(worker, ready, self.block_s)
+        handle = _Handle(worker, ready, self.block_s, self.per_sample)
         self._workers[name] = handle
         return handle
 
@@ -208,6 +244,7 @@ class Evaluator:
                 "check it with `tfperf bench` first."
             ) from None
         self.default_ready = handle.ready
+        self.default_batch = handle.batch
         self.not_inherited = dict(handle.worker.not_inherited)
         if self.store is not None:
             self.baseline_trial = self.store.new_trial(
@@ -217,6 +254,22 @@ class Evaluator:
             if warm:
                 self.store.add_block(self.baseline_trial, warm, "warmup")
         return handle.ready
+
+    def reference_at(self, batch: int) -> tuple[list, Any]:
+        """The reference outputs and labels for a candidate that ran at ``batch``: a worker at
+        another batch repeats the sample rows (``tile_to``), so each batch-major reference
+        array (and the labels) has its rows repeated the same way."""
+        from tfperf.inputs import repeat_rows
+
+        reference, labels = list(self.reference or []), self.labels
+        if batch == self.default_batch:
+            return reference, labels
+
+        def fit(array: Any) -> Any:
+            rows = getattr(array, "shape", ())[:1]
+            return repeat_rows(array, batch) if rows == (self.default_batch,) else array
+
+        return [fit(a) for a in reference], None if labels is None else fit(labels)
 
     def reference_is_flat(self) -> bool:
         """Whether every reference output is constant to within 1e-6 of its scale."""
@@ -270,8 +323,10 @@ class Evaluator:
             "notes": notes,
             "artifact": artifact_from_notes(notes),
             "first_call_s": cand.ready.get("first_call_s"),
+            "batch": cand.batch,
         }
-        check = guard(self.reference or [], self._outputs(cand), self.tolerance, self.labels)
+        reference, labels = self.reference_at(cand.batch)
+        check = guard(reference, self._outputs(cand), self.tolerance, labels)
         if not check["accepted"]:
             self._drop(name)
             return Outcome(
@@ -299,7 +354,7 @@ class Evaluator:
             vs_incumbent=vs_inc,
             incumbent=incumbent,
             accuracy=check,
-            time_ms=statistics.median(rounds[2]) * 1e3,
+            time_ms=statistics.median(rounds[2]) * cand.unit * 1e3,
             info=info,
         )
 
@@ -349,7 +404,9 @@ class Evaluator:
             self.store.add_block(self.baseline_trial, samples, "steady", {"round": r})
 
     def confirm(self, config: dict, rounds: int) -> dict:
-        """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result."""
+        """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result
+        plus, for each side (``default_``, ``candidate_``), ``ms`` (per call), ``batch`` and
+        ``samples_per_s``."""
         from tfperf.stats import paired_speedup
 
         self.progress.phase(f"confirming {label(config)} against the default")
@@ -373,8 +430,10 @@ class Evaluator:
             rounds=rounds,
         )
         speedup = paired_speedup(result[0], result[2], self.threshold)
-        speedup["default_ms"] = statistics.median(result[0]) * 1e3
-        speedup["candidate_ms"] = statistics.median(result[2]) * 1e3
+        for side, handle, times in (("default", base, result[0]), ("candidate", cand, result[2])):
+            speedup[f"{side}_ms"] = statistics.median(times) * handle.unit * 1e3
+            speedup[f"{side}_batch"] = handle.batch
+            speedup[f"{side}_samples_per_s"] = _samples_per_s(speedup[f"{side}_ms"], handle.batch)
         self._compare(trial_id, speedup)
         if self.store is not None and trial_id is not None:
             self.store.finish_trial(trial_id, "ok", {"confirmation": speedup}, None)
@@ -422,7 +481,14 @@ def _failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) 
 # ---------------------------------------------------------------------------- the tune
 
 
-def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) -> dict:
+def _restricted(space: Space, knobs: tuple[str, ...] | None) -> Space:
+    """``space`` with only ``knobs`` tuned (all of them when ``None``)."""
+    return space.restrict(knobs) if knobs else space
+
+
+def _resume_cache(
+    store: Any, resume: int | str, workload: Mapping[str, Any], objective: str
+) -> dict:
     loaded = store.load_run(resume)
     run = loaded["run"]
     if run["kind"] != KIND:
@@ -431,6 +497,10 @@ def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) ->
         raise UserError(
             f"run {run['id']} tuned another workload; resume it with the same model and options."
         )
+    tuned_for = (run.get("settings") or {}).get("objective", "latency")
+    if tuned_for != objective:
+        flag = "with --throughput" if tuned_for == "throughput" else "without --throughput"
+        raise UserError(f"run {run['id']} tuned for {tuned_for}; resume it {flag}.")
     cache = {}
     for trial in loaded["trials"]:
         data = (trial.get("info") or {}).get("outcome")
@@ -440,8 +510,16 @@ def _resume_cache(store: Any, resume: int | str, workload: Mapping[str, Any]) ->
     return cache
 
 
+def _samples_per_s(time_ms: float | None, batch: int | None) -> float | None:
+    """Samples per second of calls taking ``time_ms`` for ``batch`` samples each."""
+    if not time_ms or not batch:
+        return None
+    return batch / (time_ms / 1e3)
+
+
 def _candidate_row(outcome: Outcome) -> dict:
     acc = outcome.accuracy or {}
+    batch = outcome.info.get("batch")
     return {
         "label": outcome.label,
         "config": to_config_dict(outcome.config),
@@ -449,6 +527,8 @@ def _candidate_row(outcome: Outcome) -> dict:
         "reason": outcome.reason,
         "speedup": outcome.speedup,
         "time_ms": outcome.time_ms,
+        "batch": batch,
+        "samples_per_s": _samples_per_s(outcome.time_ms, batch),
         "max_abs_error": acc.get("max_abs_error"),
         "max_rel_error": acc.get("max_rel_error"),
         "top1_agreement": acc.get("top1_agreement"),
@@ -503,8 +583,16 @@ def tune(
     space: Space | None = None,
     progress: Progress | None = None,
     command: str = "tfperf tune",
+    throughput: bool = False,
+    batch_sizes: tuple[int, ...] | None = None,
 ) -> dict:
-    """Tune ``workload`` (a workload dict); see the module docstring for the result."""
+    """Tune ``workload`` (a workload dict); see the module docstring for the result.
+
+    ``throughput`` tunes samples per second instead of the time of one call: the ``batch``
+    knob tries ``batch_sizes`` (default :data:`tfperf.space.DEFAULT_BATCHES`, without sizes
+    whose call the default would take over :data:`MAX_CALL_S` to run) and every time compared
+    is per sample.
+    """
     from tfperf.bench import machine_summary
     from tfperf.machine import collect_machine
     from tfperf.search import STRATEGIES
@@ -517,14 +605,22 @@ def tune(
         raise UserError("--max-trials must be at least 1.")
     if budget_s is not None and budget_s <= 0:
         raise UserError("--budget must be a positive number of seconds.")
+    if batch_sizes is not None and not throughput:
+        raise UserError("--batch-sizes applies to a throughput tune: add --throughput.")
+    if knobs and "batch" in knobs and not throughput:
+        raise UserError("the batch knob is tuned for throughput only: add --throughput.")
     progress = progress or Progress()
     machine = collect_machine()
     train = _is_training(workload)
     fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
-    space = space or build_space(machine_facts(machine, fmt, train, runtimes))
-    if knobs:
-        space = space.restrict(knobs)
+    batches = tuple(batch_sizes or DEFAULT_BATCHES) if throughput else ()
+    facts = machine_facts(machine, fmt, train, runtimes, int(workload.get("batch", 1)), batches)
+    given_space = space is not None
+    space = _restricted(space or build_space(facts), knobs)
+    objective = "throughput" if throughput or "batch" in space.knobs() else "latency"
     settings = {
+        "objective": objective,
+        "batch_sizes": list(batches),
         "strategy": strategy,
         "max_trials": max_trials,
         "budget_s": budget_s,
@@ -535,7 +631,7 @@ def tune(
     }
     started = time.monotonic()
     with Store.open(store_path) as store:
-        cache = _resume_cache(store, resume, workload) if resume is not None else {}
+        cache = _resume_cache(store, resume, workload, objective) if resume is not None else {}
         if resume is not None:
             settings["resumed_from"] = str(resume)
         run_id = store.new_run(KIND, command, dict(workload), machine, settings)
@@ -551,10 +647,18 @@ def tune(
             run_id=run_id,
             progress=progress,
             threshold=threshold,
+            per_sample=objective == "throughput",
         )
         try:
             progress.phase("starting the default configuration")
             default_ready = evaluator.start_default()
+            if throughput and not given_space and evaluator.default_batch != facts.batch:
+                # the inputs file (or factory) set the batch: the ladder is around that one
+                space = _restricted(
+                    build_space(replace(facts, batch=evaluator.default_batch)), knobs
+                )
+            if throughput and batch_sizes is None:
+                space = _cap_batches(space, default_ready)
             for outcome in cache.values():
                 tid = store.new_trial(
                     run_id, outcome.label, to_config_dict(outcome.config), "candidate"
@@ -572,6 +676,7 @@ def tune(
             )
             result = search.run(strategy)
             doc = _conclude(evaluator, result, confirm_rounds, default_ready)
+            doc["objective"] = objective
             if evaluator.reference_is_flat():
                 doc["warnings"].append(
                     "the model's outputs on the sample inputs are (nearly) constant, so the "
@@ -611,7 +716,9 @@ def tune(
         target = (
             Path(profile_out)
             if profile_out
-            else default_profile_path({"workload": dict(workload), "machine": doc["machine"]})
+            else default_profile_path(
+                {"workload": dict(workload), "machine": doc["machine"], "objective": objective}
+            )
         )
         if artifacts_dir is None:
             artifacts_dir = target.with_name(target.stem + "-model")
@@ -621,6 +728,29 @@ def tune(
             run_id, "ok", {"recommendation": doc["recommendation"], "profile": doc["profile"]}
         )
     return doc
+
+
+MAX_CALL_S = 1.0
+"""A throughput tune's default batch sizes stop where one call of the default would take
+longer than this (estimated from its time per sample): a block is at least one call, and a
+candidate takes dozens of blocks."""
+
+
+def _cap_batches(space: Space, ready: Mapping[str, Any]) -> Space:
+    """``space`` without the batch sizes whose calls would take over :data:`MAX_CALL_S`."""
+    tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
+    if not tail:
+        return space
+    per_sample = statistics.median(tail) / int(ready.get("batch") or 1)
+    too_big = tuple(b for b in space.values.get("batch", ())[1:] if b * per_sample > MAX_CALL_S)
+    if not too_big:
+        return space
+    return space.drop(
+        "batch",
+        too_big,
+        f"a call would take over {MAX_CALL_S:g} s at the default's {per_sample * 1e3:.3g} ms "
+        "per sample; name it in --batch-sizes to try it anyway",
+    )
 
 
 def _is_training(workload: Mapping[str, Any]) -> bool:
@@ -635,6 +765,7 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
     """Confirm the winner against the default and build the document's core."""
     candidates = rank(result.outcomes)
     default_ms = None
+    default_batch = evaluator.default_batch
     tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
     if tail:
         default_ms = statistics.median(tail) * 1e3
@@ -652,6 +783,8 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
         "max_rel_error": 0.0,
         "top1_agreement": None,
         "time_ms": default_ms,
+        "batch": default_batch,
+        "samples_per_s": _samples_per_s(default_ms, default_batch),
         "notes": [],
         "reason": "no candidate was significantly faster than the default",
     }
@@ -670,6 +803,8 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
                 "reason": "significantly faster than the default in the confirmation round",
                 "speedup": confirmed,
                 "time_ms": confirmed["candidate_ms"],
+                "batch": confirmed["candidate_batch"],
+                "samples_per_s": confirmed["candidate_samples_per_s"],
                 "max_abs_error": row["max_abs_error"],
                 "max_rel_error": row["max_rel_error"],
                 "top1_agreement": row["top1_agreement"],
@@ -688,7 +823,11 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
             )
             recommendation["speedup"] = confirmed
     return {
-        "default": {"time_ms": default_ms},
+        "default": {
+            "time_ms": default_ms,
+            "batch": default_batch,
+            "samples_per_s": _samples_per_s(default_ms, default_batch),
+        },
         "recommendation": recommendation,
         "candidates": candidates,
         "warnings": warnings,

@@ -77,6 +77,13 @@ def _err_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
 
+def _rate_text(value: float | None) -> str:
+    """Samples per second, rounded to 3 significant digits with thousands separators."""
+    if not value:
+        return "-"
+    return f"{float(f'{value:.3g}'):,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
 
 
@@ -89,14 +96,23 @@ def render_tune(doc: dict) -> None:
     from tfperf.output import console, print_table
 
     out = console()
+    throughput = doc.get("objective") == "throughput"
     table = Table(
         title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
         f"stopped: {doc['stopped']}",
         box=box.SIMPLE_HEAD,
     )
+    if throughput:
+        out.print(
+            "Objective: throughput - each speedup is in samples per second (time per sample) "
+            f"over the default at batch {doc['default'].get('batch')}; ms is per call.",
+            soft_wrap=True,
+        )
     table.add_column("#", justify="right")
     table.add_column("config", no_wrap=True, overflow="fold")
-    for col in ("status", "speedup", "95% CI", "ms", "abs err", "adopt"):
+    columns = ["status", "speedup", "95% CI", "ms"]
+    columns += ["batch", "samples/s"] if throughput else []
+    for col in (*columns, "abs err", "adopt"):
         table.add_column(
             col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
         )
@@ -110,13 +126,18 @@ def render_tune(doc: dict) -> None:
             reasons.append(f"{i}. {row['label']}: {row['reason']}")
         speedup = row["speedup"] or {}
         low, high = speedup.get("ci95") or [None, None]
+        cells = [
+            "-" if speedup.get("median") is None else f"{speedup['median']:.2f}x",
+            "-" if low is None or high is None else f"{low:.2f}-{high:.2f}",
+            "-" if row["time_ms"] is None else f"{row['time_ms']:.3g}",
+        ]
+        if throughput:
+            cells += [str(row.get("batch") or "-"), _rate_text(row.get("samples_per_s"))]
         table.add_row(
             str(i),
             row["label"],
             shown,
-            "-" if speedup.get("median") is None else f"{speedup['median']:.2f}x",
-            "-" if low is None or high is None else f"{low:.2f}-{high:.2f}",
-            "-" if row["time_ms"] is None else f"{row['time_ms']:.3g}",
+            *cells,
             _err_text(row["max_abs_error"]),
             _ADOPT_SHORT[row["adoption"]],
         )
@@ -133,11 +154,21 @@ def render_tune(doc: dict) -> None:
     if rec["keep_default"]:
         out.print(f"[bold]Keep the default[/]: {escape(rec['reason'])}.", soft_wrap=True)
     else:
+        default = doc["default"]
+        if throughput:
+            gain = (
+                f"{_speedup_text(rec['speedup'])} the default's samples per second "
+                f"({_rate_text(default.get('samples_per_s'))} at batch {default.get('batch')} "
+                f"-> {_rate_text(rec.get('samples_per_s'))} at batch {rec.get('batch')})"
+            )
+        else:
+            gain = (
+                f"{_speedup_text(rec['speedup'])} faster than the default "
+                f"({default['time_ms']:.3g} ms -> {rec['time_ms']:.3g} ms)"
+            )
         out.print(
-            f"[bold green]Use {escape(rec['label'])}[/]: {_speedup_text(rec['speedup'])} "
-            f"faster than the default ({doc['default']['time_ms']:.3g} ms -> "
-            f"{rec['time_ms']:.3g} ms), max abs error {_err_text(rec['max_abs_error'])}; "
-            f"adopting it takes: {rec['adoption_text']}.",
+            f"[bold green]Use {escape(rec['label'])}[/]: {gain}, max abs error "
+            f"{_err_text(rec['max_abs_error'])}; adopting it takes: {rec['adoption_text']}.",
             soft_wrap=True,
         )
         if rec.get("artifact"):
@@ -168,6 +199,18 @@ def _runtimes(text: str | None) -> tuple[str, ...] | None:
     return names
 
 
+def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--batch-sizes 1,8,32`` as a tuple of whole numbers >= 1 (``None`` when not given)."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise UserError(
+            f"--batch-sizes {text!r} is not a list of whole numbers >= 1: write it like 1,8,32."
+        )
+    return tuple(int(t) for t in items)
+
+
 @click.command("tune")
 @click.argument("model", required=False)
 @click.option("--workload", "-w", help="A built-in workload (lstm, encoder, mobilenetv2, ...).")
@@ -178,7 +221,23 @@ def _runtimes(text: str | None) -> tuple[str, ...] | None:
     show_default=True,
     help="Size of a built-in workload.",
 )
-@click.option("--batch", type=int, default=1, show_default=True, help="Examples per call.")
+@click.option(
+    "--batch",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Examples per call (with --throughput: the baseline's).",
+)
+@click.option(
+    "--throughput",
+    is_flag=True,
+    help="Tune samples per second: also try other batch sizes, compare time per sample.",
+)
+@click.option(
+    "--batch-sizes",
+    help="With --throughput: the batch sizes to try (default 1,4,16,64, "
+    "without those whose call would take over a second).",
+)
 @click.option("--inputs", help="Sample inputs for MODEL (.npz).")
 @click.option("--unsafe", is_flag=True, help="Allow a .keras file to run code on load.")
 @click.option(
@@ -240,6 +299,8 @@ def tune_command(
     workload: str | None,
     size: str,
     batch: int,
+    throughput: bool,
+    batch_sizes: str | None,
     inputs: str | None,
     unsafe: bool,
     strategy: str,
@@ -288,6 +349,8 @@ def tune_command(
         confirm_rounds=confirm_rounds,
         candidate_timeout_s=candidate_timeout,
         seed=seed,
+        throughput=throughput,
+        batch_sizes=_batch_sizes(batch_sizes),
     )
     with _progress() as progress:
         doc = tune(wl, progress=progress, **options)
