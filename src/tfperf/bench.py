@@ -9,7 +9,7 @@ Contract:
 
     {"schema_version", "run_id", "kind", "workload", "workload_fingerprint",
      "machine": {"fingerprint", "cpu", "cores"}, "peak",
-     "settings", "stopped", "rounds", "steady_s",
+     "settings", "stopped", "rounds", "steady_s", "other_cpu_share",
      "environment": {"not_inherited": {NAME: VALUE}},
      "results": [{"trial_id", "label", "role", "config", "status", "error",
                   "n", "latency_ms": {"p50", "p90", "p99", "mean", "p50_ci95": [lo, hi]},
@@ -60,6 +60,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tfperf import contention
 from tfperf.config import Config
 from tfperf.errors import UserError
 from tfperf.measure import Listener, Measurement, Settings, Trial, measure
@@ -217,7 +218,8 @@ def bench(
             )
         ok = sum(r["status"] == "ok" for r in doc["results"])
         status = "ok" if ok == len(doc["results"]) else ("failed" if ok == 0 else "partial")
-        summary = {k: doc[k] for k in ("stopped", "rounds", "steady_s", "warnings", "peak")}
+        keys = ("stopped", "rounds", "steady_s", "other_cpu_share", "warnings", "peak")
+        summary = {k: doc[k] for k in keys}
         summary["results"] = [_brief(r) for r in doc["results"]]
         summary["comparisons"] = [
             {k: c[k] for k in ("baseline", "candidate", "speedup")} for c in doc["comparisons"]
@@ -316,6 +318,7 @@ def _document(
     from tfperf import stats
 
     results = [_result(t, trial_ids.get(t.index), peak) for t in m.trials]
+    busy = contention.busy_warning(m.other_cpu_share)
     comparisons = []
     base = m.trials[0]
     for cand in m.trials[1:]:
@@ -325,6 +328,8 @@ def _document(
         speed = stats.paired_speedup(
             base.block_medians(rounds), cand.block_medians(rounds), threshold
         )
+        if busy:
+            speed["warnings"].append(busy)
         comparisons.append(
             {
                 "baseline": base.label,
@@ -348,12 +353,15 @@ def _document(
         )
     if m.stopped == "budget" and any("wide" in w for r in results for w in r["warnings"]):
         warnings.append("the time budget ran out before the precision target was met")
+    if busy:
+        warnings.append(busy)
     return {
         "workload": m.workload,
         "peak": peak,
         "stopped": m.stopped,
         "rounds": m.rounds,
         "steady_s": m.steady_s,
+        "other_cpu_share": m.other_cpu_share,
         "environment": {"not_inherited": not_inherited},
         "results": results,
         "comparisons": comparisons,

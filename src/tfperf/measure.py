@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf import contention
 from tfperf.config import Config
 from tfperf.worker import USER_KIND
 from tfperf.workerproc import Worker, WorkerFailed
@@ -148,6 +149,9 @@ class Measurement:
     stopped: str
     """``precision``, ``budget``, ``max_rounds`` or ``no live trial``."""
     steady_s: float
+    other_cpu_share: float | None = None
+    """Share of the CPUs other processes kept busy during the rounds
+    (:func:`tfperf.contention.other_cpu_share`)."""
 
     def paired_rounds(self, a: Trial, b: Trial) -> list[int]:
         """The rounds in which both trials measured a block, in order."""
@@ -243,7 +247,10 @@ def measure(
         for trial in trials:
             if trial.alive:
                 trial.calls_per_block = settings.calls_per_block or _calls_for(trial, block_s)
+        pids = [t.worker.pid for t in trials if t.worker is not None and t.alive]
+        before = contention.snapshot(pids)
         rounds, stopped, steady_s = _rounds(trials, settings, listener)
+        other_share = contention.other_cpu_share(before, contention.snapshot(pids))
         if settings.extras and trials[0].alive:
             _extras(trials[0], settings, listener)
         if settings.outputs_dir is not None:
@@ -255,7 +262,7 @@ def measure(
                 trial.worker.close()
             if trial.status == "running":
                 trial.status = "ok"
-    return Measurement(dict(workload), trials, rounds, stopped, steady_s)
+    return Measurement(dict(workload), trials, rounds, stopped, steady_s, other_share)
 
 
 def _spawn(
