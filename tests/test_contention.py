@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import psutil
-from conftest import run_cli
 
+from conftest import run_cli
 from tfperf import contention
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"

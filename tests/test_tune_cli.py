@@ -13,6 +13,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -175,34 +178,18 @@ def test_a_model_that_does_not_run_by_default_is_exit_2(tmp_path):
         assert store.list_runs()[0]["status"] == "failed"
 
 
-def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
-    store = tmp_path / "store.sqlite"
+@contextmanager
+def tune_until_a_candidate_finishes(store: Path, tmp_path: Path) -> Iterator[subprocess.Popen]:
+    """A real ``tfperf tune`` (own session, like a shell job) running until the store holds a
+    finished candidate; killed (SIGKILL to its group) on the way out if it still runs."""
     args = [
-        sys.executable,
-        "-m",
-        "tfperf",
-        "tune",
-        "--workload",
-        "mlp",
-        "--size",
-        "tiny",
-        "--runtimes",
-        "tf,litert,litert-fp16,litert-dynint8",
-        "--max-trials",
-        "3",
-        "--confirm-rounds",
-        "8",
-        "--knobs",
-        "runtime",
-        "--json",
-        "--store",
-        str(store),
-        "--profile-out",
-        str(tmp_path / "p.json"),
-    ]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+        sys.executable, "-m", "tfperf", "tune", "--workload", "mlp", "--size", "tiny",
+        "--runtimes", "tf,litert,litert-fp16,litert-dynint8", "--max-trials", "3",
+        "--confirm-rounds", "8", "--knobs", "runtime", "--json", "--store", str(store),
+        "--profile-out", str(tmp_path / "p.json"),
+    ]  # fmt: skip
+    err = (tmp_path / "tune.stderr").open("wb")
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     finished: list[dict] = []
     try:
         deadline = time.monotonic() + 300
@@ -217,9 +204,34 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
                 if finished:
                     break
         assert finished, "no candidate finished before the deadline"
+        yield proc
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        err.close()
+
+
+def test_ctrl_c_names_the_run_to_resume_and_exits_130(tmp_path):
+    store = tmp_path / "store.sqlite"
+    with tune_until_a_candidate_finishes(store, tmp_path) as proc:
+        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends the foreground process
+        code = proc.wait(timeout=60)
+    err = (tmp_path / "tune.stderr").read_text()
+    assert code == 130, err[-2000:]
+    with Store.open(store) as s:
+        run = s.load_run("latest")
+    finished = sum(t["role"] == "candidate" and bool(t["info"]) for t in run["trials"])
+    assert run["run"]["status"] == "interrupted" and finished >= 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"Interrupted: run {run['run']['id']} keeps its {finished} finished")
+    assert f"--resume {run['run']['id']}" in last and "Traceback" not in err
+
+
+def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
+    store = tmp_path / "store.sqlite"
+    with tune_until_a_candidate_finishes(store, tmp_path) as proc:
+        os.killpg(proc.pid, signal.SIGKILL)
     with Store.open(store) as s:
         first = s.load_run("latest")
     assert first["run"]["status"] == "interrupted"

@@ -35,7 +35,8 @@ are checked against the default's (fp32 TensorFlow; a candidate at another batch
 same sample rows repeated, and is checked against the reference rows repeated the same way) by
 :func:`tfperf.accuracy.guard` first —
 beyond tolerance it is *rejected* and not timed further; then rounds of blocks interleave
-default, incumbent and candidate (order rotated) until the verdict against the incumbent is
+default, incumbent and candidate (in an order shuffled each round, as in
+:mod:`tfperf.measure`) until the verdict against the incumbent is
 decided or ``max_rounds`` is reached. A conversion that fails, a worker that crashes or hangs
 past its timeout (the time left in the budget, at most ``candidate_timeout_s``) makes the
 candidate *failed* with the worker's reason, and the search goes on.
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import shutil
 import statistics
 import tempfile
@@ -69,6 +71,7 @@ from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
 from tfperf.config import Config
 from tfperf.convert import artifact_from_notes
 from tfperf.errors import UserError
+from tfperf.measure import ORDER_SEED
 from tfperf.search import FAILED, MEASURED, REJECTED, Outcome, Search, cache_key
 from tfperf.space import (
     ADOPTION_TEXT,
@@ -83,6 +86,16 @@ from tfperf.space import (
 from tfperf.workerproc import Worker, WorkerFailed
 
 KIND = "tune"
+
+
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`tune`: run ``run_id`` is stored as ``interrupted`` with its
+    ``finished`` candidates, which ``resume=run_id`` replays without measuring them again."""
+
+    def __init__(self, run_id: int, finished: int) -> None:
+        super().__init__(run_id, finished)
+        self.run_id = run_id
+        self.finished = finished
 
 
 class Progress:
@@ -155,6 +168,7 @@ class Evaluator:
         self.block_s = block_s
         self.min_rounds = min_rounds
         self.max_rounds = max_rounds
+        self._order_rng = random.Random(ORDER_SEED)
         self.candidate_timeout_s = candidate_timeout_s
         self.warmup = dict(warmup or {"min_calls": 5, "max_seconds": 3.0})
         self.keep_workers = keep_workers
@@ -377,7 +391,8 @@ class Evaluator:
         medians: dict[int, list[float]] = {i: [] for i in unique}
         target = rounds or self.max_rounds
         for r in range(target):
-            order = unique[r % len(unique) :] + unique[: r % len(unique)]
+            order = list(unique)
+            self._order_rng.shuffle(order)
             for i in order:
                 median, samples = by_id[i].block_median()
                 medians[i].append(median)
@@ -693,6 +708,11 @@ def tune(
         except UserError as exc:
             store.finish_run(run_id, "failed", {"error": str(exc)})
             raise
+        except KeyboardInterrupt:
+            store.finish_run(run_id, "interrupted", {})
+            trials = store.load_run(run_id)["trials"]
+            finished = sum(t["role"] == "candidate" and bool(t["info"]) for t in trials)
+            raise TuneInterrupted(run_id, finished) from None
         except BaseException:
             store.finish_run(run_id, "interrupted", {})
             raise

@@ -322,9 +322,9 @@ def tune_command(
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
-    from tfperf.output import emit_json
+    from tfperf.output import emit_json, err_console
     from tfperf.paths import resolve_store_path
-    from tfperf.tune import tune
+    from tfperf.tune import TuneInterrupted, tune
     from tfperf.workloads import workload_from_args
 
     if confirm_rounds < 6:
@@ -352,8 +352,18 @@ def tune_command(
         throughput=throughput,
         batch_sizes=_batch_sizes(batch_sizes),
     )
-    with _progress() as progress:
-        doc = tune(wl, progress=progress, **options)
+    try:
+        with _progress() as progress:
+            doc = tune(wl, progress=progress, **options)
+    except TuneInterrupted as exc:
+        err_console().print(
+            f"Interrupted: run {exc.run_id} keeps its {exc.finished} finished "
+            f"candidate{'s' if exc.finished != 1 else ''}; continue with "
+            f"`tfperf tune ... --resume {exc.run_id}` (the same model and options).",
+            soft_wrap=True,
+            markup=False,
+        )
+        raise click.exceptions.Exit(130) from None
     if as_json:
         emit_json(doc)
     else:
