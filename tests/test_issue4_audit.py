@@ -24,7 +24,10 @@ def test_openvino_under_a_preloaded_allocator_fails_with_the_reason(tmp_path, mo
     require(allocator is not None, "neither tcmalloc nor jemalloc is installed")
     monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path / "cache"))
     config = {"runtime": "openvino-f32", "allocator": allocator}
-    worker = Worker(TINY_MLP, Config.from_dict(config), timeout_s=180)
+    # Alone it crashes within seconds (SIGBUS or SIGABRT); after another test has imported
+    # TensorFlow into this process it can hang instead, and the timeout kills it: both are
+    # failures whose reason must name the preload, and the short timeout keeps the suite quick.
+    worker = Worker(TINY_MLP, Config.from_dict(config), timeout_s=45)
     try:
         worker.start()
         worker.wait_ready()
