@@ -1,19 +1,22 @@
 """Does a side-by-side speedup hold still while absolute times drift?
 
-Repeats the same comparison -- the default config against ``TF_ENABLE_ONEDNN_OPTS=0``
-(``--set onednn=off``) on the ``lstm`` built-in -- several times, each a full ``bench`` run
-with fresh workers and ``tfperf bench``'s default budget and block length. Each run also
-interleaves a control: a second worker with the default config (an A/A comparison, labelled
-by a variable nothing reads), whose "speedup" must be 1. Printed per repeat: each config's
-p50, the speedup with its 95% interval and verdict, the control's ratio and, for contrast,
-the pairwise ratio of block minimums. Then the spread of the speedup across repeats (goal:
-within +-3% of its median) next to the control's spread (the instrument's own error) and the
-drift of the absolute p50s (max/min - 1), which on a shared or throttling machine is larger;
-and how the speedup moves with the machine's state (its correlation with the default p50):
-an effect that itself depends on the machine's state cannot hold still, however it is
-measured.
+Repeats the same comparison -- the default config against ``TF_ENABLE_ONEDNN_OPTS=0`` (``--set
+onednn=off``) on the ``lstm`` built-in -- several times, each a full ``bench`` run with fresh
+workers and ``tfperf bench``'s default budget, block length and number of worker processes per
+config (several, one after the other: a config's speed can depend on its process). Each run
+also interleaves a control: a second worker with the default config (an A/A comparison,
+labelled by a variable nothing reads), whose "speedup" must be 1. Printed per repeat: each
+config's p50, the speedup with its 95% interval and verdict, the control's ratio and, for
+contrast, the pairwise ratio of block minimums, and each worker process's own speedup. Then how
+many repeats' intervals cover the median of all repeats (an honest interval covers it), then
+the spread of the speedup across repeats (goal: within +-3% of its median) next to the
+control's spread (the instrument's own error) and the drift of the absolute p50s (max/min - 1),
+which on a shared or throttling machine is larger; and how the speedup moves with the machine's
+state (its correlation with the default p50): an effect that itself depends on the machine's
+state cannot hold still, however it is measured.
 
-Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 30] [--block-s S]``.
+Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 30] [--block-s S]
+[--processes P]``.
 Prints figures; asserts nothing.
 """
 
@@ -31,14 +34,23 @@ CONTROL_ENV = "TFPERF_CONTROL_COPY=1"
 """Makes the control's label differ from the default's; no code reads the variable."""
 
 
-def one_repeat(store, workload: dict, budget: float, block_s: float | None) -> dict:
+def one_repeat(
+    store, workload: dict, budget: float, block_s: float | None, processes: int
+) -> dict:
     """One interleaved bench run of default, its control copy and onednn=off."""
     from tfperf.bench import bench
     from tfperf.config import Config
 
     configs = [Config(), Config.parse([], [CONTROL_ENV]), Config.parse(["onednn=off"], [])]
     return bench(
-        workload, configs, store=store, budget_s=budget, block_s=block_s, extras=(), peak=False
+        workload,
+        configs,
+        store=store,
+        budget_s=budget,
+        block_s=block_s,
+        processes=processes,
+        extras=(),
+        peak=False,
     )
 
 
@@ -74,34 +86,49 @@ def main() -> int:
         default=None,
         help="seconds per block (default: tfperf's choice for the budget)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="worker processes per config (default: tfperf bench's choice for the budget)",
+    )
     args = parser.parse_args()
+    from tfperf.bench import default_processes
     from tfperf.store import Store
+
+    processes = args.processes or default_processes(args.budget)
 
     workload = {"kind": "builtin", "name": args.workload, "size": args.size, "batch": 1}
     print(
         f"{args.workload} ({args.size}), default vs onednn=off with an A/A control, "
-        f"{args.repeats} repeats of {args.budget:g} s; load average {os.getloadavg()[0]:.1f}"
+        f"{args.repeats} repeats of {args.budget:g} s, {processes} worker process(es) per "
+        f"config; load average {os.getloadavg()[0]:.1f}"
     )
     print(
         f"{'repeat':>6} {'default p50':>12} {'onednn=off p50':>15} {'speedup':>8} "
         f"{'95% CI':>15} {'pairs':>5} {'verdict':<8} {'A/A':>6} {'A/A CI':>13} {'min ratio':>9}"
     )
-    speedups, controls, base_p50, cand_p50, min_ratios = [], [], [], [], []
+    speedups, controls, base_p50, cand_p50, min_ratios, cis = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "s.sqlite") as store:
         for i in range(args.repeats):
-            doc = one_repeat(store, workload, args.budget, args.block_s)
+            doc = one_repeat(store, workload, args.budget, args.block_s, processes)
             base, _, cand = (r["latency_ms"]["p50"] for r in doc["results"])
             if len(doc["comparisons"]) < 2 or base is None or cand is None:
                 print(f"{i + 1:>6} failed: {[r['error'] for r in doc['results']]}")
                 continue
             aa, s = (c["speedup"] for c in doc["comparisons"])
             min_ratios.append(min_ratio(store, doc, 2))
+            per = s.get("processes") or {}
+            per_text = " ".join(f"{v:.3f}" for v in per.get("speedups", []))
+            if per.get("effect"):
+                per_text += " (differ)"
             print(
                 f"{i + 1:>6} {base:>10.3f}ms {cand:>13.3f}ms {s['median']:>8.3f} "
                 f"{s['ci95'][0]:>7.3f}..{s['ci95'][1]:<6.3f} {s['n_pairs']:>5} "
                 f"{s['verdict']:<8} {aa['median']:>6.3f} "
-                f"{aa['ci95'][0]:>6.3f}..{aa['ci95'][1]:<5.3f} {min_ratios[-1]:>9.3f}"
+                f"{aa['ci95'][0]:>6.3f}..{aa['ci95'][1]:<5.3f} {min_ratios[-1]:>9.3f}  {per_text}"
             )
+            cis.append(s["ci95"])
             speedups.append(s["median"])
             controls.append(aa["median"])
             base_p50.append(base)
@@ -113,6 +140,12 @@ def main() -> int:
     print(
         f"speedup: median {statistics.median(speedups):.3f}, spread +-{sp:.1%} "
         f"({'within' if sp <= GOAL else 'OUTSIDE'} the +-{GOAL:.0%} goal)"
+    )
+    centre = statistics.median(speedups)
+    covering = sum(low <= centre <= high for low, high in cis)
+    print(
+        f"intervals covering the median of all repeats: {covering} of {len(cis)} "
+        "(an interval that misses it understated the run-to-run spread)"
     )
     print(
         f"A/A control: median {statistics.median(controls):.3f}, spread +-{spread(controls):.1%}, "

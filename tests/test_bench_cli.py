@@ -108,6 +108,7 @@ def test_bench_table_renders_the_same_document(bench_run, capsys):
         (["--workload", "mlp", "--set", "onednn=maybe"], "on, off or default"),
         (["--workload", "mlp", "--set", "speed=max"], "unknown knob"),
         (["--workload", "mlp", "--budget", "0"], "--budget"),
+        (["--workload", "mlp", "--processes", "0"], "--processes"),
         (["--workload", "mlp", "--memory-limit", "-1"], "--memory-limit"),
         (["--workload", "mlp", "--inputs", "x.npz"], "--inputs"),
     ],

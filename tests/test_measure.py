@@ -240,3 +240,68 @@ def test_per_config_lists_must_match_the_configs():
         measure(TINY_MLP, [Config()], Settings(pythons=("a", "b")))
     with pytest.raises(ValueError, match="one entry per config"):
         measure(TINY_MLP, [Config(), Config()], labels=["only one"])
+
+
+def test_several_processes_per_config_one_after_the_other(tmp_path):
+    """``processes=2``: every config's worker is replaced by a fresh one halfway, the blocks
+    say which process measured them, and the comparison reports each process's speedup."""
+    store = Store.open(tmp_path / "store.sqlite")
+    recorder = Recorder()
+    doc = bench(
+        TINY_MLP,
+        [Config(), Config.parse(["inter_threads=1"], [])],
+        store=store,
+        budget_s=1.0,
+        precision=0.5,
+        min_rounds=MIN_ROUNDS,
+        block_s=0.01,
+        processes=2,
+        timeout_s=60,
+        peak=False,
+        listener=recorder,
+    )
+    loaded = store.load_run(doc["run_id"])
+    for trial in loaded["trials"]:
+        steady = [b for b in trial["blocks"] if b["phase"] == "steady"]
+        processes = [b["info"].get("process", 0) for b in steady]
+        assert processes == sorted(processes) and set(processes) == {0, 1}
+        assert processes.count(1) >= MIN_ROUNDS  # each segment has its minimum rounds
+        warmups = [b for b in trial["blocks"] if b["phase"] == "warmup"]
+        assert [b["info"].get("process", 0) for b in warmups] == [0, 1]
+        assert len(trial["info"]["restart_cold_start_s"]) == 1
+    assert loaded["run"]["settings"]["processes"] == 2
+    (comp,) = doc["comparisons"]
+    assert comp["speedup"]["processes"]["n"] == 2
+    assert len(comp["speedup"]["processes"]["speedups"]) == 2
+    store.close()
+
+
+def test_a_fresh_process_that_fails_keeps_what_the_first_measured(tmp_path):
+    """The candidate's second process exits at start (its interpreter refuses to run twice):
+    the candidate becomes a failed trial with that reason, keeps its first process's blocks,
+    and the baseline goes on in its own second process."""
+    import sys
+
+    from tfperf.measure import Settings, measure
+
+    marker = tmp_path / "ran-once"
+    wrapper = tmp_path / "once-python"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ -e "{marker}" ]; then exit 17; fi\ntouch "{marker}"\n'
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    settings = Settings(
+        budget_s=0.4,
+        min_rounds=3,
+        precision=1.0,
+        calls_per_block=4,
+        processes=2,
+        pythons=(sys.executable, str(wrapper)),
+    )
+    m = measure(TINY_MLP, [Config(), Config()], settings, Recorder(), labels=["base", "once"])
+    base, once = m.trials
+    assert base.status == "ok" and set(base.process_of.values()) == {0, 1}
+    assert once.status == "failed" and "17" in once.error["reason"]
+    assert len(once.blocks) >= 3 and set(once.process_of[r] for r in once.blocks) == {0}
+    assert len(base.blocks) > len(once.blocks)

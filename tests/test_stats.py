@@ -238,3 +238,66 @@ def test_paired_speedup_uses_the_public_verdict_rule() -> None:
     low, high = res["ci95"]
     expected = stats.verdict(res["median"], low, high, res["p_value"], res["n_pairs"], 0.03)
     assert res["verdict"] == expected == "faster"
+
+
+def across_processes(rng, speedups, n=40, noise=0.01):
+    """Pairs from one worker process per entry of ``speedups`` (that process's true ratio),
+    with the process of each pair."""
+    base, cand, procs = [], [], []
+    for k, s in enumerate(speedups):
+        b = 1.0 + noise * rng.standard_normal(n)
+        base += list(b)
+        cand += list(b / s * (1.0 + noise * rng.standard_normal(n)))
+        procs += [k] * n
+    return base, cand, procs
+
+
+def test_a_process_effect_widens_the_interval_to_span_the_processes() -> None:
+    rng = np.random.default_rng(20)
+    base, cand, procs = across_processes(rng, [0.64, 0.78, 0.70])
+    pooled = stats.paired_speedup(base, cand)
+    res = stats.paired_speedup(base, cand, processes=procs)
+    effect = res["processes"]
+    assert effect["n"] == 3 and effect["effect"] and effect["p_value"] < 0.001
+    assert effect["speedups"] == pytest.approx([0.64, 0.78, 0.70], rel=0.01)
+    low, high = res["ci95"]
+    assert low < 0.64 and high > 0.78  # spans every process
+    assert not (pooled["ci95"][0] < 0.64 and pooled["ci95"][1] > 0.78)  # one sample cannot
+    assert res["median"] == pytest.approx(math.exp(np.mean(np.log([0.64, 0.78, 0.70]))), 0.01)
+    assert res["verdict"] == "slower"
+    assert any("differs between the 3 worker processes" in w for w in res["warnings"])
+    assert not any("drifted" in w for w in res["warnings"])
+
+
+def test_processes_that_agree_change_nothing_but_are_reported() -> None:
+    rng = np.random.default_rng(21)
+    base, cand, procs = across_processes(rng, [0.70, 0.70, 0.70])
+    pooled = stats.paired_speedup(base, cand)
+    res = stats.paired_speedup(base, cand, processes=procs)
+    assert not res["processes"]["effect"]
+    assert (res["median"], res["ci95"], res["verdict"]) == (
+        pooled["median"],
+        pooled["ci95"],
+        pooled["verdict"],
+    )
+    one = stats.paired_speedup(base, cand, processes=[0] * len(base))
+    assert "processes" not in one  # one process: nothing to compare
+
+
+def test_across_processes_the_interval_covers_the_mean_speedup() -> None:
+    # 300 runs of 3 processes each, the process effect drawn with a 5% spread around 1.0:
+    # the pooled interval of one run rarely covers 1.0, the across-process one does about
+    # 95% of the time, and a wrong faster/slower verdict stays rare.
+    rng = np.random.default_rng(22)
+    pooled_cover = cover = wrong = 0
+    runs = 300
+    for _ in range(runs):
+        base, cand, procs = across_processes(rng, np.exp(0.05 * rng.standard_normal(3)))
+        low, high = stats.paired_speedup(base, cand)["ci95"]
+        pooled_cover += low <= 1.0 <= high
+        res = stats.paired_speedup(base, cand, processes=procs)
+        cover += res["ci95"][0] <= 1.0 <= res["ci95"][1]
+        wrong += res["verdict"] in ("faster", "slower")
+    assert pooled_cover / runs < 0.5
+    assert cover / runs >= 0.90
+    assert wrong / runs <= 0.08

@@ -68,6 +68,9 @@ from tfperf.measure import Listener, Measurement, Settings, Trial, measure
 SCHEMA_VERSION = 1
 """``schema_version`` of the bench/compare documents (``docs/results-schema.md``)."""
 DEFAULT_THRESHOLD = 0.03
+PROCESS_MIN_BUDGET_S = 15.0
+"""Budgets from this long get :data:`DEFAULT_PROCESSES` worker processes per config."""
+DEFAULT_PROCESSES = 3
 EXTRAS = ("eager", "predict")
 
 
@@ -113,6 +116,13 @@ class _Recorder(Listener):
         self.inner.round(done, elapsed_s, budget_s)
 
 
+def default_processes(budget_s: float) -> int:
+    """Worker processes per config for a steady-state budget of ``budget_s`` seconds: 3 from
+    15 s (a speedup can depend on the process, and only several processes show it), 1 below
+    (each restart costs a cold start, a large share of a short run)."""
+    return DEFAULT_PROCESSES if budget_s >= PROCESS_MIN_BUDGET_S else 1
+
+
 def workload_fingerprint(workload: Mapping[str, Any]) -> str:
     """A 12-hex-digit hash of the workload dict and, for a model, of its files' content."""
     import hashlib
@@ -154,6 +164,7 @@ def bench(
     min_rounds: int | None = None,
     block_s: float | None = None,
     parallel_start: bool = False,
+    processes: int = 1,
     extras: Sequence[str] = EXTRAS,
     peak: bool = True,
     python: str = sys.executable,
@@ -174,6 +185,7 @@ def bench(
         min_rounds=min_rounds if min_rounds is not None else stats.MIN_PAIRS + 2,
         block_s=block_s,
         parallel_start=parallel_start,
+        processes=processes,
         timeout_s=timeout_s,
         memory_limit_bytes=memory_limit_bytes,
         extras=tuple(extras),
@@ -181,6 +193,7 @@ def bench(
     )
     settings_doc = {
         "budget_s": budget_s,
+        "processes": processes,
         "precision": precision,
         "threshold": threshold,
         "timeout_s": timeout_s,
@@ -257,6 +270,7 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
     info: dict[str, Any] = {
         "calls_per_block": trial.calls_per_block,
         "cold_start_s": trial.cold_start_s,
+        "restart_cold_start_s": trial.restart_cold_start_s,
         "peak_rss_bytes": trial.peak_rss_bytes,
         "not_inherited": trial.not_inherited,
     }
@@ -315,19 +329,15 @@ def _document(
     threshold: float,
     peak: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    from tfperf import stats
 
     results = [_result(t, trial_ids.get(t.index), peak) for t in m.trials]
     busy = contention.busy_warning(m.other_cpu_share)
     comparisons = []
     base = m.trials[0]
     for cand in m.trials[1:]:
-        rounds = m.paired_rounds(base, cand)
-        if not rounds:
+        if not m.paired_rounds(base, cand):
             continue
-        speed = stats.paired_speedup(
-            base.block_medians(rounds), cand.block_medians(rounds), threshold
-        )
+        speed = m.speedup(base, cand, threshold)
         if busy:
             speed["warnings"].append(busy)
         comparisons.append(

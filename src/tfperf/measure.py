@@ -22,6 +22,15 @@ Contract of :func:`measure`:
 - It stops after at least ``min_rounds`` rounds when the steady phase has used ``budget_s``
   seconds, or when the precision target is met: the relative half-width of every live
   config's p50 interval and of every candidate's speedup interval is at most ``precision``.
+- With ``settings.processes`` = P > 1 the steady phase is cut into P segments of about
+  ``budget_s / P`` seconds (and at least ``min_rounds`` rounds) each; between segments every
+  live worker is closed and a fresh one of the same config started (timed apart from the
+  budget; its warm-up is handed over as phase ``"warmup"`` with ``{"process": k}``), and each
+  steady block's info names its ``"process"``. ``Trial.process_of`` maps round -> process. A
+  config's speed can depend on the process (memory layout, thread placement): within one
+  process that is a constant the interval cannot see, across P processes it shows
+  (:func:`tfperf.stats.paired_speedup` with ``processes``). The precision target can end
+  only the last segment.
 - A worker that fails (crash, timeout, memory limit, error) becomes a failed trial with its
   reason (``listener.trial`` is told); the others go on. Workers are always closed.
 - Except one case: when the baseline's worker reports a mistake in the user's input
@@ -78,6 +87,10 @@ class Trial:
     warmup_s: list[float] = field(default_factory=list)
     blocks: dict[int, list[float]] = field(default_factory=dict)
     """Steady-state samples by round."""
+    process_of: dict[int, int] = field(default_factory=dict)
+    """The worker process (0, 1, ...) that measured each round."""
+    restart_cold_start_s: list[float] = field(default_factory=list)
+    """Cold starts of the fresh processes after the first (``Settings.processes``)."""
     calls_per_block: int = 0
     extras: dict[str, list[float] | None] = field(default_factory=dict)
     """Samples of other ways to call the model (``None``: not offered or failed)."""
@@ -104,6 +117,10 @@ class Trial:
     def block_medians(self, rounds: Sequence[int]) -> list[float]:
         """The median of this trial's block in each of ``rounds``."""
         return [statistics.median(self.blocks[r]) for r in rounds]
+
+    def processes(self, rounds: Sequence[int]) -> list[int]:
+        """The process that measured each of ``rounds``."""
+        return [self.process_of.get(r, 0) for r in rounds]
 
     @property
     def ended_by_bad_input(self) -> bool:
@@ -157,6 +174,19 @@ class Measurement:
         """The rounds in which both trials measured a block, in order."""
         return sorted(set(a.blocks) & set(b.blocks))
 
+    def speedup(self, base: Trial, cand: Trial, threshold: float) -> dict[str, Any]:
+        """:func:`tfperf.stats.paired_speedup` of ``cand`` over ``base`` on their paired
+        rounds, grouped by worker process."""
+        from tfperf import stats
+
+        rounds = self.paired_rounds(base, cand)
+        return stats.paired_speedup(
+            base.block_medians(rounds),
+            cand.block_medians(rounds),
+            threshold,
+            processes=base.processes(rounds),
+        )
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -191,6 +221,8 @@ class Settings:
     """Calls in every block; by default set per config from ``block_seconds`` and its warm-up."""
     outputs_dir: str | None = None
     """Where live workers write one call's outputs after the rounds (``None``: they do not)."""
+    processes: int = 1
+    """Worker processes per config, one after the other (see the module docstring)."""
 
     def python_for(self, index: int) -> str:
         """The interpreter of config ``index``."""
@@ -249,7 +281,11 @@ def measure(
                 trial.calls_per_block = settings.calls_per_block or _calls_for(trial, block_s)
         pids = [t.worker.pid for t in trials if t.worker is not None and t.alive]
         before = contention.snapshot(pids)
-        rounds, stopped, steady_s = _rounds(trials, settings, listener)
+
+        def respawn(trial: Trial, process: int) -> None:
+            _restart(trial, process, workload, settings, listener, environ)
+
+        rounds, stopped, steady_s = _rounds(trials, settings, listener, respawn)
         other_share = contention.other_cpu_share(before, contention.snapshot(pids))
         if settings.extras and trials[0].alive:
             _extras(trials[0], settings, listener)
@@ -265,15 +301,14 @@ def measure(
     return Measurement(dict(workload), trials, rounds, stopped, steady_s, other_share)
 
 
-def _spawn(
+def _new_worker(
     trial: Trial,
     workload: Mapping[str, Any],
     settings: Settings,
-    listener: Listener,
     environ: Mapping[str, str] | None,
-) -> None:
-    listener.trial(trial, "starting")
-    worker = Worker(
+) -> Worker:
+    """A worker (not started) for ``trial``'s config."""
+    return Worker(
         workload,
         trial.config,
         python=trial.python,
@@ -284,6 +319,17 @@ def _spawn(
         warmup={"min_calls": settings.warmup_min_calls, "max_seconds": settings.warmup_max_s},
         environ=environ,
     )
+
+
+def _spawn(
+    trial: Trial,
+    workload: Mapping[str, Any],
+    settings: Settings,
+    listener: Listener,
+    environ: Mapping[str, str] | None,
+) -> None:
+    listener.trial(trial, "starting")
+    worker = _new_worker(trial, workload, settings, environ)
     trial.worker = worker
     try:
         worker.start()
@@ -318,6 +364,34 @@ def _await_ready(trial: Trial, listener: Listener, trials: Sequence[Trial]) -> N
     listener.block(trial, trial.warmup_s, "warmup", {"rss_bytes": ready.get("rss_bytes")})
 
 
+def _restart(
+    trial: Trial,
+    process: int,
+    workload: Mapping[str, Any],
+    settings: Settings,
+    listener: Listener,
+    environ: Mapping[str, str] | None,
+) -> None:
+    """Replace ``trial``'s worker by a fresh process of the same config (``process``-th)."""
+    assert trial.worker is not None
+    trial.peak_rss_bytes = max(trial.peak_rss_bytes, trial.worker.peak_rss_bytes)
+    trial.worker.close()
+    worker = _new_worker(trial, workload, settings, environ)
+    trial.worker = worker
+    try:
+        worker.start()
+        ready = worker.wait_ready()
+    except WorkerFailed as exc:
+        trial.fail(exc)
+        listener.trial(trial, "failed")
+        return
+    warmup = list(ready["warmup"]["samples_s"])
+    trial.restart_cold_start_s.append(ready["startup_s"] - sum(warmup))
+    listener.block(
+        trial, warmup, "warmup", {"rss_bytes": ready.get("rss_bytes"), "process": process}
+    )
+
+
 def _abandon(trials: Sequence[Trial], listener: Listener, exc: WorkerFailed) -> None:
     """The baseline cannot run the user's input: fail the others unmeasured, raise UserError."""
     from tfperf.errors import UserError
@@ -340,7 +414,7 @@ def _calls_for(trial: Trial, block_s: float) -> int:
     return int(min(MAX_CALLS_PER_BLOCK, max(1, round(block_s / per_call))))
 
 
-def _run_block(trial: Trial, round_no: int, listener: Listener) -> None:
+def _run_block(trial: Trial, round_no: int, listener: Listener, process: int = 0) -> None:
     assert trial.worker is not None
     try:
         samples = trial.worker.run_block(trial.calls_per_block)
@@ -349,7 +423,8 @@ def _run_block(trial: Trial, round_no: int, listener: Listener) -> None:
         listener.trial(trial, "failed")
         return
     trial.blocks[round_no] = samples
-    listener.block(trial, samples, "steady", {"round": round_no})
+    info = {"round": round_no} if process == 0 else {"round": round_no, "process": process}
+    listener.block(trial, samples, "steady", info)
 
 
 def _precise_enough(trials: list[Trial], precision: float) -> bool:
@@ -365,7 +440,11 @@ def _precise_enough(trials: list[Trial], precision: float) -> bool:
         return True
     for cand in live[1:] if live[0] is base else live:
         rounds = sorted(set(base.blocks) & set(cand.blocks))
-        result = stats.paired_speedup(base.block_medians(rounds), cand.block_medians(rounds))
+        result = stats.paired_speedup(
+            base.block_medians(rounds),
+            cand.block_medians(rounds),
+            processes=base.processes(rounds),
+        )
         low, high = result["ci95"]
         if result["median"] is None or low is None or high is None:
             return False
@@ -374,25 +453,47 @@ def _precise_enough(trials: list[Trial], precision: float) -> bool:
     return True
 
 
-def _rounds(trials: list[Trial], settings: Settings, listener: Listener) -> tuple[int, str, float]:
+def _rounds(
+    trials: list[Trial],
+    settings: Settings,
+    listener: Listener,
+    spawn: Any,
+) -> tuple[int, str, float]:
+    """The rounds; ``spawn(trial)`` starts a fresh worker for ``trial`` between segments.
+    Returns (rounds, why they stopped, steady seconds: restarts excluded)."""
     rng = random.Random(ORDER_SEED)
+    segments = max(1, settings.processes)
+    process = 0
+    in_segment = 0
+    restarts_s = 0.0
     start = time.monotonic()
     done = 0
     while True:
         live = [t for t in trials if t.alive]
         if not live:
-            return done, "no live trial", time.monotonic() - start
+            return done, "no live trial", time.monotonic() - start - restarts_s
         order = list(live)
         rng.shuffle(order)
         for trial in order:
-            _run_block(trial, done, listener)
+            trial.process_of[done] = process
+            _run_block(trial, done, listener, process)
         done += 1
-        elapsed = time.monotonic() - start
+        in_segment += 1
+        elapsed = time.monotonic() - start - restarts_s
         listener.round(done, elapsed, settings.budget_s)
-        if done < settings.min_rounds:
+        if in_segment < settings.min_rounds:
             continue
         if done >= settings.max_rounds:
             return done, "max_rounds", elapsed
+        if process < segments - 1:
+            if elapsed >= settings.budget_s * (process + 1) / segments:
+                began = time.monotonic()
+                process += 1
+                in_segment = 0
+                for trial in [t for t in trials if t.alive]:
+                    spawn(trial, process)
+                restarts_s += time.monotonic() - began
+            continue
         if elapsed >= settings.budget_s:
             return done, "budget", elapsed
         if _precise_enough(trials, settings.precision):

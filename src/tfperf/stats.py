@@ -43,6 +43,18 @@ Its warnings include "the speedup's 95% interval (...) is wider than the t thres
 rounds" only when more rounds could change the verdict: the interval is wider than
 ``+-max(t, 1%)`` of the median and contains ``1 + t`` or ``1 / (1 + t)``.
 
+With ``processes`` (the worker process of each pair: each config ran in P > 1 fresh processes
+one after the other) it also returns ``"processes": {"n", "speedups", "p_value", "effect"}``:
+each process's median ratio, and a Kruskal-Wallis test of whether the log ratios differ
+between processes. A config's speed can depend on its process (memory layout, thread
+placement), a constant within one process that no number of rounds reveals. When that test
+gives ``p < 0.05`` (``effect`` true) the pairs are not one sample: ``median`` becomes the
+geometric mean of the per-process medians, ``ci95`` the t interval (P - 1 degrees of
+freedom) of that mean -- the one normal-theory interval here, as few processes give no
+distribution-free one -- widened to at least the pooled order-statistic interval,
+``p_value`` the one-sample t-test of the per-process log medians, and a warning says so.
+With fewer than :data:`MIN_PAIRS` pairs in some process nothing changes.
+
 :func:`verdict` applies that rule to any speedup, paired or not.
 :func:`detect_warmup` returns the index where the steady state begins (rule in its docstring).
 :func:`rel_ci_halfwidth` is the half-width of the median's 95% interval relative to the median,
@@ -67,6 +79,8 @@ MIN_SAMPLES = 10
 """Fewer steady-state samples than this earn a "too few samples" warning."""
 MIN_CI_SAMPLES = 6
 """The smallest n for which ``[min, max]`` covers the median with >= 95% probability."""
+DEFAULT_THRESHOLD = 0.03
+"""The smallest speedup that counts as faster or slower, unless the caller says otherwise."""
 MIN_PAIRS = 6
 """The smallest number of pairs for which a two-sided signed-rank test can reach 0.05."""
 WIDE_CI = 0.05
@@ -250,16 +264,63 @@ def _could_change_verdict(median: float, low: float, high: float, t: float) -> b
     return wide and any(low <= bound <= high for bound in (1.0 + t, 1.0 / (1.0 + t)))
 
 
+def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> dict | None:
+    """Per-process medians of ``log_ratios`` grouped by ``groups`` and whether they differ
+    (module docstring); ``None`` with one process or one with fewer than MIN_PAIRS pairs."""
+    labels = sorted(set(groups.tolist()))
+    per = [log_ratios[groups == g] for g in labels]
+    if len(per) < 2 or any(x.size < MIN_PAIRS for x in per):
+        return None
+    identical = np.ptp(np.concatenate(per)) == 0
+    p = 1.0 if identical else float(sps.kruskal(*per).pvalue)
+    logs = np.array([float(np.median(x)) for x in per])
+    return {
+        "n": len(per),
+        "speedups": [float(math.exp(v)) for v in logs],
+        "p_value": p,
+        "effect": bool(p < ALPHA),
+        "_logs": logs,
+    }
+
+
+def _across_processes(result: dict, effect: dict, threshold: float) -> None:
+    """Replace median, interval and p-value by their across-process versions (docstring)."""
+    logs = effect.pop("_logs")
+    n = logs.size
+    centre = float(logs.mean())
+    se = float(logs.std(ddof=1)) / math.sqrt(n)
+    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
+    low, high = result["ci95"]
+    median = math.exp(centre)
+    low, high = min(low, math.exp(centre - half)), max(high, math.exp(centre + half))
+    p = 1.0 if se == 0 else float(2 * sps.t.sf(abs(centre) / se, n - 1))
+    result.update(
+        median=median,
+        ci95=[low, high],
+        p_value=p,
+        verdict=verdict(median, low, high, p, result["n_pairs"], threshold),
+    )
+    spread = ", ".join(f"{v:.3f}" for v in effect["speedups"])
+    result["warnings"].append(
+        f"the speedup differs between the {n} worker processes of each config ({spread}; "
+        f"p = {effect['p_value']:.2g}): a per-process effect (memory layout, thread "
+        "placement) that one process cannot show; the interval spans it, and more processes "
+        "(--processes) narrow it"
+    )
+
+
 def paired_speedup(
     baseline_blocks: Sequence[float],
     candidate_blocks: Sequence[float],
-    threshold: float = 0.03,
+    threshold: float = DEFAULT_THRESHOLD,
+    processes: Sequence[int] | None = None,
 ) -> dict:
     """Speedup of a candidate over a baseline from interleaved block medians (seconds).
 
     Pairs are taken by index; a pair with a non-positive or non-finite time is dropped, and
-    extra rounds of the longer list are ignored (each with a warning). See the module
-    docstring for the returned dictionary and the verdict rule.
+    extra rounds of the longer list are ignored (each with a warning). ``processes``, when
+    given, names the worker process of each pair (same length as the pairs used). See the
+    module docstring for the returned dictionary, the verdict rule and the process effect.
     """
     if threshold < 0:
         raise ValueError("threshold must be >= 0")
@@ -302,15 +363,25 @@ def paired_speedup(
             f"the speedup's 95% interval ({low:.3f}..{high:.3f}) is wider than the "
             f"{threshold:.0%} threshold; run more rounds"
         )
-    drift = _drift_warning(ratios, "the speedup")
-    if drift:
-        warnings.append(drift)
     result.update(
         median=median,
         ci95=[low, high],
         p_value=p,
         verdict=verdict(median, low, high, p, n, threshold),
     )
+    effect = None
+    if processes is not None:
+        groups = np.asarray(list(processes)[:m])[ok]
+        effect = _process_effect(np.log(ratios), groups)
+        if effect is not None:
+            if effect["effect"]:
+                _across_processes(result, effect, threshold)
+            effect.pop("_logs", None)
+            result["processes"] = effect
+    drift = _drift_warning(ratios, "the speedup")
+    if drift and not (effect and effect["effect"]):
+        # with a process effect the thirds are different processes: not the machine drifting
+        warnings.append(drift)
     return result
 
 

@@ -256,10 +256,7 @@ def _result(
             "accuracy": accuracy.get(trial.index),
         }
         if trial.index and trial.samples_s and base.samples_s:
-            paired = m.paired_rounds(base, trial)
-            row["speedup"] = stats.paired_speedup(
-                base.block_medians(paired), trial.block_medians(paired)
-            )
+            row["speedup"] = m.speedup(base, trial, stats.DEFAULT_THRESHOLD)
         acc = accuracy.get(trial.index)
         if acc is not None and not acc["accepted"]:
             row["status"] = "rejected"

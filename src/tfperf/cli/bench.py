@@ -298,6 +298,14 @@ def _measure_options(fn: Any) -> Any:
             help="Start all workers at once (quicker; cold starts then share the CPU).",
         ),
         click.option(
+            "--processes",
+            type=int,
+            default=None,
+            help="Fresh worker processes per config, one after the other, so that a speed "
+            "that depends on the process shows in the interval [default: 3 for a --budget "
+            "of 15 s or more, else 1].",
+        ),
+        click.option(
             "--store",
             type=click.Path(),
             default=None,
@@ -316,13 +324,18 @@ def _run(
     workload: dict[str, Any],
     kind: str,
 ) -> dict[str, Any]:
-    from tfperf.bench import RunInterrupted, bench
+    from tfperf.bench import RunInterrupted, bench, default_processes
 
     for name in ("budget", "precision", "timeout"):
         _check_positive(f"--{name}", opts[name])
     if opts["threshold"] < 0:
         raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
     memory = _memory_limit(opts["memory_limit"])
+    processes = opts["processes"]
+    if processes is None:
+        processes = default_processes(opts["budget"])
+    elif processes < 1:
+        raise UserError(f"--processes must be 1 or more, not {processes}.")
     for config in configs:
         config.worker_env({})  # a missing allocator is a user error before anything starts
     store = _open_store(opts["store"])
@@ -339,6 +352,7 @@ def _run(
                 memory_limit_bytes=memory,
                 peak=not opts["no_peak"],
                 parallel_start=opts["parallel_start"],
+                processes=processes,
                 listener=progress,
                 command=shlex.join(["tfperf", *sys.argv[1:]]),
                 kind=kind,
