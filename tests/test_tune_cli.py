@@ -73,6 +73,8 @@ def test_tune_lstm_measures_rejects_and_survives_a_crash(tmp_path):
         "abs=1e-5",
         "--out-dir",
         str(tmp_path / "model"),
+        "--confirm-rounds",
+        "14",  # two pairs of confirmation workers, 7 rounds each
     )
     _check_recommendation(doc)
     by_label = {c["label"]: c for c in doc["candidates"]}
@@ -96,6 +98,11 @@ def test_tune_lstm_measures_rejects_and_survives_a_crash(tmp_path):
     roles = {t["role"] for t in loaded["trials"]}
     assert "baseline" in roles
     assert len(loaded["comparisons"]) >= 1
+    # LiteRT beats TensorFlow on this model: confirmed by two fresh pairs of workers in turn
+    (confirmation,) = [t for t in loaded["trials"] if t["role"] == "confirmation"]
+    steady = [b["info"].get("process", 0) for b in confirmation["blocks"]]
+    assert steady == [0] * 7 + [1] * 7
+    assert doc["recommendation"]["speedup"]["processes"]["n"] == 2
     assert statuses == {
         "runtime=litert": "ok",
         "runtime=litert-dynint8": "rejected",

@@ -42,8 +42,11 @@ past its timeout (the time left in the budget, at most ``candidate_timeout_s``) 
 candidate *failed* with the worker's reason, and the search goes on.
 
 The final confirmation round measures the winner against the default alone, interleaved, for
-``confirm_rounds`` rounds: the reported speedup and its CI come from it. Unless that verdict is
-``"faster"`` and the whole interval lies above 1, the recommendation is to keep the default.
+``confirm_rounds`` rounds: the reported speedup and its CI come from it. From 14 rounds on they
+are shared among 2 or 3 pairs of worker processes (:func:`confirm_processes`), each pair after
+the first freshly started: a config's speed can depend on its process, and only several
+processes show it (:func:`tfperf.stats.paired_speedup` with ``processes``). Unless that verdict
+is ``"faster"`` and the whole interval lies above 1, the recommendation is to keep the default.
 
 Everything is recorded in the store as it happens (a run of kind ``"tune"``, one trial per
 evaluated candidate whose ``info["outcome"]`` is the :class:`tfperf.search.Outcome`), so
@@ -137,6 +140,17 @@ class _Handle:
         per-call samples (what the store keeps)."""
         samples = self.worker.run_block(self.calls)
         return statistics.median(samples) / self.unit, samples
+
+
+CONFIRM_ROUNDS_PER_PROCESS = 7
+"""Each pair of confirmation workers measures at least this many rounds (>= MIN_PAIRS)."""
+MAX_CONFIRM_PROCESSES = 3
+
+
+def confirm_processes(rounds: int) -> int:
+    """How many worker pairs share ``rounds`` confirmation rounds: one per 7 rounds, 1 to 3
+    (the default 21 rounds: 3; ``--quick``'s 10: 1)."""
+    return max(1, min(MAX_CONFIRM_PROCESSES, rounds // CONFIRM_ROUNDS_PER_PROCESS))
 
 
 class Evaluator:
@@ -382,8 +396,11 @@ class Evaluator:
         limit: float,
         decide: bool,
         rounds: int | None = None,
+        first_round: int = 0,
+        process: int = 0,
     ) -> list[list[float]]:
-        """Interleaved rounds; block medians per handle (a handle listed twice runs once)."""
+        """Interleaved rounds; block medians per handle (a handle listed twice runs once).
+        Stored blocks are numbered from ``first_round`` and name their ``process`` if not 0."""
         from tfperf.stats import paired_speedup
 
         unique = list(dict.fromkeys(id(h) for h in handles))
@@ -396,7 +413,7 @@ class Evaluator:
             for i in order:
                 median, samples = by_id[i].block_median()
                 medians[i].append(median)
-                self._record(by_id[i], cand, trial_id, samples, r)
+                self._record(by_id[i], cand, trial_id, samples, first_round + r, process)
             if time.monotonic() - started > limit:
                 break
             if decide and r + 1 >= self.min_rounds:
@@ -408,25 +425,32 @@ class Evaluator:
         return [medians[id(h)] for h in handles]
 
     def _record(
-        self, handle: _Handle, cand: _Handle, trial_id: int | None, samples: list, r: int
+        self,
+        handle: _Handle,
+        cand: _Handle,
+        trial_id: int | None,
+        samples: list,
+        r: int,
+        process: int = 0,
     ) -> None:
         """Store a block: the candidate's to its trial, the default's to the baseline trial."""
         if self.store is None:
             return
+        info = {"round": r} if not process else {"round": r, "process": process}
         if handle is cand and trial_id is not None:
-            self.store.add_block(trial_id, samples, "steady", {"round": r})
+            self.store.add_block(trial_id, samples, "steady", info)
         elif handle is self._workers.get("default") and self.baseline_trial is not None:
-            self.store.add_block(self.baseline_trial, samples, "steady", {"round": r})
+            self.store.add_block(self.baseline_trial, samples, "steady", info)
 
     def confirm(self, config: dict, rounds: int) -> dict:
         """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result
         plus, for each side (``default_``, ``candidate_``), ``ms`` (per call), ``batch`` and
-        ``samples_per_s``."""
+        ``samples_per_s``. The rounds are shared among :func:`confirm_processes` pairs of
+        workers, a fresh pair after the first (which may be the search's own workers), so
+        that a speed that depends on the process shows in the interval."""
         from tfperf.stats import paired_speedup
 
         self.progress.phase(f"confirming {label(config)} against the default")
-        base = self._start({}, self.candidate_timeout_s)
-        cand = self._start(config, self.candidate_timeout_s)
         trial_id = None
         if self.store is not None:
             trial_id = self.store.new_trial(
@@ -435,18 +459,34 @@ class Evaluator:
                 to_config_dict(config),
                 "confirmation",
             )
-        result = self._rounds(
-            [base, base, cand],
-            trial_id,
-            cand,
-            started=time.monotonic(),
-            limit=math.inf,
-            decide=False,
-            rounds=rounds,
+        processes = confirm_processes(rounds)
+        times: list[list[float]] = [[], []]
+        process_of: list[int] = []
+        for k in range(processes):
+            if k:
+                self._drop(label({}))
+                self._drop(label(config))
+            base = self._start({}, self.candidate_timeout_s)
+            cand = self._start(config, self.candidate_timeout_s)
+            result = self._rounds(
+                [base, base, cand],
+                trial_id,
+                cand,
+                started=time.monotonic(),
+                limit=math.inf,
+                decide=False,
+                rounds=rounds // processes + (1 if k < rounds % processes else 0),
+                first_round=len(process_of),
+                process=k,
+            )
+            times[0] += result[0]
+            times[1] += result[2]
+            process_of += [k] * len(result[0])
+        speedup = paired_speedup(
+            times[0], times[1], self.threshold, processes=process_of if processes > 1 else None
         )
-        speedup = paired_speedup(result[0], result[2], self.threshold)
-        for side, handle, times in (("default", base, result[0]), ("candidate", cand, result[2])):
-            speedup[f"{side}_ms"] = statistics.median(times) * handle.unit * 1e3
+        for side, handle, ts in (("default", base, times[0]), ("candidate", cand, times[1])):
+            speedup[f"{side}_ms"] = statistics.median(ts) * handle.unit * 1e3
             speedup[f"{side}_batch"] = handle.batch
             speedup[f"{side}_samples_per_s"] = _samples_per_s(speedup[f"{side}_ms"], handle.batch)
         self._compare(trial_id, speedup)
@@ -588,7 +628,7 @@ def tune(
     resume: int | str | None = None,
     profile_out: str | Path | None = None,
     artifacts_dir: str | Path | None = None,
-    confirm_rounds: int = 20,
+    confirm_rounds: int = 21,
     block_s: float = 0.1,
     min_rounds: int = 6,
     max_rounds: int = 16,

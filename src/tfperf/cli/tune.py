@@ -280,9 +280,10 @@ def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
 @click.option(
     "--confirm-rounds",
     type=int,
-    default=20,
+    default=21,
     show_default=True,
-    help="Rounds of the final winner-vs-default confirmation.",
+    help="Rounds of the final winner-vs-default confirmation, shared among up to 3 fresh "
+    "pairs of worker processes (one per 7 rounds).",
 )
 @click.option(
     "--candidate-timeout",
