@@ -34,9 +34,7 @@ CONTROL_ENV = "TFPERF_CONTROL_COPY=1"
 """Makes the control's label differ from the default's; no code reads the variable."""
 
 
-def one_repeat(
-    store, workload: dict, budget: float, block_s: float | None, processes: int
-) -> dict:
+def one_repeat(store, workload: dict, budget: float, block_s: float | None, processes: int) -> dict:
     """One interleaved bench run of default, its control copy and onednn=off."""
     from tfperf.bench import bench
     from tfperf.config import Config

@@ -10,6 +10,7 @@ import pytest
 from tfperf.bench import bench
 from tfperf.config import Config
 from tfperf.measure import Listener
+from tfperf.report_html import build_report
 from tfperf.store import Store
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 2}
@@ -273,6 +274,8 @@ def test_several_processes_per_config_one_after_the_other(tmp_path):
     (comp,) = doc["comparisons"]
     assert comp["speedup"]["processes"]["n"] == 2
     assert len(comp["speedup"]["processes"]["speedups"]) == 2
+    (reported,) = build_report(loaded)["comparisons"]  # `tfperf report --json` keeps them
+    assert reported["speedup"]["processes"] == comp["speedup"]["processes"]
     store.close()
 
 

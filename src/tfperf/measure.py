@@ -24,13 +24,14 @@ Contract of :func:`measure`:
   config's p50 interval and of every candidate's speedup interval is at most ``precision``.
 - With ``settings.processes`` = P > 1 the steady phase is cut into P segments of about
   ``budget_s / P`` seconds (and at least ``min_rounds`` rounds) each; between segments every
-  live worker is closed and a fresh one of the same config started (timed apart from the
-  budget; its warm-up is handed over as phase ``"warmup"`` with ``{"process": k}``), and each
-  steady block's info names its ``"process"``. ``Trial.process_of`` maps round -> process. A
-  config's speed can depend on the process (memory layout, thread placement): within one
-  process that is a constant the interval cannot see, across P processes it shows
-  (:func:`tfperf.stats.paired_speedup` with ``processes``). The precision target can end
-  only the last segment.
+  live worker is closed and a fresh one of the same config started, timed apart from the
+  budget, its warm-up handed over as phase ``"warmup"`` with ``{"process": k}``. Each steady
+  block's info names its ``"process"``; ``Trial.process_of`` maps round -> process. The
+  precision target can end only the last segment, and only once it has as many rounds as the
+  shortest before it (so the processes weigh about the same). A config's speed can depend on
+  the process (memory layout, thread placement): within one process that is a constant the
+  interval cannot see, across P processes it shows (:func:`tfperf.stats.paired_speedup`
+  with ``processes``).
 - A worker that fails (crash, timeout, memory limit, error) becomes a failed trial with its
   reason (``listener.trial`` is told); the others go on. Workers are always closed.
 - Except one case: when the baseline's worker reports a mistake in the user's input
@@ -465,6 +466,7 @@ def _rounds(
     segments = max(1, settings.processes)
     process = 0
     in_segment = 0
+    shortest = 0  # rounds of the shortest finished segment: the last one runs as many
     restarts_s = 0.0
     start = time.monotonic()
     done = 0
@@ -488,6 +490,7 @@ def _rounds(
         if process < segments - 1:
             if elapsed >= settings.budget_s * (process + 1) / segments:
                 began = time.monotonic()
+                shortest = in_segment if process == 0 else min(shortest, in_segment)
                 process += 1
                 in_segment = 0
                 for trial in [t for t in trials if t.alive]:
@@ -496,7 +499,7 @@ def _rounds(
             continue
         if elapsed >= settings.budget_s:
             return done, "budget", elapsed
-        if _precise_enough(trials, settings.precision):
+        if in_segment >= shortest and _precise_enough(trials, settings.precision):
             return done, "precision", elapsed
 
 

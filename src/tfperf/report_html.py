@@ -121,6 +121,8 @@ def _comparison(baseline: dict, candidate: dict, result: dict, source: str) -> d
         key: inner.get(key)
         for key in ("median", "ci95", "verdict", "p_value", "n_pairs", "threshold")
     }
+    if inner.get("processes"):
+        speedup["processes"] = inner["processes"]
     if speedup["ci95"] is None:
         speedup["ci95"] = [None, None]
     return {
