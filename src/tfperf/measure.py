@@ -131,6 +131,12 @@ class Trial:
         kind = (self.error or {}).get("kind")
         return (self.role == BASELINE and kind == USER_KIND) or kind == SKIPPED_KIND
 
+    def retire_worker(self) -> None:
+        """Close the worker, keeping its peak RSS in ``peak_rss_bytes``."""
+        if self.worker is not None:
+            self.peak_rss_bytes = max(self.peak_rss_bytes, self.worker.peak_rss_bytes)
+            self.worker.close()
+
     def fail(self, exc: WorkerFailed) -> None:
         """Record a failure."""
         self.status = "failed"
@@ -294,9 +300,7 @@ def measure(
             _outputs(trials, settings.outputs_dir, listener)
     finally:
         for trial in trials:
-            if trial.worker is not None:
-                trial.peak_rss_bytes = max(trial.peak_rss_bytes, trial.worker.peak_rss_bytes)
-                trial.worker.close()
+            trial.retire_worker()
             if trial.status == "running":
                 trial.status = "ok"
     return Measurement(dict(workload), trials, rounds, stopped, steady_s, other_share)
@@ -374,9 +378,7 @@ def _restart(
     environ: Mapping[str, str] | None,
 ) -> None:
     """Replace ``trial``'s worker by a fresh process of the same config (``process``-th)."""
-    assert trial.worker is not None
-    trial.peak_rss_bytes = max(trial.peak_rss_bytes, trial.worker.peak_rss_bytes)
-    trial.worker.close()
+    trial.retire_worker()
     worker = _new_worker(trial, workload, settings, environ)
     trial.worker = worker
     try:

@@ -79,8 +79,6 @@ MIN_SAMPLES = 10
 """Fewer steady-state samples than this earn a "too few samples" warning."""
 MIN_CI_SAMPLES = 6
 """The smallest n for which ``[min, max]`` covers the median with >= 95% probability."""
-DEFAULT_THRESHOLD = 0.03
-"""The smallest speedup that counts as faster or slower, unless the caller says otherwise."""
 MIN_PAIRS = 6
 """The smallest number of pairs for which a two-sided signed-rank test can reach 0.05."""
 WIDE_CI = 0.05
@@ -264,9 +262,10 @@ def _could_change_verdict(median: float, low: float, high: float, t: float) -> b
     return wide and any(low <= bound <= high for bound in (1.0 + t, 1.0 / (1.0 + t)))
 
 
-def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> dict | None:
-    """Per-process medians of ``log_ratios`` grouped by ``groups`` and whether they differ
-    (module docstring); ``None`` with one process or one with fewer than MIN_PAIRS pairs."""
+def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> tuple[dict, np.ndarray] | None:
+    """The ``processes`` entry of the module docstring for ``log_ratios`` grouped by
+    ``groups``, and the per-process median log ratios; ``None`` with one process or one with
+    fewer than MIN_PAIRS pairs."""
     labels = sorted(set(groups.tolist()))
     per = [log_ratios[groups == g] for g in labels]
     if len(per) < 2 or any(x.size < MIN_PAIRS for x in per):
@@ -274,18 +273,18 @@ def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> dict | None:
     identical = np.ptp(np.concatenate(per)) == 0
     p = 1.0 if identical else float(sps.kruskal(*per).pvalue)
     logs = np.array([float(np.median(x)) for x in per])
-    return {
+    summary = {
         "n": len(per),
         "speedups": [float(math.exp(v)) for v in logs],
         "p_value": p,
         "effect": bool(p < ALPHA),
-        "_logs": logs,
     }
+    return summary, logs
 
 
-def _across_processes(result: dict, effect: dict, threshold: float) -> None:
-    """Replace median, interval and p-value by their across-process versions (docstring)."""
-    logs = effect.pop("_logs")
+def _across_processes(result: dict, effect: dict, logs: np.ndarray, threshold: float) -> None:
+    """Replace median, interval and p-value by their across-process versions (docstring),
+    from the per-process median log ratios ``logs``."""
     n = logs.size
     centre = float(logs.mean())
     se = float(logs.std(ddof=1)) / math.sqrt(n)
@@ -312,7 +311,7 @@ def _across_processes(result: dict, effect: dict, threshold: float) -> None:
 def paired_speedup(
     baseline_blocks: Sequence[float],
     candidate_blocks: Sequence[float],
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = 0.03,
     processes: Sequence[int] | None = None,
 ) -> dict:
     """Speedup of a candidate over a baseline from interleaved block medians (seconds).
@@ -369,17 +368,16 @@ def paired_speedup(
         p_value=p,
         verdict=verdict(median, low, high, p, n, threshold),
     )
-    effect = None
+    found = None
     if processes is not None:
-        groups = np.asarray(list(processes)[:m])[ok]
-        effect = _process_effect(np.log(ratios), groups)
-        if effect is not None:
-            if effect["effect"]:
-                _across_processes(result, effect, threshold)
-            effect.pop("_logs", None)
-            result["processes"] = effect
+        found = _process_effect(np.log(ratios), np.asarray(list(processes)[:m])[ok])
+    if found is not None:
+        effect, logs = found
+        result["processes"] = effect
+        if effect["effect"]:
+            _across_processes(result, effect, logs, threshold)
     drift = _drift_warning(ratios, "the speedup")
-    if drift and not (effect and effect["effect"]):
+    if drift and not (found and found[0]["effect"]):
         # with a process effect the thirds are different processes: not the machine drifting
         warnings.append(drift)
     return result

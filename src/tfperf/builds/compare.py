@@ -234,6 +234,7 @@ def _result(
     accuracy: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
     from tfperf import stats
+    from tfperf.bench import DEFAULT_THRESHOLD
 
     batch = int(wl.get("batch", 1))
     base = m.trials[0]
@@ -256,7 +257,7 @@ def _result(
             "accuracy": accuracy.get(trial.index),
         }
         if trial.index and trial.samples_s and base.samples_s:
-            row["speedup"] = m.speedup(base, trial, stats.DEFAULT_THRESHOLD)
+            row["speedup"] = m.speedup(base, trial, DEFAULT_THRESHOLD)
         acc = accuracy.get(trial.index)
         if acc is not None and not acc["accepted"]:
             row["status"] = "rejected"
