@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tfperf.config import Config
@@ -57,6 +59,16 @@ def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
     assert not space.applicable("onednn", {"runtime": "litert"})
     assert space.neighbours({"runtime": "litert"}, "onednn") == []
     assert {label(c) for c in space.neighbours({}, "xla")} == {"xla=jit", "xla=auto"}
+
+
+def test_openvino_bf16_only_where_the_cpu_has_bf16():
+    # Elsewhere OpenVINO ignores the bf16 hint and runs f32: the candidate would be a duplicate
+    # of openvino-f32 under a misleading name.
+    space = build_space(replace(FULL, bf16=False))
+    assert "openvino-f32" in space.values["runtime"]
+    assert "openvino-bf16" not in space.values["runtime"]
+    assert "runs f32" in _why(space)[("runtime", "openvino-bf16")]
+    assert "bf16" not in space.values["precision"]
 
 
 def test_openvino_keeps_the_system_allocator():

@@ -18,7 +18,8 @@ Contract
   said in ``Prepared.notes``.
 - ``runtime="openvino-f32"`` / ``"openvino-bf16"``: ``openvino.convert_model`` and a CPU
   compiled model with that inference precision (and ``litert_threads`` as its thread count when
-  given). Raises :class:`ConversionError` ("not installed") without the ``openvino`` package.
+  given). Raises :class:`ConversionError` ("not installed") without the ``openvino`` package,
+  and for ``openvino-bf16`` when OpenVINO compiles in another precision (a CPU without bf16).
 - ``runtime="tf"`` with ``precision="bf16"``: a Keras model is cloned under the
   ``mixed_bfloat16`` policy with the same weights; any other model gets TensorFlow's
   ``auto_mixed_precision_onednn_bfloat16`` graph rewrite. Only where the CPU has AVX512_BF16 or
@@ -370,6 +371,16 @@ print([o.shape for o in outputs.values()])
 '''
 
 
+def _openvino_precision(compiled: Any) -> str | None:
+    """The inference precision OpenVINO chose (``"f32"``, ``"bf16"``), or None if unknown."""
+    try:
+        value = compiled.get_property("INFERENCE_PRECISION_HINT")
+    except Exception:  # an OpenVINO that does not report it: trust the hint
+        return None
+    name = getattr(value, "get_type_name", None)  # an ov.Type: "f32", "bf16"
+    return str(name() if callable(name) else value).lower()
+
+
 def _openvino_variant(loaded: Any, config: dict) -> Any:
     if not openvino_available():
         raise ConversionError(
@@ -399,6 +410,12 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     if config.get("litert_threads"):
         properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
+    ran = _openvino_precision(compiled)
+    if runtime.endswith("bf16") and ran is not None and "bf16" not in ran:
+        raise ConversionError(
+            f"OpenVINO compiled the model in {ran}, not bf16: this CPU has no bf16 support, "
+            "so this candidate would repeat openvino-f32."
+        )
     request = compiled.create_infer_request()
     shapes = [(tuple(x.shape), x.dtype.name) for x in inputs]
     (folder / "run_model.py").write_text(

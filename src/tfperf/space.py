@@ -340,7 +340,16 @@ def build_space(facts: SpaceFacts) -> Space:
     else:
         runtimes += list(LITERT_RUNTIMES)
         if facts.openvino:
-            runtimes += list(OPENVINO_RUNTIMES)
+            runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
+            if not facts.bf16:
+                unavailable.append(
+                    {
+                        "knob": "runtime",
+                        "value": "openvino-bf16",
+                        "reason": "the CPU has neither AVX512_BF16 nor AMX: OpenVINO ignores "
+                        "the bf16 hint there and runs f32, the same as openvino-f32",
+                    }
+                )
         else:
             unavailable.extend(
                 {
