@@ -189,6 +189,10 @@ def test_openvino_variants_when_installed():
         errors[runtime] = compare_outputs(reference, prepared.outputs())["max_rel_error"]
         assert artifact_from_notes(prepared.notes).endswith("model.xml")
     assert errors["openvino-f32"] < 1e-5
+    # The model file read back from the cache (what the user adopts) keeps fp32 weights.
+    again = prepare_loaded(loaded, {"runtime": "openvino-f32"})
+    assert "reused the converted model from the cache" in again.notes
+    assert compare_outputs(reference, again.outputs())["max_rel_error"] < 1e-5
     if cpu_has_bf16():
         assert 0 < errors["openvino-bf16"] < 0.05
     else:

@@ -114,7 +114,7 @@ def _digest(loaded: Any, runtime: str) -> str:
     """A key for the converted file: weights, sample inputs, runtime (so a cache never lies)."""
     import numpy as np
 
-    h = hashlib.sha256(f"v2|{runtime}|{loaded.format}|{loaded.source}".encode())
+    h = hashlib.sha256(f"v3|{runtime}|{loaded.format}|{loaded.source}".encode())
     for x in _inputs(loaded):
         h.update(str((x.shape, x.dtype.str)).encode())
         h.update(np.ascontiguousarray(x).tobytes())
@@ -405,7 +405,9 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
             ov_model = ov.convert_model(source, example_input=example)
         except Exception as exc:
             raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
-        ov.save_model(ov_model, str(xml))
+        # save_model compresses weights to fp16 unless told not to: an "f32" model read back
+        # from the cache would then carry fp16 weights (errors of 1e-3, not 1e-6).
+        ov.save_model(ov_model, str(xml), compress_to_fp16=False)
     properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
     if config.get("litert_threads"):
         properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
