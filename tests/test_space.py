@@ -264,3 +264,18 @@ def test_dropping_batch_sizes_lists_them_as_not_tried():
     assert capped.values["batch"] == (None, 4)  # the default is never dropped
     assert _why(capped)[("batch", "64")] == "too slow"
     assert space.values["batch"] == (None, 4, 16, 64)  # the original is left alone
+
+
+def test_onednn_knob_tries_the_setting_tensorflow_does_not_choose_itself():
+    # x86 builds turn oneDNN on only for CPUs with VNNI/BF16/AMX: on an AVX2-only CPU it is off
+    # by default, so "onednn=off" would repeat the default and "onednn=on" is the candidate.
+    avx2 = machine_facts({"cpu": {"machine": "x86_64"}, "isa": ["AVX", "AVX2", "FMA"]})
+    vnni = machine_facts({"cpu": {"machine": "x86_64"}, "isa": ["AVX2", "AVX512F", "AVX512_VNNI"]})
+    arm = machine_facts({"cpu": {"machine": "aarch64"}, "isa": []})
+    assert not avx2.onednn_default and vnni.onednn_default and arm.onednn_default
+    space = build_space(replace(FULL, onednn_default=False))
+    assert space.values["onednn"] == (None, True)
+    assert [label(c) for c in space.neighbours({}, "onednn")] == ["onednn=on"]
+    assert "already TensorFlow's default" in _why(space)[("onednn", "off")]
+    assert Config.from_dict({"onednn": True}).worker_env({})["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    assert build_space(FULL).values["onednn"] == (None, False)

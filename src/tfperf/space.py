@@ -150,6 +150,9 @@ class SpaceFacts:
 
     cores: int = 1
     bf16: bool = False
+    onednn_default: bool = True
+    """Whether TensorFlow turns oneDNN on by itself here (x86 Linux builds: only on CPUs with
+    AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX); the knob tries the other setting."""
     allocators: Mapping[str, str | None] = field(default_factory=dict)
     """Allocator name -> library path, or ``None`` when not installed."""
     allocator_packages: Mapping[str, str] = field(default_factory=dict)
@@ -399,11 +402,20 @@ def build_space(facts: SpaceFacts) -> Space:
                 "(model.compile(jit_compile=True)); auto-clustering is tuned for inference only",
             }
         )
+    if not facts.onednn_default:
+        unavailable.append(
+            {
+                "knob": "onednn",
+                "value": "off",
+                "reason": "already TensorFlow's default on this CPU (x86 builds turn oneDNN on "
+                "only with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX): onednn=on is tried instead",
+            }
+        )
     values: dict[str, tuple[Any, ...]] = {
         "runtime": tuple(runtimes),
         "precision": tuple(precisions),
         "xla": xla if facts.model_format != "tflite" else ("off",),
-        "onednn": (None, False),
+        "onednn": (None, False) if facts.onednn_default else (None, True),
         "intra_threads": threads,
         "inter_threads": (None, 1) if facts.cores > 1 else (None,),
         "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
@@ -441,11 +453,14 @@ def machine_facts(
     """:class:`SpaceFacts` from :func:`tfperf.machine.collect_machine`'s dict (no TensorFlow)."""
     from tfperf.allocators import ALLOCATOR_PACKAGES
     from tfperf.convert import openvino_available
+    from tfperf.isa import onednn_default_for
 
     isa = {name.upper() for name in machine.get("isa", [])}
+    x86 = (machine.get("cpu") or {}).get("machine") in ("x86_64", "AMD64")
     return SpaceFacts(
         cores=int((machine.get("cores") or {}).get("usable") or 1),
         bf16=bool(isa & {"AVX512_BF16", "AMX_BF16"}),
+        onednn_default=onednn_default_for(isa) if x86 else True,
         allocators=dict(machine.get("allocators_available") or {}),
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
