@@ -8,6 +8,7 @@ under ``CI=true``, where .ci/run installs every prerequisite.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +17,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A shell without job control starts background commands (`make test &`) with SIGINT ignored,
+# and every child inherits that: the Ctrl-C tests' SIGINT would then never reach tfperf. A
+# handler here is reset to the default in each child at exec, so children take Ctrl-C as a user's.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass
