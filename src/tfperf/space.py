@@ -42,6 +42,7 @@ from typing import Any
 
 from tfperf.config import show_value
 from tfperf.convert import LITERT_RUNTIMES, OPENVINO_RUNTIMES
+from tfperf.isa import NEURAL_FEATURES, onednn_default_for
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ that will be served), then TensorFlow's own knobs (the default outward: environm
 one-line changes), then the runtime (a converted model must beat the tuned TensorFlow), then
 the knobs of the runtime chosen."""
 
+NO_BF16 = "the CPU has neither AVX512_BF16 nor AMX"
 ADOPTION_ORDER = ("env", "code", "model")
 DEFAULT_BATCHES = (1, 4, 16, 64)
 """The batch sizes a throughput tune tries unless told others (``--batch-sizes``)."""
@@ -349,8 +351,8 @@ def build_space(facts: SpaceFacts) -> Space:
                     {
                         "knob": "runtime",
                         "value": "openvino-bf16",
-                        "reason": "the CPU has neither AVX512_BF16 nor AMX: OpenVINO ignores "
-                        "the bf16 hint there and runs f32, the same as openvino-f32",
+                        "reason": f"{NO_BF16}: OpenVINO ignores the bf16 hint there and "
+                        "runs f32, the same as openvino-f32",
                     }
                 )
         else:
@@ -383,7 +385,7 @@ def build_space(facts: SpaceFacts) -> Space:
             "which comparing one step's outputs cannot check"
         )
     elif not facts.bf16:
-        no_bf16 = "the CPU has neither AVX512_BF16 nor AMX"
+        no_bf16 = NO_BF16
     else:
         no_bf16 = ""
         precisions.append("bf16")
@@ -408,7 +410,7 @@ def build_space(facts: SpaceFacts) -> Space:
                 "knob": "onednn",
                 "value": "off",
                 "reason": "already TensorFlow's default on this CPU (x86 builds turn oneDNN on "
-                "only with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX): onednn=on is tried instead",
+                f"only with {'/'.join(NEURAL_FEATURES)}): onednn=on is tried instead",
             }
         )
     values: dict[str, tuple[Any, ...]] = {
@@ -453,7 +455,6 @@ def machine_facts(
     """:class:`SpaceFacts` from :func:`tfperf.machine.collect_machine`'s dict (no TensorFlow)."""
     from tfperf.allocators import ALLOCATOR_PACKAGES
     from tfperf.convert import openvino_available
-    from tfperf.isa import onednn_default_for
 
     isa = {name.upper() for name in machine.get("isa", [])}
     x86 = (machine.get("cpu") or {}).get("machine") in ("x86_64", "AMD64")
