@@ -254,3 +254,109 @@ def test_the_runtime_knob_measures_each_runtime_alone_once(runtime_first):
     # and on a .tflite model the default already is plain LiteRT
     tflite = build_space(FACTS.__class__(cores=2, model_format="tflite", runtimes=("litert",)))
     assert Search(tflite, Synthetic(EFFECTS)).start_point() == {}
+
+
+# ---------------------------------------------------------------- head to head among the leaders
+
+
+def _ratio(median: float, low: float, high: float) -> dict:
+    """A paired_speedup-like result with a verdict read off the interval (3% threshold)."""
+    verdict = "faster" if low > 1.03 else "slower" if high < 1 / 1.03 else "same"
+    return {"median": median, "ci95": [low, high], "verdict": verdict}
+
+
+class Scripted:
+    """Outcomes with fixed ratios: ``ratios[(candidate, incumbent)] = (median, low, high)``;
+    a pair not listed measures as no change."""
+
+    def __init__(self, ratios: dict) -> None:
+        self.ratios = ratios
+        self.calls: list[str] = []
+
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        from tfperf.space import label
+
+        self.calls.append(cache_key(config, incumbent))
+        vs_inc = _ratio(*self.ratios.get((label(config), label(incumbent)), (1.0, 0.98, 1.02)))
+        vs_default = _ratio(*self.ratios.get((label(config), "default"), (1.0, 0.98, 1.02)))
+        return Outcome(
+            config, MEASURED, speedup=vs_default, vs_incumbent=vs_inc, incumbent=incumbent
+        )
+
+
+RUNTIME_ONLY = build_space(FACTS).restrict(("runtime",))
+# The resnet50 case: fp16 leads the step by median, plain LiteRT is within its interval.
+LEADERS = {
+    ("runtime=litert-fp16", "default"): (1.48, 1.30, 1.60),
+    ("runtime=litert", "default"): (1.38, 1.25, 1.50),
+}
+
+
+def test_overlapping_leaders_meet_head_to_head_and_the_direct_winner_is_taken():
+    duel = ("runtime=litert", "runtime=litert-fp16")
+    evaluate = Scripted({**LEADERS, duel: (1.07, 1.04, 1.10)})
+    result = Search(RUNTIME_ONLY, evaluate).run()
+    assert "runtime=litert|vs|runtime=litert-fp16" in evaluate.calls
+    assert result.incumbent == {"runtime": "litert"}
+    # the duel is an outcome like any other: stored, counted, ranked
+    assert [o.label for o in result.outcomes].count("runtime=litert") == 2
+
+
+def test_a_head_to_head_the_challenger_loses_keeps_the_leader():
+    duel = ("runtime=litert", "runtime=litert-fp16")
+    evaluate = Scripted({**LEADERS, duel: (0.96, 0.93, 0.99)})
+    result = Search(RUNTIME_ONLY, evaluate).run()
+    assert "runtime=litert|vs|runtime=litert-fp16" in evaluate.calls
+    assert result.incumbent == {"runtime": "litert-fp16"}
+
+
+def test_leaders_whose_intervals_do_not_overlap_need_no_head_to_head():
+    evaluate = Scripted(
+        {
+            ("runtime=litert-fp16", "default"): (1.48, 1.40, 1.60),
+            ("runtime=litert", "default"): (1.20, 1.10, 1.30),
+        }
+    )
+    result = Search(RUNTIME_ONLY, evaluate).run()
+    assert not any("|vs|runtime=" in call for call in evaluate.calls)
+    assert result.incumbent == {"runtime": "litert-fp16"}
+
+
+def test_only_the_closest_runners_up_challenge_and_each_faces_the_current_champion():
+    evaluate = Scripted(
+        {
+            **LEADERS,
+            ("runtime=litert-dynint8", "default"): (1.35, 1.20, 1.45),
+            ("runtime=litert-int8", "default"): (1.33, 1.20, 1.45),
+            ("runtime=litert", "runtime=litert-fp16"): (1.05, 1.02, 1.08),
+            ("runtime=litert-dynint8", "runtime=litert"): (1.06, 1.03, 1.09),
+        }
+    )
+    result = Search(RUNTIME_ONLY, evaluate).run()
+    duels = [c for c in evaluate.calls if not c.endswith("|vs|default")]
+    assert duels == [
+        "runtime=litert|vs|runtime=litert-fp16",
+        "runtime=litert-dynint8|vs|runtime=litert",
+    ]
+    assert result.incumbent == {"runtime": "litert-dynint8"}
+
+
+def test_out_of_trials_before_the_head_to_head_the_leader_by_median_is_kept():
+    evaluate = Scripted(LEADERS)
+    candidates = len(RUNTIME_ONLY.neighbours({}, "runtime"))
+    result = Search(RUNTIME_ONLY, evaluate, max_trials=candidates).run()
+    assert result.stopped == "max-trials"
+    assert len(result.outcomes) == candidates
+    assert result.incumbent == {"runtime": "litert-fp16"}
+
+
+def test_a_resumed_search_replays_the_head_to_head():
+    duel = ("runtime=litert", "runtime=litert-fp16")
+    ratios = {**LEADERS, duel: (1.07, 1.04, 1.10)}
+    stored: list[Outcome] = []
+    first = Search(RUNTIME_ONLY, Scripted(ratios), on_outcome=stored.append).run()
+    cache = {cache_key(o.config, o.incumbent): Outcome.from_dict(o.to_dict()) for o in stored}
+    evaluate = Scripted(ratios)
+    resumed = Search(RUNTIME_ONLY, evaluate, cache=cache).run()
+    assert evaluate.calls == []
+    assert resumed.incumbent == first.incumbent == {"runtime": "litert"}

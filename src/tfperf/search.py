@@ -13,8 +13,14 @@ and with the current incumbent. An :class:`Outcome` says whether the candidate w
 results.
 
 A candidate becomes the new incumbent only when it is *measured* and its ``vs_incumbent``
-verdict is ``"faster"`` (significant and above the size threshold); among several such
-candidates for one knob the one with the highest median wins. Strategies:
+verdict is ``"faster"`` (significant and above the size threshold). Among several such
+candidates for one knob the one with the highest median leads; but each was measured against
+the old incumbent in rounds of its own, so when a runner-up's 95% interval reaches the leader's
+(up to :data:`CONTENDERS` of them, best median first) the two meet head to head: the
+challenger is evaluated with the current champion as its incumbent, and takes its place when
+that direct ratio's median is above 1. A head-to-head is an evaluation like any other (counted,
+stored, cached for a resume); when the budget runs out before one, the leader by median is
+taken. Strategies:
 
 - ``"staged"`` (default): coordinate search — visit each knob in :data:`tfperf.space.KNOBS`
   order (TensorFlow's knobs, then the runtime, then the runtime's knobs), try every other
@@ -57,6 +63,8 @@ from tfperf.space import KNOBS, Space, label
 
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
+CONTENDERS = 2
+"""Runners-up of one step that may challenge its leader head to head (see the docstring)."""
 
 
 @dataclass
@@ -100,6 +108,14 @@ class Outcome:
 
 
 Evaluate = Callable[[dict, dict, "float | None"], Outcome]
+
+
+def _ci(outcome: Outcome) -> tuple[float, float]:
+    """The 95% interval of ``outcome``'s speedup over its incumbent (its median where none)."""
+    vs = outcome.vs_incumbent or {}
+    low, high = (vs.get("ci95") or [None, None])[:2]
+    median = vs.get("median") or 0.0
+    return (median if low is None else low, median if high is None else high)
 
 
 def cache_key(config: Mapping[str, Any], incumbent: Mapping[str, Any]) -> str:
@@ -163,9 +179,11 @@ class Search:
             return None
         return self.budget_s - (self.clock() - self._start)
 
-    def _try(self, config: dict) -> Outcome:
+    def _try(self, config: dict, against: dict | None = None) -> Outcome:
+        """Evaluate ``config`` against ``against`` (default: the incumbent), or replay it."""
         config = self.space.canonical(config)
-        key = cache_key(config, self.incumbent)
+        incumbent = self.incumbent if against is None else self.space.canonical(against)
+        key = cache_key(config, incumbent)
         known = self._final.get(label(config))
         if known is not None:
             return known
@@ -177,7 +195,7 @@ class Search:
             left = self.time_left()
             if left is not None and left <= 0:
                 raise _Stop("budget")
-            outcome = self.evaluate(config, dict(self.incumbent), left)
+            outcome = self.evaluate(config, dict(incumbent), left)
             if self.on_outcome is not None:
                 self.on_outcome(outcome)
         self.outcomes.append(outcome)
@@ -187,12 +205,38 @@ class Search:
 
     def _step(self, candidates: list[Outcome]) -> bool:
         """Move the incumbent to the best significant improvement among ``candidates``."""
-        better = [o for o in candidates if o.beats_incumbent()]
+        better = sorted(
+            (o for o in candidates if o.beats_incumbent()),
+            key=lambda o: o.vs_incumbent["median"],
+            reverse=True,
+        )
         if not better:
             return False
-        best = max(better, key=lambda o: o.vs_incumbent["median"])
-        self.incumbent = self.space.canonical(best.config)
+        champion, stop = self._head_to_head(better)
+        self.incumbent = self.space.canonical(champion)
+        if stop is not None:
+            raise stop
         return True
+
+    def _head_to_head(self, better: list[Outcome]) -> tuple[dict, _Stop | None]:
+        """The config that wins among ``better`` (significant steps, best median first), and
+        the stop that cut the head-to-heads short (out of trials or time), if one did.
+
+        Runners-up whose interval overlaps the leader's challenge the champion in turn; a
+        challenger measured faster than the champion (direct median above 1) takes its place.
+        """
+        champion = better[0].config
+        floor = _ci(better[0])[0]
+        contenders = [o for o in better[1 : 1 + CONTENDERS] if _ci(o)[1] >= floor]
+        for challenger in contenders:
+            try:
+                duel = self._try(challenger.config, against=champion)
+            except _Stop as stop:
+                return champion, stop
+            direct = (duel.vs_incumbent or {}).get("median")
+            if duel.status == MEASURED and direct is not None and direct > 1.0:
+                champion = challenger.config
+        return champion, None
 
     # ------------------------------------------------------------------ strategies
     def run(self, strategy: str = "staged", max_proposals: int | None = None) -> SearchResult:
