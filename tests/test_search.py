@@ -292,22 +292,21 @@ LEADERS = {
 }
 
 
-def test_overlapping_leaders_meet_head_to_head_and_the_direct_winner_is_taken():
-    duel = ("runtime=litert", "runtime=litert-fp16")
-    evaluate = Scripted({**LEADERS, duel: (1.07, 1.04, 1.10)})
+DUEL = ("runtime=litert", "runtime=litert-fp16")
+
+
+@pytest.mark.parametrize(
+    ("direct", "winner"),
+    [((1.07, 1.04, 1.10), "litert"), ((0.96, 0.93, 0.99), "litert-fp16")],
+    ids=["challenger-wins", "leader-holds"],
+)
+def test_overlapping_leaders_meet_head_to_head_and_the_direct_winner_is_taken(direct, winner):
+    evaluate = Scripted({**LEADERS, DUEL: direct})
     result = Search(RUNTIME_ONLY, evaluate).run()
     assert "runtime=litert|vs|runtime=litert-fp16" in evaluate.calls
-    assert result.incumbent == {"runtime": "litert"}
+    assert result.incumbent == {"runtime": winner}
     # the duel is an outcome like any other: stored, counted, ranked
     assert [o.label for o in result.outcomes].count("runtime=litert") == 2
-
-
-def test_a_head_to_head_the_challenger_loses_keeps_the_leader():
-    duel = ("runtime=litert", "runtime=litert-fp16")
-    evaluate = Scripted({**LEADERS, duel: (0.96, 0.93, 0.99)})
-    result = Search(RUNTIME_ONLY, evaluate).run()
-    assert "runtime=litert|vs|runtime=litert-fp16" in evaluate.calls
-    assert result.incumbent == {"runtime": "litert-fp16"}
 
 
 def test_leaders_whose_intervals_do_not_overlap_need_no_head_to_head():
@@ -351,8 +350,7 @@ def test_out_of_trials_before_the_head_to_head_the_leader_by_median_is_kept():
 
 
 def test_a_resumed_search_replays_the_head_to_head():
-    duel = ("runtime=litert", "runtime=litert-fp16")
-    ratios = {**LEADERS, duel: (1.07, 1.04, 1.10)}
+    ratios = {**LEADERS, DUEL: (1.07, 1.04, 1.10)}
     stored: list[Outcome] = []
     first = Search(RUNTIME_ONLY, Scripted(ratios), on_outcome=stored.append).run()
     cache = {cache_key(o.config, o.incumbent): Outcome.from_dict(o.to_dict()) for o in stored}
