@@ -32,7 +32,7 @@ demo: $(BIN)/.installed
 	@echo "Apply a profile: $(BIN)/tfperf run --profile $(OUT)/$(firstword $(DEMO_WORKLOADS)).profile.json -- python your_script.py"
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests benchmarks
 
 test: lint
 	$(BIN)/python -m pytest -q -ra

@@ -11,7 +11,7 @@ show):
    the samples the worker timed (pipe, JSON, scheduling), median over blocks, for several n;
 4. a whole ``bench`` with a small budget: total wall time against the budget.
 
-Usage: ``python bench/overhead.py [--workload mlp] [--size tiny] [--budget 5]``.
+Usage: ``python benchmarks/overhead.py [--workload mlp] [--size tiny] [--budget 5]``.
 Prints figures; asserts nothing.
 """
 

@@ -4,7 +4,7 @@ Runs ``tfperf pipeline --demo`` through the library (one worker; baseline and ev
 in alternation, round by round) and prints the baseline, each measured fix and the winner, with
 the paired speedup's median and 95% interval. Goal: the best fix >= 2x end to end.
 
-    .venv/bin/python bench/pipeline_demo.py [--steps 20] [--rounds 8]
+    .venv/bin/python benchmarks/pipeline_demo.py [--steps 20] [--rounds 8]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ which on a shared or throttling machine is larger; and how the speedup moves wit
 state (its correlation with the default p50): an effect that itself depends on the machine's
 state cannot hold still, however it is measured.
 
-Usage: ``python bench/measurement_precision.py [--repeats 5] [--budget 30] [--block-s S]
+Usage: ``python benchmarks/measurement_precision.py [--repeats 5] [--budget 30] [--block-s S]
 [--processes P]``.
 Prints figures; asserts nothing.
 """

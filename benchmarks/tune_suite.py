@@ -9,9 +9,9 @@ then measures tune's choice side by side against each of the sweep's three best 
 printing how close tune came to the closest of them (``tune/best`` > 0.95 means within 5% of
 every one).
 
-    python bench/tune_suite.py                       # standard sizes, every workload
-    python bench/tune_suite.py --size tiny --workloads mlp,lstm --exhaustive
-    python bench/tune_suite.py --workloads lstm --exhaustive --knobs runtime,litert_threads
+    python benchmarks/tune_suite.py                       # standard sizes, every workload
+    python benchmarks/tune_suite.py --size tiny --workloads mlp,lstm --exhaustive
+    python benchmarks/tune_suite.py --workloads lstm --exhaustive --knobs runtime,litert_threads
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _exhaustive(workload: dict, space, chosen: dict, store_path: str) -> dict:
     from tfperf.tune import Evaluator
 
     with Store.open(store_path) as store:
-        run_id = store.new_run("tune-exhaustive", "bench/tune_suite.py", workload, {}, {})
+        run_id = store.new_run("tune-exhaustive", "benchmarks/tune_suite.py", workload, {}, {})
         evaluator = Evaluator(workload, store=store, run_id=run_id, min_rounds=8, max_rounds=8)
         try:
             evaluator.start_default()
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             budget_s=args.budget,
             store_path=store,
             profile_out=Path(store).with_name(f"{name}.json"),
-            command="bench/tune_suite.py",
+            command="benchmarks/tune_suite.py",
         )
         elapsed = time.monotonic() - started
         rec = doc["recommendation"]

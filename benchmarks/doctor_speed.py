@@ -5,7 +5,7 @@
    run side by side (import, doctor, import, doctor, ...), the ratio taken pair by pair, and
    its median reported with the range. The budget is 2x.
 
-Usage: ``python bench/doctor_speed.py [--runs N]``. Prints figures; asserts nothing.
+Usage: ``python benchmarks/doctor_speed.py [--runs N]``. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations

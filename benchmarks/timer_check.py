@@ -11,7 +11,7 @@ They take turns (tfperf block, plain block, plain block, tfperf block, ...), so 
 hits both alike. Printed per workload: tfperf's p50, the plain median of per-call times, the
 plain ``timeit`` median of block means, and the ratios tfperf / plain.
 
-Usage: ``python bench/timer_check.py [--workloads mlp,lstm] [--size standard] [--rounds 80]``.
+Usage: ``python benchmarks/timer_check.py [--workloads mlp,lstm] [--size standard] [--rounds 80]``.
 Prints figures; asserts nothing.
 """
 
