@@ -182,7 +182,7 @@ class Store:
                 f"cannot open the store {target} ({exc}); pass a writable --store PATH."
             ) from exc
         try:
-            cls._prepare(conn, target)
+            cls._prepare_patiently(conn, target)
         except UserError:
             conn.close()
             raise
@@ -197,6 +197,21 @@ class Store:
                 f"cannot use the store {target} ({exc}); pass a writable --store PATH."
             ) from exc
         return cls(conn, target)
+
+    @classmethod
+    def _prepare_patiently(cls, conn: sqlite3.Connection, target: Path) -> None:
+        """:meth:`_prepare`, again while another process holds the lock: SQLite does not call
+        its busy handler for every lock a new store's first opening takes (switching to WAL
+        among them), so four processes creating one store at once could fail "locked"."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                cls._prepare(conn, target)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     @staticmethod
     def _prepare(conn: sqlite3.Connection, target: Path) -> None:
@@ -216,7 +231,8 @@ class Store:
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         # Read again: another process may have created the schema meanwhile.
         version = conn.execute("PRAGMA user_version").fetchone()[0]
