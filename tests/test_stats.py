@@ -301,3 +301,19 @@ def test_across_processes_the_interval_covers_the_mean_speedup() -> None:
     assert pooled_cover / runs < 0.5
     assert cover / runs >= 0.90
     assert wrong / runs <= 0.08
+
+
+def test_a_verdict_never_contradicts_its_interval():
+    # The signed-rank test weighs the sizes of the ratios (p = 0.025 here), the sign-test
+    # interval only their order (it reaches 0.98): "faster" with an interval reaching below 1
+    # was reported before; it is inconclusive, and the warning asks for more rounds.
+    ratios = np.array([1.3, 1.3, 1.25, 1.2, 1.2, 1.15, 1.1, 0.99, 0.98, 0.97])
+    result = stats.paired_speedup(ratios, np.ones_like(ratios))
+    assert result["p_value"] < 0.05 and result["median"] > 1.03
+    assert result["ci95"][0] < 1.0
+    assert result["verdict"] == "inconclusive"
+    assert any("run more rounds" in w for w in result["warnings"])
+    slower = stats.paired_speedup(1.0 / ratios, np.ones_like(ratios))
+    assert slower["ci95"][1] > 1.0 and slower["verdict"] == "inconclusive"
+    assert stats.verdict(1.2, 1.05, 1.3, 0.01, 10, 0.03) == "faster"
+    assert stats.verdict(1.2, 0.99, 1.3, 0.01, 10, 0.03) == "inconclusive"

@@ -33,11 +33,15 @@ faster). It returns::
 
 The verdict rule, with threshold ``t`` (default 0.03 = 3%):
 
-- ``"faster"``: ``p_value < 0.05`` and ``median >= 1 + t``;
-- ``"slower"``: ``p_value < 0.05`` and ``median <= 1 / (1 + t)``;
+- ``"faster"``: ``p_value < 0.05``, ``median >= 1 + t`` and the whole ``ci95`` above 1;
+- ``"slower"``: ``p_value < 0.05``, ``median <= 1 / (1 + t)`` and the whole ``ci95`` below 1;
 - ``"same"``: the whole ``ci95`` lies inside ``[1 / (1 + t), 1 + t]``;
 - ``"inconclusive"`` otherwise, and always when there are fewer than :data:`MIN_PAIRS` pairs
   (with 5 pairs or fewer no two-sided test can reach 0.05, and no 95% interval exists).
+
+The signed-rank test and the sign-test interval can disagree (the test uses the sizes of the
+ratios, the interval only their order): a verdict never contradicts the interval it is
+reported with, so a significant test whose interval still reaches 1 stays "inconclusive".
 
 Its warnings include "the speedup's 95% interval (...) is wider than the t threshold; run more
 rounds" only when more rounds could change the verdict: the interval is wider than
@@ -244,9 +248,9 @@ def verdict(median: float, low: float, high: float, p: float, n: int, t: float) 
     """
     if n < MIN_PAIRS:
         return "inconclusive"
-    if p < ALPHA and median >= 1.0 + t:
+    if p < ALPHA and median >= 1.0 + t and low > 1.0:
         return "faster"
-    if p < ALPHA and median <= 1.0 / (1.0 + t):
+    if p < ALPHA and median <= 1.0 / (1.0 + t) and high < 1.0:
         return "slower"
     if low >= 1.0 / (1.0 + t) and high <= 1.0 + t:
         return "same"
