@@ -43,7 +43,7 @@ def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
     space = build_space(FULL)
     assert space.values["runtime"][0] == "tf"
     assert "openvino-bf16" in space.values["runtime"]
-    assert space.values["intra_threads"] == (None, 1, 4)
+    assert space.values["intra_threads"] == (None, 1, 4, 8)
     points = space.points()
     assert points[0] == {}
     labels = [label(p) for p in points]
@@ -59,6 +59,27 @@ def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
     assert not space.applicable("onednn", {"runtime": "litert"})
     assert space.neighbours({"runtime": "litert"}, "onednn") == []
     assert {label(c) for c in space.neighbours({}, "xla")} == {"xla=jit", "xla=auto"}
+
+
+def test_each_runtime_tries_the_thread_counts_it_does_not_take_by_itself():
+    # LiteRT's interpreter runs on one thread unless told, TensorFlow's pools on every CPU of
+    # the affinity mask: trying those counts again would measure the default twice.
+    space = build_space(replace(FULL, cores=2, schedulable=2))
+    assert [label(c) for c in space.neighbours({"runtime": "litert"}, "litert_threads")] == [
+        "runtime=litert,litert_threads=2"
+    ]
+    assert space.canonical({"runtime": "litert-int8", "litert_threads": 1}) == {
+        "runtime": "litert-int8"
+    }
+    assert [label(c) for c in space.neighbours({}, "intra_threads")] == ["intra_threads=1"]
+    openvino = space.neighbours({"runtime": "openvino-f32"}, "litert_threads")
+    assert {c["litert_threads"] for c in openvino} == {1, 2}  # OpenVINO picks its own count
+    # Under a cgroup quota of 4 CPUs in an affinity of 16, TensorFlow's default is 16 threads,
+    # so 4 (every CPU the quota gives) is worth a try; the steps between on a large machine.
+    quota = build_space(replace(FULL, cores=4, schedulable=16))
+    assert {c.get("intra_threads") for c in quota.neighbours({}, "intra_threads")} == {1, 2, 4}
+    big = build_space(replace(FULL, cores=32, schedulable=32))
+    assert big.values["litert_threads"] == (None, 1, 8, 16, 32)
 
 
 def test_openvino_bf16_only_where_the_cpu_has_bf16():
@@ -124,8 +145,8 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
     space = build_space(FULL_TFLITE)
     assert space.default_runtime() == "litert"
     moves = [c for knob in space.knobs() for c in space.neighbours({}, knob)]
-    assert {c.get("litert_threads") for c in moves} >= {1, 4}
-    assert {"runtime": "litert", "litert_threads": 1} in moves
+    assert {c.get("litert_threads") for c in moves} >= {4, 8}  # 1 is its default
+    assert {"runtime": "litert", "litert_threads": 4} in moves
     # the allocator alone needs no runtime named: adopting it stays env only
     assert {"allocator": "tcmalloc"} in moves and adoption({"allocator": "tcmalloc"}) == "env"
     assert {label(c) for c in moves} <= {label(p) for p in space.points()}

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfperf.config import show_value
@@ -151,6 +151,9 @@ class SpaceFacts:
     """Plain facts that decide which values are worth trying."""
 
     cores: int = 1
+    """CPUs this process can use: its affinity, shrunk by a cgroup quota."""
+    schedulable: int | None = None
+    """CPUs in its affinity mask (what TensorFlow sizes its pools by); ``None``: ``cores``."""
     bf16: bool = False
     onednn_default: bool = True
     """Whether TensorFlow turns oneDNN on by itself here (x86 Linux builds: only on CPUs with
@@ -178,6 +181,10 @@ class Space:
     unavailable: list[dict] = field(default_factory=list)
     bare_runtime: str = "tf"
     """What a config that names no runtime runs on: ``"litert"`` for a ``.tflite`` model."""
+    implied: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per runtime, knob values that runtime takes when the knob is left at its default
+    (LiteRT's interpreter runs on 1 thread; TensorFlow's pools have one thread per CPU this
+    process may run on): a config naming one of them is the default config."""
 
     def default_runtime(self) -> str:
         """The runtime whose knobs a config that names none is crossed with: the space's first
@@ -192,11 +199,19 @@ class Space:
         """:func:`normalize`, leaving out :attr:`bare_runtime` where no knob needs it named:
         for a ``.tflite`` model ``{"runtime": "litert", "allocator": "tcmalloc"}`` is
         ``{"allocator": "tcmalloc"}`` (env only), and ``{"runtime": "litert"}`` is ``{}``."""
-        full = normalize(self._with_runtime(config))
+        full = normalize(self._without_implied(self._with_runtime(config)))
         if full.get("runtime") != self.bare_runtime:
             return full
         bare = normalize({k: v for k, v in full.items() if k != "runtime"})
         return bare if len(bare) == len(full) - 1 else full
+
+    def _without_implied(self, config: Mapping[str, Any]) -> dict:
+        """``config`` with each knob whose value its runtime takes anyway set to the default."""
+        implied = self.implied.get(config.get("runtime", "tf"), {})
+        return {
+            k: KNOBS[k].default if k in implied and implied[k] == v else v
+            for k, v in config.items()
+        }
 
     def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
         """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
@@ -211,8 +226,10 @@ class Space:
         """Configs that differ from ``config`` in ``knob`` only (applicable values)."""
         if not self.applicable(knob, config):
             return []
-        current = config.get(knob, KNOBS[knob].default)
-        return [self.canonical({**config, knob: v}) for v in self.values[knob] if v != current]
+        here = self.canonical(config)
+        found = [self.canonical({**config, knob: v}) for v in self.values[knob]]
+        unique = {label(c): c for c in found if c != here}
+        return list(unique.values())
 
     def points(self) -> list[dict]:
         """Every config of the pruned space, the default first."""
@@ -238,7 +255,7 @@ class Space:
 
             raise UserError(f"unknown knob {unknown[0]!r}: use some of {', '.join(KNOBS)}.")
         values = {k: (v if k in knobs else v[:1]) for k, v in self.values.items()}
-        return Space(values, list(self.unavailable), self.bare_runtime)
+        return replace(self, values=values, unavailable=list(self.unavailable))
 
     def size(self) -> int:
         """How many configs :meth:`points` holds."""
@@ -254,7 +271,7 @@ class Space:
             *self.unavailable,
             *({"knob": knob, "value": show_value(v), "reason": reason} for v in gone),
         ]
-        return Space({**self.values, knob: kept}, unavailable, self.bare_runtime)
+        return replace(self, values={**self.values, knob: kept}, unavailable=unavailable)
 
 
 def normalize(config: Mapping[str, Any]) -> dict:
@@ -304,20 +321,35 @@ def split_batch(config: Mapping[str, Any]) -> tuple[int | None, dict]:
     return full.pop("batch", None), full
 
 
-def _thread_values(cores: int) -> tuple[int | None, ...]:
-    """``None`` (the default: every core), 1, and half the cores on larger machines."""
-    values: list[int | None] = [None]
-    if cores > 1:
-        values.append(1)
+def thread_values(cores: int) -> tuple[int | None, ...]:
+    """``None`` (the runtime's own choice), 1, every usable core, and on larger machines the
+    quarter and the half between: the counts that can win. What ``None`` means differs by
+    runtime (:attr:`Space.implied`), so a count may repeat a runtime's default; the space
+    then keeps one of the two."""
+    if cores <= 1:
+        return (None,)  # one core: nothing to choose
+    steps = {1, cores}
     if cores >= 4:
-        values.append(cores // 2)
-    return tuple(values)
+        steps.add(cores // 2)
+    if cores >= 16:
+        steps.add(cores // 4)
+    return (None, *sorted(steps))
+
+
+def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
+    """:attr:`Space.implied` for this machine: LiteRT's interpreter defaults to one thread;
+    TensorFlow's pools to one thread per CPU the process may run on (its affinity, which a
+    cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
+    of its values is implied."""
+    implied: dict[str, dict[str, Any]] = {r: {"litert_threads": 1} for r in LITERT_RUNTIMES}
+    implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
+    return implied
 
 
 def build_space(facts: SpaceFacts) -> Space:
     """The pruned space for one workload on one machine (see the module docstring)."""
     unavailable: list[dict] = []
-    threads = _thread_values(max(1, facts.cores))
+    threads = thread_values(max(1, facts.cores))
     allocators: list[str] = ["system"]
     for name in ("tcmalloc", "jemalloc"):
         if facts.allocators.get(name):
@@ -425,7 +457,7 @@ def build_space(facts: SpaceFacts) -> Space:
     }
     values["batch"] = _batch_values(facts, unavailable)
     bare = "litert" if facts.model_format == "tflite" else "tf"
-    return Space(values=values, unavailable=unavailable, bare_runtime=bare)
+    return Space(values, unavailable, bare, implied_values(facts))
 
 
 def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:
@@ -460,6 +492,7 @@ def machine_facts(
     x86 = (machine.get("cpu") or {}).get("machine") in ("x86_64", "AMD64")
     return SpaceFacts(
         cores=int((machine.get("cores") or {}).get("usable") or 1),
+        schedulable=(machine.get("cores") or {}).get("affinity"),
         bf16=bool(isa & {"AVX512_BF16", "AMX_BF16"}),
         onednn_default=onednn_default_for(isa) if x86 else True,
         allocators=dict(machine.get("allocators_available") or {}),
