@@ -63,6 +63,7 @@ from typing import Any
 from tfperf import contention
 from tfperf.config import Config
 from tfperf.errors import UserError
+from tfperf.identity import model_digests
 from tfperf.measure import Listener, Measurement, Settings, Trial, measure
 
 SCHEMA_VERSION = 1
@@ -282,6 +283,7 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
         "flops",
         "batch",
         "notes",
+        "fingerprint",
     ):
         if key in trial.ready:
             info[key] = trial.ready[key]
@@ -417,6 +419,7 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
         "calls_per_block": trial.calls_per_block,
         "blocks": len(trial.blocks),
         "install": _install(trial),
+        "model": model_digests(ready.get("fingerprint")),
         "notes": ready.get("notes", []),
         "flops": {
             "per_call": per_call,

@@ -60,6 +60,8 @@ from typing import Any
 
 from tfperf import contention
 from tfperf.config import Config
+from tfperf.errors import UserError
+from tfperf.identity import SameModel
 from tfperf.worker import USER_KIND
 from tfperf.workerproc import Worker, WorkerFailed
 
@@ -67,6 +69,8 @@ BASELINE = "baseline"
 CANDIDATE = "candidate"
 SKIPPED_KIND = "skipped"
 """Error kind of a candidate left unmeasured because the baseline could not run the input."""
+DIFFERS_KIND = "model-differs"
+"""Error kind of a worker that loaded another model or other inputs than the first one."""
 ORDER_SEED = 20_231
 """Seed of the per-round block order."""
 MAX_CALLS_PER_BLOCK = 2000
@@ -129,7 +133,10 @@ class Trial:
         (its own failure as the baseline, or a candidate left unmeasured because of it):
         :func:`measure` then raises one UserError sentence for the whole run."""
         kind = (self.error or {}).get("kind")
-        return (self.role == BASELINE and kind == USER_KIND) or kind == SKIPPED_KIND
+        return (self.role == BASELINE and kind == USER_KIND) or kind in (
+            SKIPPED_KIND,
+            DIFFERS_KIND,
+        )
 
     def retire_worker(self) -> None:
         """Close the worker, keeping its peak RSS in ``peak_rss_bytes``."""
@@ -272,16 +279,17 @@ def measure(
         )
         for i, c in enumerate(configs)
     ]
+    same = SameModel(source_of(workload))
     try:
         if settings.parallel_start:
             for trial in trials:
                 _spawn(trial, workload, settings, listener, environ)
             for trial in trials:
-                _await_ready(trial, listener, trials)
+                _await_ready(trial, listener, trials, same)
         else:
             for trial in trials:
                 _spawn(trial, workload, settings, listener, environ)
-                _await_ready(trial, listener, trials)
+                _await_ready(trial, listener, trials, same)
         block_s = settings.block_seconds(len(trials))
         for trial in trials:
             if trial.alive:
@@ -291,6 +299,8 @@ def measure(
 
         def respawn(trial: Trial, process: int) -> None:
             _restart(trial, process, workload, settings, listener, environ)
+            if trial.alive:
+                _check_same(trial, trial.worker.ready or {}, listener, trials, same)
 
         rounds, stopped, steady_s = _rounds(trials, settings, listener, respawn)
         other_share = contention.other_cpu_share(before, contention.snapshot(pids))
@@ -344,7 +354,14 @@ def _spawn(
     trial.not_inherited = dict(worker.not_inherited)
 
 
-def _await_ready(trial: Trial, listener: Listener, trials: Sequence[Trial]) -> None:
+def source_of(workload: Mapping[str, Any]) -> str:
+    """How a message names the workload: the model's path or factory, or the built-in's name."""
+    return str(workload.get("path") or workload.get("name") or "the workload")
+
+
+def _await_ready(
+    trial: Trial, listener: Listener, trials: Sequence[Trial], same: SameModel
+) -> None:
     if trial.status == "failed" or trial.worker is None:
         return
     try:
@@ -353,9 +370,10 @@ def _await_ready(trial: Trial, listener: Listener, trials: Sequence[Trial]) -> N
         trial.fail(exc)
         listener.trial(trial, "failed")
         if trial.role == BASELINE and exc.user_error:
-            _abandon(trials, listener, exc)
+            _abandon(trials, listener, exc.message or exc.reason)
         return
     trial.ready = ready
+    _check_same(trial, ready, listener, trials, same)
     refused = listener.refuse(trial, ready)
     if refused is not None:
         trial.fail(refused)
@@ -395,10 +413,24 @@ def _restart(
     )
 
 
-def _abandon(trials: Sequence[Trial], listener: Listener, exc: WorkerFailed) -> None:
-    """The baseline cannot run the user's input: fail the others unmeasured, raise UserError."""
-    from tfperf.errors import UserError
+def _check_same(
+    trial: Trial,
+    ready: Mapping[str, Any],
+    listener: Listener,
+    trials: Sequence[Trial],
+    same: SameModel,
+) -> None:
+    """A worker that loaded another model than the first of its interpreter ends the run."""
+    try:
+        same.check(ready, trial.python)
+    except UserError as exc:
+        trial.fail(WorkerFailed(str(exc), kind=DIFFERS_KIND, message=str(exc)))
+        listener.trial(trial, "failed")
+        _abandon(trials, listener, str(exc))
 
+
+def _abandon(trials: Sequence[Trial], listener: Listener, message: str) -> None:
+    """The user's input cannot be measured: fail the others unmeasured, raise UserError."""
     for other in trials:
         if other.status in ("pending", "running") and other.worker is not None:
             other.worker.close()
@@ -408,7 +440,7 @@ def _abandon(trials: Sequence[Trial], listener: Listener, exc: WorkerFailed) -> 
                 )
             )
             listener.trial(other, "failed")
-    raise UserError(exc.message or exc.reason)
+    raise UserError(message)
 
 
 def _calls_for(trial: Trial, block_s: float) -> int:

@@ -49,7 +49,9 @@ __all__ = [
 def prepare(workload: dict[str, Any], config: dict[str, Any]) -> Prepared:
     """Load ``workload`` and return what to time under ``config`` (see the module docstring)."""
     loaded = load_workload(workload)
-    return prepare_loaded(loaded, config)
+    prepared = prepare_loaded(loaded, config)
+    prepared.fingerprint = loaded.fingerprint
+    return prepared
 
 
 def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:

@@ -393,6 +393,51 @@ def _warnings_html(report: dict) -> str:
     return "<ul class='warn'>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
 
 
+def _answer_html(report: dict) -> str:
+    """A tune's answer, before the evidence: what to use, the confirmed speedup and its
+    interval, the error, what adopting it takes and the command; or which case a "keep the
+    default" is. Empty for runs that are not tunes or that stored no recommendation."""
+    summary = report["run"].get("summary") or {}
+    rec = summary.get("recommendation")
+    if report["run"].get("kind") != "tune" or not rec:
+        return ""
+    esc = html.escape
+    if rec.get("keep_default"):
+        items = [f"<p><b>Keep the default.</b> {esc(str(rec.get('reason')))}.</p>"]
+        why = rec.get("keep_default_why") or {}
+        facts = [
+            f"case: {why.get('case')}",
+            f"rejected: {why.get('rejected')}",
+            f"failed: {why.get('failed')}",
+        ]
+        best = why.get("best_rejected")
+        if best:
+            facts.append(
+                f"fastest rejected: {best['label']} (about {fmt(best.get('speedup'), '.2f')}x, "
+                f"max relative error {fmt(best.get('max_rel_error'))})"
+            )
+        if why.get("commonest_failure"):
+            facts.append(f"commonest failure: {why['commonest_failure']}")
+        items.append("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>")
+        return "<h2>Answer</h2>" + "".join(items)
+    speedup = rec.get("speedup") or {}
+    profile = summary.get("profile")
+    apply = f"tfperf run --profile {profile} -- python your_script.py" if profile else ""
+    rows = [
+        ("use", rec.get("label")),
+        ("confirmed speedup (95% CI)", _speedup_text(speedup) if speedup else "-"),
+        ("time per call", f"{fmt(rec.get('time_ms'))} ms"),
+        ("max relative error", fmt(rec.get("max_rel_error"))),
+        ("adopting it takes", rec.get("adoption_text")),
+        ("profile", profile),
+        ("apply with", apply),
+    ]
+    cells = "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in rows if v
+    )
+    return f"<h2>Answer</h2><table class='answer'>{cells}</table>"
+
+
 def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:
     """The report as one self-contained HTML page (plotly's JavaScript embedded).
 
@@ -448,7 +493,7 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1><p class='meta'>{meta}</p>"
+        f"<h1>{html.escape(title)}</h1><p class='meta'>{meta}</p>{_answer_html(report)}"
         f"<h2>Results</h2>{_results_table(report)}<h2>Warnings</h2>{_warnings_html(report)}"
         f"{''.join(parts)}</body></html>\n"
     )

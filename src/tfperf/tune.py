@@ -74,7 +74,9 @@ from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
 from tfperf.config import Config
 from tfperf.convert import artifact_from_notes
 from tfperf.errors import UserError
-from tfperf.measure import ORDER_SEED
+from tfperf.identity import SameModel
+from tfperf.keepdefault import keep_default_why, rejection_advice
+from tfperf.measure import ORDER_SEED, source_of
 from tfperf.search import FAILED, MEASURED, REJECTED, Outcome, Search, cache_key
 from tfperf.space import (
     ADOPTION_TEXT,
@@ -191,6 +193,8 @@ class Evaluator:
         self.progress = progress or Progress()
         self.threshold = threshold
         self._workers: OrderedDict[str, _Handle] = OrderedDict()
+        self.same = SameModel(source_of(self.workload))
+        """Every worker must load the default's model and inputs (:mod:`tfperf.identity`)."""
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self.reference: list | None = None
         self.default_batch = 1
@@ -216,6 +220,11 @@ class Evaluator:
         )
         worker.start()
         ready = worker.wait_ready()
+        try:
+            self.same.check(ready)
+        except UserError:
+            worker.close()
+            raise
         handle = _Handle(worker, ready, self.block_s, self.per_sample)
         self._workers[name] = handle
         return handle
@@ -882,6 +891,8 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
                 f"{low if low is None else format(low, '.2f')})"
             )
             recommendation["speedup"] = confirmed
+    _explain_keep_default(recommendation, candidates, evaluator, default_ms, bool(winner))
+    warnings += rejection_advice(candidates, evaluator.tolerance.rel)
     return {
         "default": {
             "time_ms": default_ms,
@@ -892,6 +903,31 @@ def _conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dic
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+def _explain_keep_default(
+    recommendation: dict,
+    candidates: list[dict],
+    evaluator: Evaluator,
+    default_ms: float | None,
+    confirmed: bool,
+) -> None:
+    """Say which case a "keep the default" is (:mod:`tfperf.keepdefault`); ``None`` otherwise.
+    A winner that failed its confirmation keeps that sentence unless faster candidates were
+    rejected, which the user must hear first."""
+    if not recommendation["keep_default"]:
+        recommendation["keep_default_why"] = None
+        return
+    why = keep_default_why(
+        candidates,
+        default_ms,
+        evaluator.default_batch,
+        per_sample=evaluator.per_sample,
+        threshold=evaluator.threshold,
+    )
+    recommendation["keep_default_why"] = why
+    if not confirmed or why["case"] != "none_faster":
+        recommendation["reason"] = why["summary"]
 
 
 def _significantly_faster(speedup: dict) -> bool:

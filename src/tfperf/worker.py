@@ -184,7 +184,7 @@ class Session:
         t1 = time.perf_counter()
         self.prepared = _prepare_function()(msg["workload"], config)
         load_s = time.perf_counter() - t1
-        first_call_s = _timed(self.prepared.call, 1)[0]
+        first_call_s = self._first_call(msg["workload"])
         policy = msg.get("warmup") or {}
         warm = warm_up(
             self.prepared.call,
@@ -203,11 +203,28 @@ class Session:
                 "source": self.prepared.flops_source,
             },
             "batch": self.prepared.batch,
+            "fingerprint": getattr(self.prepared, "fingerprint", None),
             "notes": list(self.prepared.notes),
             "extra_available": sorted(self.prepared.extra),
             "rss_bytes": _rss_bytes(),
             "peak_rss_bytes": _peak_rss_bytes(),
         }
+
+    def _first_call(self, workload: dict[str, Any]) -> float:
+        """Time the first call. An exception there, on the user's own model, is a
+        :class:`UserError` naming TensorFlow's reason (inputs that do not fit, say): the
+        parent ends the command with it when the default configuration raised it."""
+        try:
+            return _timed(self.prepared.call, 1)[0]
+        except Exception as exc:
+            if workload.get("kind") != "model":
+                raise
+            from tfperf.workloads.records import call_error_sentence
+
+            raise UserError(
+                f"Calling the model on its sample inputs raised {call_error_sentence(exc)}: "
+                "give inputs that fit the model (from the factory, or --inputs FILE.npz)."
+            ) from exc
 
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         _inject(self.fault, "run")
@@ -240,9 +257,9 @@ def error_message(exc: BaseException) -> dict[str, Any]:
 
 
 def _one_sentence(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return first or type(exc).__name__
+    from tfperf.workloads.records import told_lines
+
+    return (told_lines(str(exc)) or [type(exc).__name__])[0]
 
 
 def serve(cmd: Any, res: Any, fault: str) -> int:

@@ -84,6 +84,11 @@ def _rate_text(value: float | None) -> str:
     return f"{float(f'{value:.3g}'):,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+_CASE_TEXT = {
+    "none_faster": "nothing was faster",
+    "rejected": "faster ones were rejected",
+    "failed": "the candidates failed",
+}
 _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
 
 
@@ -112,7 +117,7 @@ def render_tune(doc: dict) -> None:
     table.add_column("config", no_wrap=True, overflow="fold")
     columns = ["status", "speedup", "95% CI", "ms"]
     columns += ["batch", "samples/s"] if throughput else []
-    for col in (*columns, "abs err", "adopt"):
+    for col in (*columns, "abs err", "rel err", "adopt"):
         table.add_column(
             col, justify="left" if col in ("status", "adopt") else "right", no_wrap=True
         )
@@ -139,6 +144,7 @@ def render_tune(doc: dict) -> None:
             shown,
             *cells,
             _err_text(row["max_abs_error"]),
+            _err_text(row["max_rel_error"]),
             _ADOPT_SHORT[row["adoption"]],
         )
     print_table(table, out)
@@ -152,7 +158,12 @@ def render_tune(doc: dict) -> None:
         )
     rec = doc["recommendation"]
     if rec["keep_default"]:
-        out.print(f"[bold]Keep the default[/]: {escape(rec['reason'])}.", soft_wrap=True)
+        case = (rec.get("keep_default_why") or {}).get("case", "none_faster")
+        out.print(
+            f"[bold]Keep the default[/] ({_CASE_TEXT.get(case, case)}): "
+            f"{escape(rec['reason'])}.",
+            soft_wrap=True,
+        )
     else:
         default = doc["default"]
         if throughput:

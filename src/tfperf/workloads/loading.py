@@ -32,6 +32,7 @@ from tfperf.inputs import (
     tflite_input_specs,
 )
 from tfperf.workloads import SEED, check_batch
+from tfperf.workloads.identity import fingerprint, seed_everything
 from tfperf.workloads.litert import litert_interpreter
 from tfperf.workloads.records import Loaded, first_line, is_keras_model, named
 
@@ -41,11 +42,19 @@ def load_workload(workload: dict[str, Any]) -> Loaded:
 
     With ``workload["tile_to"] = N`` (tune's ``batch`` knob) the sample inputs are those of the
     workload's own batch with their rows repeated to ``N`` (:func:`tile_rows`).
+    ``Loaded.fingerprint`` (:func:`tfperf.workloads.identity.fingerprint`) describes the
+    workload at its own batch, before any tiling: every worker of a run reports the same one.
     """
     tile_to = workload.get("tile_to")
     if tile_to is not None:
         base = {k: v for k, v in workload.items() if k != "tile_to"}
         return tile_rows(load_workload(base), check_batch(tile_to))
+    loaded = _load(workload)
+    loaded.fingerprint = fingerprint(loaded)
+    return loaded
+
+
+def _load(workload: dict[str, Any]) -> Loaded:
     kind = workload.get("kind")
     batch = check_batch(workload.get("batch", 1))
     if kind == "builtin":
@@ -263,9 +272,13 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
 
 
 def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
+    """Import the factory's module and call it, with every global random generator seeded
+    before each (:func:`seed_everything`): an unseeded factory builds the same model and the
+    same inputs in every worker."""
     module_name, func_name = ref.split(":", 1)
     if search_path and search_path not in sys.path:
         sys.path.insert(0, search_path)
+    seed_everything(SEED)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # the user's module failed to import
@@ -273,6 +286,7 @@ def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
     func = getattr(module, func_name, None)
     if not callable(func):
         raise UserError(f"{module_name} has no function {func_name!r}: check {ref}.")
+    seed_everything(SEED)
     try:
         result = func()
     except Exception as exc:  # the user's factory raised

@@ -8,6 +8,7 @@ turns it into a :class:`Prepared`, the callables a worker times. Both are re-exp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ class Prepared:
     extra: dict[str, Callable[[], None]] = field(default_factory=dict)
     """Other ways of calling the same model, for information: "eager", "predict"."""
     notes: list[str] = field(default_factory=list)
+    fingerprint: dict[str, Any] | None = None
+    """The loaded workload's :attr:`Loaded.fingerprint`, which the worker reports."""
 
 
 @dataclass
@@ -65,6 +68,8 @@ class Loaded:
     labels: Any | None = None
     keepalive: Any | None = None
     """The object a SavedModel signature belongs to (it owns the variables)."""
+    fingerprint: dict[str, Any] | None = None
+    """Digests and summaries of the inputs and weights (:mod:`tfperf.workloads.identity`)."""
 
     def call_model(self, tensors: dict[str, Any], *, training: bool = False) -> Any:
         """Call :attr:`model` on ``tensors`` (name -> tensor) the way it takes its inputs."""
@@ -94,7 +99,49 @@ def is_keras_model(obj: Any) -> bool:
     return any(cls.__name__ in ("Model", "Functional", "Sequential") for cls in type(obj).__mro__)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NOISE = (
+    "in user code:",
+    "Exception encountered when calling",
+    "Arguments received by",
+    "Traceback",
+    "File ",
+    "\u2022",
+    "Call arguments received by",
+)
+
+
+def call_error_sentence(exc: BaseException) -> str:
+    """The sentence that says why calling a model raised ``exc``: TensorFlow and Keras wrap the
+    real reason ("expected axis -1 of input shape to have value 4, but received input with
+    shape (1, 7)") in lines of context ("in user code:", file lines, "Exception encountered
+    when calling ...", the arguments received); this finds it. Keras marks it in bold; else it
+    is the last line of TensorFlow's own message that is not context."""
+    text = str(exc)
+    bold = re.findall(r"\x1b\[1m(.*?)\x1b\[0m", text, flags=re.S)
+    if bold:
+        found = " ".join(bold[-1].split())
+    else:
+        lines = [_ANSI.sub("", line).strip() for line in text.splitlines()]
+        kept = [line for line in lines if line and not line.startswith(_NOISE)]
+        found = kept[-1] if kept else ""
+    found = re.sub(r"^(\w+(Error|Exception)):\s*", "", found)
+    name = type(exc).__name__
+    return f"{name}: {found[:400].rstrip('. ')}" if found else name
+
+
+WHERE_LINE = re.compile(r"^(Exception from|Check '.*' failed at) \S+:\d+:?$")
+"""OpenVINO opens its messages with where in its sources it failed; the reason follows."""
+
+
+def told_lines(text: str) -> list[str]:
+    """The non-blank lines of an error message, without OpenVINO's source locations."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return [ln for ln in lines if not WHERE_LINE.match(ln)] or lines
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (at most 300 characters, no final period)."""
-    text = str(exc).strip().splitlines()
+    """The first telling line of ``exc``'s message (at most 300 characters, no final
+    period)."""
+    text = told_lines(str(exc))
     return (text[0] if text else type(exc).__name__)[:300].rstrip(". ")
