@@ -295,8 +295,10 @@ def _best_reason(reasons: Sequence[str]) -> str:
 
 
 def _first_error(exc: BaseException) -> str:
+    from tfperf.workloads.records import told_lines
+
     lines = [ln.strip() for ln in str(exc).splitlines() if "error:" in ln]
-    text = lines[-1] if lines else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = lines[-1] if lines else (told_lines(str(exc)) or [type(exc).__name__])[0]
     return text.split("error:", 1)[-1].strip()[:300]
 
 
@@ -419,6 +421,8 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
             "so this candidate would repeat openvino-f32."
         )
     request = compiled.create_infer_request()
+    feed = _openvino_feed(compiled, loaded)
+    order = _openvino_output_order(compiled, loaded)
     shapes = [(tuple(x.shape), x.dtype.name) for x in inputs]
     (folder / "run_model.py").write_text(
         _OV_SNIPPET.format(path=str(xml), properties=properties, inputs=shapes)
@@ -426,13 +430,13 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     notes.append(f"OpenVINO CPU plugin, {properties}")
 
     def call() -> None:
-        request.infer(inputs)
+        request.infer(feed)
 
     def outputs() -> list:
         import numpy as np
 
-        result = request.infer(inputs)
-        return [np.asarray(v) for v in result.values()]
+        request.infer(feed)
+        return [np.array(request.get_output_tensor(i).data) for i in order]
 
     return Prepared(
         call=call,
@@ -443,6 +447,30 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
     )
+
+
+def _openvino_feed(compiled: Any, loaded: Any) -> dict[int, Any]:
+    """The sample inputs by OpenVINO input index, matched by name where every input's name
+    is one of the model's (a SavedModel's inputs come out of the converter sorted by name,
+    not in its signature's order), else by position."""
+    arrays = [loaded.inputs[n] for n in loaded.input_names]
+    index = {}
+    for i, port in enumerate(compiled.inputs):
+        for name in port.get_names():
+            index.setdefault(name.split(":")[0], i)
+    if set(loaded.input_names) <= set(index) and len(index) >= len(arrays):
+        return {index[n]: loaded.inputs[n] for n in loaded.input_names}
+    return dict(enumerate(arrays))
+
+
+def _openvino_output_order(compiled: Any, loaded: Any) -> list[int]:
+    """Output indices in TensorFlow's order: a SavedModel signature returns a dict, which
+    TensorFlow flattens by sorted key; OpenVINO names each output by that key."""
+    count = len(compiled.outputs)
+    if loaded.format != "savedmodel":
+        return list(range(count))
+    names = [sorted(port.get_names() or {""})[0] for port in compiled.outputs]
+    return sorted(range(count), key=lambda i: names[i])
 
 
 # ----------------------------------------------------------------------------- precision
