@@ -22,6 +22,7 @@ def _doc(configs: list[dict]) -> dict:
             "speedup": {"median": 1.0 + i / 10, "ci95": [1.0, 1.2 + i / 10]},
             "time_ms": 2.0 - i / 10,
             "max_abs_error": 1e-6,
+            "max_rel_error": 1e-7,
             "adoption": adoption(c),
         }
         for i, c in enumerate(configs)
