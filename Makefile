@@ -35,7 +35,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks
 
 test: lint
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache
