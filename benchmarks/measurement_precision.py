@@ -36,19 +36,17 @@ CONTROL_ENV = "TFPERF_CONTROL_COPY=1"
 
 def one_repeat(store, workload: dict, budget: float, block_s: float | None, processes: int) -> dict:
     """One interleaved bench run of default, its control copy and onednn=off."""
-    from tfperf.bench import bench
-    from tfperf.config import Config
+    from tfperf.bench import BenchOptions, bench
+    from tfperf.core.config import Config
 
     configs = [Config(), Config.parse([], [CONTROL_ENV]), Config.parse(["onednn=off"], [])]
     return bench(
         workload,
         configs,
         store=store,
-        budget_s=budget,
-        block_s=block_s,
-        processes=processes,
-        extras=(),
-        peak=False,
+        options=BenchOptions(
+            budget_s=budget, block_s=block_s, processes=processes, extras=(), peak=False
+        ),
     )
 
 

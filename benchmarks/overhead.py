@@ -39,8 +39,8 @@ def interpreter_start(runs: int = 5) -> float:
 
 def worker_costs(workload: dict, calls: list[int], blocks: int) -> dict:
     """Start phases of one worker and the per-block round trip for each block size."""
-    from tfperf.config import Config
-    from tfperf.workerproc import Worker
+    from tfperf.core.config import Config
+    from tfperf.runner.handle import Worker
 
     with Worker(workload, Config(), timeout_s=300) as worker:
         ready = worker.wait_ready()
@@ -69,13 +69,15 @@ def worker_costs(workload: dict, calls: list[int], blocks: int) -> dict:
 
 def whole_bench(workload: dict, budget: float) -> tuple[float, dict]:
     """Wall seconds of ``bench(workload, [default], budget)`` and its document."""
-    from tfperf.bench import bench
-    from tfperf.config import Config
+    from tfperf.bench import BenchOptions, bench
+    from tfperf.core.config import Config
     from tfperf.store import Store
 
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "s.sqlite") as store:
         t0 = time.perf_counter()
-        doc = bench(workload, [Config()], store=store, budget_s=budget, peak=False)
+        doc = bench(
+            workload, [Config()], store=store, options=BenchOptions(budget_s=budget, peak=False)
+        )
         return time.perf_counter() - t0, doc
 
 

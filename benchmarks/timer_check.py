@@ -2,9 +2,9 @@
 
 For each workload, two processes run side by side with the same environment:
 
-- a tfperf worker (``tfperf.workerproc.Worker``, the path ``tfperf bench`` uses), and
+- a tfperf worker (``tfperf.runner.handle.Worker``, the path ``tfperf bench`` uses), and
 - a plain process (this script with ``--plain``) that gets the same call from
-  ``tfperf.prepare`` and times it with ``timeit`` -- no tfperf worker, protocol, warm-up or
+  ``tfperf.worker.prepare`` and times it with ``timeit`` -- no tfperf worker, protocol, warm-up or
   measuring loop involved.
 
 They take turns (tfperf block, plain block, plain block, tfperf block, ...), so machine drift
@@ -30,11 +30,11 @@ GOAL = 0.05
 
 
 def plain_main(name: str, size: str) -> int:
-    """Child: the same call (``tfperf.prepare``), timed by ``timeit``; answers "N" lines with
+    """Child: the same call (``tfperf.worker.prepare``), timed by ``timeit``; answers "N" lines with
     the timings of N calls (JSON)."""
     import gc
 
-    from tfperf.prepare import prepare
+    from tfperf.worker.prepare import prepare
 
     call = prepare({"kind": "builtin", "name": name, "size": size, "batch": 1}, {}).call
     for _ in range(20):
@@ -50,8 +50,8 @@ def plain_main(name: str, size: str) -> int:
 
 def check(name: str, size: str, rounds: int, block_s: float) -> dict[str, float]:
     """Alternate tfperf blocks and plain blocks; return the three medians and ratios."""
-    from tfperf.config import Config
-    from tfperf.workerproc import Worker
+    from tfperf.core.config import Config
+    from tfperf.runner.handle import Worker
 
     workload = {"kind": "builtin", "name": name, "size": size, "batch": 1}
     worker = Worker(workload, Config(), timeout_s=300)

@@ -21,6 +21,7 @@ import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 INFERENCE = ("lstm", "encoder", "mobilenetv2", "resnet50", "mlp", "wide-deep")
@@ -41,14 +42,16 @@ def _exhaustive(workload: dict, space, chosen: dict, store_path: str) -> dict:
     ``tune_vs_best`` is the worst of those ratios (tune's time over the point's time, inverted:
     above 1 means tune's choice was faster).
     """
-    from tfperf.search import MEASURED
-    from tfperf.space import label, normalize
+    from tfperf.core.knobs import label, normalize
+    from tfperf.runner.recorder import RunRecorder
     from tfperf.store import Store
-    from tfperf.tune import Evaluator
+    from tfperf.tune import TuneOptions
+    from tfperf.tune.evaluate import Evaluator
+    from tfperf.tune.search import MEASURED
 
     with Store.open(store_path) as store:
-        run_id = store.new_run("tune-exhaustive", "benchmarks/tune_suite.py", workload, {}, {})
-        evaluator = Evaluator(workload, store=store, run_id=run_id, min_rounds=8, max_rounds=8)
+        run = RunRecorder(store, "tune-exhaustive", "benchmarks/tune_suite.py", workload, {}, {})
+        evaluator = Evaluator(workload, TuneOptions(min_rounds=8, max_rounds=8), run=run)
         try:
             evaluator.start_default()
             outcomes = []
@@ -75,7 +78,8 @@ def _exhaustive(workload: dict, space, chosen: dict, store_path: str) -> dict:
                 "best_speedup": best.speedup["median"] if best else 1.0,
                 "duels": [],
             }
-            evaluator.min_rounds, evaluator.max_rounds = DUEL_ROUNDS
+            low, high = DUEL_ROUNDS
+            evaluator.options = replace(evaluator.options, min_rounds=low, max_rounds=high)
             leaders = [o for o in measured if normalize(o.config) != normalize(chosen)][:TOP]
             for leader in leaders:
                 # tune's choice as the incumbent: vs_incumbent = tune time / leader time
@@ -105,7 +109,7 @@ def _exhaustive(workload: dict, space, chosen: dict, store_path: str) -> dict:
             )
         finally:
             evaluator.close()
-        store.finish_run(run_id, "ok", result)
+        run.finish("ok", result)
     return result
 
 
@@ -121,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="store path (default: a temporary file)")
     args = parser.parse_args(argv)
 
-    from tfperf.machine import collect_machine
-    from tfperf.space import build_space, machine_facts
-    from tfperf.tune import tune
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
+    from tfperf.machine.facts import collect_machine
+    from tfperf.tune import TuneOptions, tune
+    from tfperf.tune.space import build_space, machine_facts
 
     store = args.store or str(Path(tempfile.mkdtemp(prefix="tune-suite-")) / "store.sqlite")
     machine = collect_machine()
@@ -138,16 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         workload = builtin_workload(name, size=args.size, batch=1)
         started = time.monotonic()
         knobs = tuple(args.knobs.split(",")) if args.knobs else None
-        doc = tune(
-            workload,
+        options = TuneOptions(
             strategy=args.strategy,
             max_trials=args.max_trials,
             knobs=knobs,
             budget_s=args.budget,
             store_path=store,
-            profile_out=Path(store).with_name(f"{name}.json"),
+            profile_out=str(Path(store).with_name(f"{name}.json")),
             command="benchmarks/tune_suite.py",
         )
+        doc = tune(workload, options)
         elapsed = time.monotonic() - started
         rec = doc["recommendation"]
         speedup = (rec["speedup"] or {}) if not rec["keep_default"] else {}

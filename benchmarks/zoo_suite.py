@@ -26,6 +26,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ZOO = Path(__file__).resolve().parent / "zoo"
@@ -55,15 +56,15 @@ def workload(name: str, tiny: bool) -> dict:
 
 
 def tune_once(work: dict, store: str, name: str, k: int) -> dict:
-    from tfperf.tune import tune
+    from tfperf.tune import TuneOptions, tune
 
     started = time.monotonic()
-    doc = tune(
-        work,
+    options = TuneOptions(
         store_path=store,
-        profile_out=Path(store).with_name(f"{name}-{k}.json"),
+        profile_out=str(Path(store).with_name(f"{name}-{k}.json")),
         command="benchmarks/zoo_suite.py",
     )
+    doc = tune(work, options)
     rec = doc["recommendation"]
     speedup = rec["speedup"] if not rec["keep_default"] else None
     row = {
@@ -92,11 +93,14 @@ def tune_once(work: dict, store: str, name: str, k: int) -> dict:
 
 def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
     """Step 2 and 3 of the module docstring, with tfperf's own evaluator."""
-    from tfperf.machine import collect_machine
-    from tfperf.search import MEASURED
-    from tfperf.space import build_space, label, machine_facts, normalize
+    from tfperf.core.knobs import label, normalize
+    from tfperf.machine.facts import collect_machine
+    from tfperf.runner.recorder import RunRecorder
     from tfperf.store import Store
-    from tfperf.tune import Evaluator
+    from tfperf.tune import TuneOptions
+    from tfperf.tune.evaluate import Evaluator
+    from tfperf.tune.search import MEASURED
+    from tfperf.tune.space import build_space, machine_facts
 
     space = build_space(machine_facts(collect_machine(), "factory"))
     unavailable = [u for u in space.unavailable if u["knob"] == "runtime"]
@@ -104,8 +108,8 @@ def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
     for runtime in space.values["runtime"][1:]:
         configs += [{"runtime": runtime}, *space.neighbours({"runtime": runtime}, "litert_threads")]
     with Store.open(store) as st:
-        run_id = st.new_run("zoo-runtimes", "benchmarks/zoo_suite.py", work, {}, {})
-        evaluator = Evaluator(work, store=st, run_id=run_id, min_rounds=8, max_rounds=12)
+        run = RunRecorder(st, "zoo-runtimes", "benchmarks/zoo_suite.py", work, {}, {})
+        evaluator = Evaluator(work, TuneOptions(min_rounds=8, max_rounds=12), run=run)
         try:
             evaluator.start_default()
             best: dict[str, object] = {}
@@ -138,7 +142,8 @@ def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
                 "tune_vs_best": None,
             }
             if ranked and normalize(ranked[0].config) != normalize(chosen):
-                evaluator.min_rounds, evaluator.max_rounds = DUEL_ROUNDS
+                low, high = DUEL_ROUNDS
+                evaluator.options = replace(evaluator.options, min_rounds=low, max_rounds=high)
                 head = evaluator(ranked[0].config, normalize(chosen), None)
                 ratio = (head.vs_incumbent or {}).get("median")
                 result["tune_vs_best"] = 1.0 / ratio if ratio else None
@@ -148,7 +153,7 @@ def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
             result["best_label"] = label(ranked[0].config) if ranked else "default"
         finally:
             evaluator.close()
-        st.finish_run(run_id, "ok", {"best": result["best"]})
+        run.finish("ok", {"best": result["best"]})
     return result
 
 
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", help="store path (default: a temporary file)")
     args = parser.parse_args(argv)
 
-    from tfperf.machine import collect_machine
+    from tfperf.machine.facts import collect_machine
 
     store = args.store or str(Path(tempfile.mkdtemp(prefix="zoo-suite-")) / "store.sqlite")
     machine = collect_machine()

@@ -19,7 +19,7 @@ from tfperf.accuracy import (
     load_outputs,
     parse_tolerance,
 )
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 pytestmark = pytest.mark.tf
 
@@ -77,8 +77,8 @@ def test_guard_rejects_a_crude_quantization_that_loses_accuracy(digits_model):
 def test_guard_accepts_a_real_litert_fp16_variant(digits_model):
     from ai_edge_litert.interpreter import Interpreter
 
-    from tfperf.convert import convert_litert
-    from tfperf.prepare import Loaded
+    from tfperf.worker.convert import convert_litert
+    from tfperf.worker.prepare import Loaded
 
     model, x, y, reference = digits_model
     notes: list[str] = []

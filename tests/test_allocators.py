@@ -1,4 +1,4 @@
-"""tfperf.allocators against the real system libraries and real processes."""
+"""tfperf.core.allocators against the real system libraries and real processes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from conftest import require
-from tfperf import allocators
-from tfperf.errors import UserError
+from tfperf.core import allocators
+from tfperf.core.errors import UserError
 
-CHILD = "from tfperf.allocators import current_allocator; print(current_allocator())"
+CHILD = "from tfperf.core.allocators import current_allocator; print(current_allocator())"
 
 
 def _child_allocator(ld_preload: str | None) -> str:

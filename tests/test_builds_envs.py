@@ -14,7 +14,7 @@ import pytest
 
 from tfperf.builds import envs
 from tfperf.builds.envs import CandidateError, ensure_env, register_wheel, resolve_spec
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 
 @pytest.fixture

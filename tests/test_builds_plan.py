@@ -12,7 +12,7 @@ import pytest
 from tfperf.builds.cpuflags import GCC_FEATURE_FLAGS, cpu_flags
 from tfperf.builds.plan import make_plan, run_plan, write_plan
 from tfperf.builds.releases import RELEASES, release_info
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 ICELAKE_PLUS = set(archspec.cpu.TARGETS["icelake"].features) | {
     "avx512_bf16",

@@ -7,7 +7,7 @@ import pytest
 
 from tfperf import __version__
 from tfperf.cli import app, main
-from tfperf.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
+from tfperf.core.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
 
 
 def test_version_prints_the_package_version(cli):

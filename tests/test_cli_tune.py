@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from conftest import run_cli
 from tfperf.cli.tune import render_tune
-from tfperf.space import SpaceFacts, adoption, build_space, label
+from tfperf.core.knobs import adoption, label
+from tfperf.tune.space import SpaceFacts, build_space
 
 
 def _doc(configs: list[dict]) -> dict:
-    """A tune result over ``configs`` in the shape :func:`tfperf.tune.tune` returns."""
+    """A tune result over ``configs`` in the shape :func:`tfperf.tune.tuner.tune` returns."""
     rows = [
         {
             "label": label(c),

@@ -13,7 +13,7 @@ from dataclasses import replace
 import psutil
 
 from conftest import run_cli
-from tfperf import contention
+from tfperf.machine import contention
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
 

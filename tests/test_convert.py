@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from tfperf.accuracy import compare_outputs
-from tfperf.convert import ARTIFACT_NOTE, ConversionError, artifact_from_notes, cpu_has_bf16
+from tfperf.core.protocol import ARTIFACT_NOTE, artifact_from_notes
+from tfperf.worker.convert import ConversionError, cpu_has_bf16
 
 pytestmark = pytest.mark.tf
 
@@ -22,7 +23,7 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _variant(workload: dict, config: dict):
-    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded = load_workload(workload)
     reference = prepare_loaded(loaded, {}).outputs()
@@ -31,7 +32,7 @@ def _variant(workload: dict, config: dict):
 
 
 def test_lstm_converts_only_with_a_fixed_batch_and_says_so():
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
 
     prepared, cmp = _variant(builtin_workload("lstm", "tiny"), {"runtime": "litert"})
     assert any("fixed input shape" in n for n in prepared.notes)
@@ -47,8 +48,8 @@ def test_lstm_converts_only_with_a_fixed_batch_and_says_so():
 
 
 def test_quantized_litert_variants_run_and_reuse_the_cache():
-    from tfperf.prepare import load_workload, prepare_loaded
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded = load_workload(builtin_workload("mlp", "tiny"))
     reference = prepare_loaded(loaded, {}).outputs()
@@ -68,7 +69,7 @@ def test_quantized_litert_variants_run_and_reuse_the_cache():
 
 @pytest.mark.skipif(not cpu_has_bf16(), reason="the CPU has no bf16 support")
 def test_bf16_keras_policy_changes_the_arithmetic_not_the_answer():
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
 
     prepared, cmp = _variant(builtin_workload("encoder", "tiny"), {"precision": "bf16"})
     assert any("mixed_bfloat16" in n for n in prepared.notes)
@@ -112,7 +113,7 @@ def test_a_model_that_cannot_convert_is_a_conversion_error(tmp_path, monkeypatch
     """)
     )
     from tfperf.modelref import resolve_model
-    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     monkeypatch.chdir(tmp_path)
     loaded = load_workload(resolve_model("pyfunc_model:build"))
@@ -142,7 +143,7 @@ def test_ops_litert_lacks_are_named_in_one_sentence(tmp_path, monkeypatch, op, e
     """)
     )
     from tfperf.modelref import resolve_model
-    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     monkeypatch.chdir(tmp_path)
     loaded = load_workload(resolve_model(f"{module}:build"))
@@ -157,8 +158,8 @@ def test_ops_litert_lacks_are_named_in_one_sentence(tmp_path, monkeypatch, op, e
 
 
 def test_impossible_variants_say_why():
-    from tfperf.prepare import load_workload, prepare_loaded
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded = load_workload(builtin_workload("mlp", "tiny"))
     with pytest.raises(ConversionError, match="GPU"):
@@ -176,8 +177,8 @@ def test_impossible_variants_say_why():
 
 def test_openvino_variants_when_installed():
     pytest.importorskip("openvino", reason="the optional extra tfperf[openvino] is not installed")
-    from tfperf.prepare import load_workload, prepare_loaded
-    from tfperf.workloads import builtin_workload
+    from tfperf.core.workloads import builtin_workload
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded = load_workload(builtin_workload("mlp", "tiny"))
     reference = prepare_loaded(loaded, {}).outputs()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfperf.envpolicy import DELIBERATE, is_speed_relevant, worker_base_env
+from tfperf.runner.envpolicy import DELIBERATE, is_speed_relevant, worker_base_env
 
 
 def test_allowlist_kept_speed_variables_reported_the_rest_dropped():

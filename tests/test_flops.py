@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
 
-from tfperf import flops
+from tfperf.worker import flops
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -36,7 +36,7 @@ def test_lstm_and_encoder_formulas_by_hand():
 
 
 def test_builtin_flops_are_analytic_and_scale_with_batch():
-    from tfperf.workloads import get_builtin
+    from tfperf.core.workloads import get_builtin
 
     params = get_builtin("mlp").tiny
     one, source = flops.builtin_flops("mlp", params, 1)
@@ -71,7 +71,7 @@ def test_layer_walk_counts_a_convolution_by_hand():
 
 
 def test_mobilenetv2_count_matches_the_published_figure():
-    from tfperf.workloads.models import build
+    from tfperf.worker.models import build
 
     built = build("mobilenetv2", "standard", 1)
     # MobileNetV2 1.0/224: ~300M multiply-adds (Sandler et al. 2018), i.e. ~0.6 GFLOPs

@@ -1,11 +1,11 @@
-"""tfperf.identity: two workers of one run must have loaded the same model and inputs."""
+"""tfperf.runner.identity: two workers of one run must have loaded the same model and inputs."""
 
 from __future__ import annotations
 
 import pytest
 
-from tfperf.errors import UserError
-from tfperf.identity import ModelDiffers, SameModel, differences, model_digests
+from tfperf.core.errors import UserError
+from tfperf.runner.identity import ModelDiffers, SameModel, differences, model_digests
 
 INPUTS = {"digest": "a" * 64, "summary": [1.5, 2.25, 0.5], "count": 1}
 WEIGHTS = {"digest": "b" * 64, "summary": [10.0, 40.0, -3.0, 0.0, 0.0, 0.0], "count": 2}

@@ -9,8 +9,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from tfperf.errors import UserError
-from tfperf.inputs import InputSpec, generate, keras_input_specs, load_npz
+from tfperf.core.errors import UserError
+from tfperf.worker.inputs import InputSpec, generate, keras_input_specs, load_npz
 
 SPECS = [
     InputSpec("ids", (None, 5), "int32", (0, 7)),
@@ -130,7 +130,7 @@ def test_savedmodel_and_tflite_signatures_find_the_embedding_table(tmp_path):
     tf = pytest.importorskip("tensorflow")
     from ai_edge_litert.interpreter import Interpreter
 
-    from tfperf.inputs import signature_input_specs, tflite_input_specs
+    from tfperf.worker.inputs import signature_input_specs, tflite_input_specs
 
     keras.utils.set_random_seed(0)
     ids = keras.Input((3,), dtype="int32", name="ids")

@@ -1,11 +1,11 @@
-"""tfperf.isa: cpuinfo flags to TensorFlow's instruction-set names."""
+"""tfperf.core.isa: cpuinfo flags to TensorFlow's instruction-set names."""
 
 from __future__ import annotations
 
 import platform
 from pathlib import Path
 
-from tfperf import isa
+from tfperf.core import isa
 
 
 def test_real_cpuinfo_flags_map_to_tensorflow_names() -> None:

@@ -28,7 +28,7 @@ def test_report_of_killed_run_keeps_sample_counts_and_says_it_was_interrupted(
 
 
 def test_a_candidate_without_rounds_is_not_said_to_use_zero_pairs() -> None:
-    from tfperf.stats import paired_speedup
+    from tfperf.core.stats import paired_speedup
 
     result = paired_speedup([0.001 * (i + 1) for i in range(8)], [])
     assert result["verdict"] == "inconclusive" and result["n_pairs"] == 0

@@ -8,11 +8,11 @@ import textwrap
 import pytest
 
 from conftest import require, run_cli
-from tfperf.allocators import find_allocator
-from tfperf.config import Config
-from tfperf.convert import openvino_available
-from tfperf.tune import _failure_reason
-from tfperf.workerproc import Worker, WorkerFailed
+from tfperf.core.allocators import find_allocator
+from tfperf.core.config import Config
+from tfperf.core.knobs import openvino_available
+from tfperf.runner.handle import Worker, WorkerFailed
+from tfperf.tune.evaluate import failure_reason
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
@@ -39,7 +39,7 @@ def test_openvino_under_a_preloaded_allocator_fails_with_the_reason(tmp_path, mo
     finally:
         worker.close()
     assert failure.signal, failure.reason
-    assert f"OpenVINO aborts with {allocator} preloaded" in _failure_reason(failure, config)
+    assert f"OpenVINO aborts with {allocator} preloaded" in failure_reason(failure, config)
 
 
 @pytest.mark.tf

@@ -1,16 +1,16 @@
-"""``tfperf.keras.BottleneckCallback`` inside a real ``model.fit``."""
+"""``tfperf.inprocess.callback.BottleneckCallback`` inside a real ``model.fit``."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tfperf.pipeline.verdict import verdict
+from tfperf.core.inputbound import verdict
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from tfperf.keras import BottleneckCallback  # noqa: E402
+from tfperf.inprocess.callback import BottleneckCallback  # noqa: E402
 
 VERDICTS = {"highly_input_bound", "moderately_input_bound", "not_input_bound"}
 

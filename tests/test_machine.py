@@ -1,4 +1,4 @@
-"""tfperf.machine on this machine, and the cgroup quota readers on v1 and v2 trees."""
+"""tfperf.machine.facts on this machine, and the cgroup quota readers on v1 and v2 trees."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tfperf import machine
+from tfperf.machine import facts as machine
 
 
 def test_collect_machine_on_this_machine() -> None:
@@ -48,7 +48,7 @@ def test_fingerprint_follows_hardware_not_load() -> None:
 
 def test_collect_machine_does_not_import_tensorflow() -> None:
     code = (
-        "import sys, tfperf.machine as m; m.collect_machine(); "
+        "import sys, tfperf.machine.facts as m; m.collect_machine(); "
         "print(any(k.split('.')[0] == 'tensorflow' for k in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -117,7 +117,7 @@ def test_usable_cpus(affinity: int, quota: float | None, usable: int) -> None:
 
 
 def test_affinity_limits_usable_cpus_in_a_real_child() -> None:
-    code = "import json, tfperf.machine as m; print(json.dumps(m.collect_machine()['cores']))"
+    code = "import json, tfperf.machine.facts as m; print(json.dumps(m.collect_machine()['cores']))"
     out = subprocess.run(
         [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{0}}); {code}"],
         capture_output=True,
@@ -178,7 +178,10 @@ def run_in_cgroup(
 
 def test_real_cgroup_quota_limits_usable_cpus() -> None:
     with cpu_quota_cgroup(0.5) as procs:
-        code = "import json, tfperf.machine as m; print(json.dumps(m.collect_machine()['cores']))"
+        code = (
+            "import json, tfperf.machine.facts as m; "
+            "print(json.dumps(m.collect_machine()['cores']))"
+        )
         out = run_in_cgroup(procs, [sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr
     cores = json.loads(out.stdout)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tfperf.bench import bench
-from tfperf.config import Config
-from tfperf.measure import Listener
-from tfperf.report_html import build_report
+from tfperf.bench import BenchOptions, bench
+from tfperf.core.config import Config
+from tfperf.report.html import build_report
+from tfperf.runner.measure import Listener
 from tfperf.store import Store
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 2}
@@ -47,14 +47,16 @@ def run(tmp_path_factory):
         TINY_MLP,
         configs,
         store=store,
-        budget_s=60,
-        precision=0.5,
-        min_rounds=MIN_ROUNDS,
-        block_s=0.02,
-        parallel_start=True,
-        timeout_s=60,
-        peak=False,
         listener=recorder,
+        options=BenchOptions(
+            budget_s=60,
+            precision=0.5,
+            min_rounds=MIN_ROUNDS,
+            block_s=0.02,
+            parallel_start=True,
+            timeout_s=60,
+            peak=False,
+        ),
     )
     yield doc, recorder, store
     store.close()
@@ -137,7 +139,7 @@ def test_the_store_holds_every_block_and_the_failure(run):
 
 
 def test_peak_probe_is_measured_once_and_cached(tmp_path, monkeypatch):
-    from tfperf.machine import collect_machine
+    from tfperf.machine.facts import collect_machine
     from tfperf.peak import cache_path, get_peak, has_bf16, share_of_peak
 
     monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path))
@@ -160,10 +162,12 @@ def test_a_baseline_that_crashes_is_reported_not_raised(tmp_path):
             TINY_MLP,
             [Config.parse([], ["TFPERF_INJECT_FAULT=segfault-on-run"])],
             store=store,
-            budget_s=1,
-            timeout_s=60,
-            peak=False,
-            extras=(),
+            options=BenchOptions(
+                budget_s=1,
+                timeout_s=60,
+                peak=False,
+                extras=(),
+            ),
         )
         loaded = store.load_run(doc["run_id"])
     (base,) = doc["results"]
@@ -183,7 +187,7 @@ class Vetting(Recorder):
         self.ready_pids: dict[int, int] = {}
 
     def refuse(self, trial, ready):
-        from tfperf.workerproc import WorkerFailed
+        from tfperf.runner.handle import WorkerFailed
 
         self.ready_pids[trial.index] = trial.worker.pid
         if trial.index == 2:
@@ -199,7 +203,7 @@ def test_per_config_interpreters_labels_fixed_blocks_and_outputs(tmp_path):
     import numpy as np
     import psutil
 
-    from tfperf.measure import Settings, measure
+    from tfperf.runner.measure import Settings, measure
 
     marker = tmp_path / "wrapper-ran"
     wrapper = tmp_path / "other-python"
@@ -235,7 +239,7 @@ def test_per_config_interpreters_labels_fixed_blocks_and_outputs(tmp_path):
 
 
 def test_per_config_lists_must_match_the_configs():
-    from tfperf.measure import Settings, measure
+    from tfperf.runner.measure import Settings, measure
 
     with pytest.raises(ValueError, match="one entry per config"):
         measure(TINY_MLP, [Config()], Settings(pythons=("a", "b")))
@@ -252,14 +256,16 @@ def test_several_processes_per_config_one_after_the_other(tmp_path):
         TINY_MLP,
         [Config(), Config.parse(["inter_threads=1"], [])],
         store=store,
-        budget_s=1.0,
-        precision=0.5,
-        min_rounds=MIN_ROUNDS,
-        block_s=0.01,
-        processes=2,
-        timeout_s=60,
-        peak=False,
         listener=recorder,
+        options=BenchOptions(
+            budget_s=1.0,
+            precision=0.5,
+            min_rounds=MIN_ROUNDS,
+            block_s=0.01,
+            processes=2,
+            timeout_s=60,
+            peak=False,
+        ),
     )
     loaded = store.load_run(doc["run_id"])
     for trial in loaded["trials"]:
@@ -285,7 +291,7 @@ def test_a_fresh_process_that_fails_keeps_what_the_first_measured(tmp_path):
     and the baseline goes on in its own second process."""
     import sys
 
-    from tfperf.measure import Settings, measure
+    from tfperf.runner.measure import Settings, measure
 
     marker = tmp_path / "ran-once"
     wrapper = tmp_path / "once-python"

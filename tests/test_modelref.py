@@ -11,7 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 from tfperf.modelref import resolve_model
 
 
@@ -129,8 +129,8 @@ def test_inputs_file_is_checked(models, tmp_path):
 
 def test_parent_side_modules_do_not_import_tensorflow():
     code = (
-        "import sys, tfperf.modelref, tfperf.workloads, tfperf.inputs, tfperf.flops;"
-        "tfperf.workloads.builtin_workload('lstm', 'tiny');"
+        "import sys, tfperf.modelref, tfperf.core.workloads;"
+        "tfperf.core.workloads.builtin_workload('lstm', 'tiny');"
         "bad = [m for m in ('tensorflow', 'keras', 'numpy') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

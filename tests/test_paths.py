@@ -1,4 +1,4 @@
-"""tfperf.paths: store path precedence and the cache directory."""
+"""tfperf.core.paths: store path precedence and the cache directory."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tfperf import paths
-from tfperf.errors import UserError
+from tfperf.core import paths
+from tfperf.core.errors import UserError
 
 
 def test_cli_beats_env_beats_default(monkeypatch, tmp_path: Path) -> None:

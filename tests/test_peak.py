@@ -22,7 +22,7 @@ HIGH_BF16 = 1e9
 
 def _cached_peak(cache: Path, monkeypatch, **fields) -> Path:
     """Write this machine's peak cache file under ``cache`` with ``fields``; its path."""
-    from tfperf.machine import collect_machine
+    from tfperf.machine.facts import collect_machine
     from tfperf.peak import cache_path
 
     monkeypatch.setenv("TFPERF_CACHE_DIR", str(cache))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from tfperf.pipeline.verdict import verdict
+from tfperf.core.inputbound import verdict
 
 pytestmark = pytest.mark.tf
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfperf.errors import UserError
-from tfperf.pipeline import analyze, gpu
-from tfperf.pipeline.verdict import input_share, one_line, verdict
+from tfperf.core import gpu
+from tfperf.core.errors import UserError
+from tfperf.core.inputbound import classify, input_share, one_line, verdict
+from tfperf.pipeline import analyze
 
 tf = pytest.importorskip("tensorflow")
 
@@ -69,10 +70,10 @@ def test_util_sampler_thread_records_and_stops() -> None:
 def test_classify_and_model_checks() -> None:
     import keras
 
-    assert gpu.classify(95.0, "not_input_bound") == "gpu_bound"
-    assert gpu.classify(10.0, "moderately_input_bound") == "cpu_bound"
-    assert gpu.classify(10.0, "highly_input_bound") == "input_bound"
-    assert gpu.classify(None, None) is None
+    assert classify(95.0, "not_input_bound") == "gpu_bound"
+    assert classify(10.0, "moderately_input_bound") == "cpu_bound"
+    assert classify(10.0, "highly_input_bound") == "input_bound"
+    assert classify(None, None) is None
     model = keras.Sequential(
         [
             keras.Input((3, 8, 8)),
@@ -92,7 +93,7 @@ def _load(path: object) -> object:
 
 
 def test_stage_chain_labels_and_bounding() -> None:
-    from tfperf.pipeline import stages
+    from tfperf.worker.pipeline import stages
 
     def slow(x: object) -> object:
         m = tf.reshape(tf.cast(tf.fill([64 * 64], x), tf.float32), [64, 64])
@@ -118,7 +119,7 @@ def test_a_cheap_source_never_bounds_a_batched_pipeline() -> None:
     # call (tens of microseconds), which the batched pipeline never pays, and looked like the
     # slowest stage of a pipeline whose per-element map is the real cost. Prefixes before the
     # batch stage are timed batched, as the pipeline runs.
-    from tfperf.pipeline import stages
+    from tfperf.worker.pipeline import stages
 
     x = np.random.default_rng(0).normal(size=(4096, 32)).astype(np.float32)
     ds = tf.data.Dataset.from_tensor_slices(x).map(lambda v: tf.tanh(v) + tf.reduce_sum(tf.sin(v)))
@@ -131,7 +132,7 @@ def test_a_cheap_source_never_bounds_a_batched_pipeline() -> None:
 
 
 def test_unbatchable_elements_fall_back_to_element_rates() -> None:
-    from tfperf.pipeline import stages
+    from tfperf.worker.pipeline import stages
 
     ragged = tf.data.Dataset.range(1, 50).map(lambda n: tf.range(n))
     rows = stages.measure_stages(ragged.padded_batch(4), budget_s=0.05)
@@ -141,7 +142,7 @@ def test_unbatchable_elements_fall_back_to_element_rates() -> None:
 
 
 def test_random_stages_are_detected() -> None:
-    from tfperf.pipeline.fixes import has_random_stage
+    from tfperf.worker.pipeline.fixes import has_random_stage
 
     base = tf.data.Dataset.range(8)
     assert not has_random_stage(base.map(lambda x: x + 1))
@@ -150,8 +151,8 @@ def test_random_stages_are_detected() -> None:
 
 
 def test_candidates_follow_the_pipeline() -> None:
-    from tfperf.pipeline import fixes
-    from tfperf.pipeline.target import Target
+    from tfperf.worker.pipeline import fixes
+    from tfperf.worker.pipeline.target import Target
 
     finite = tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8)
     names = {f.name for f in fixes.candidates(Target("t", finite), 2, 2**33)[0]}
@@ -179,7 +180,7 @@ def test_candidates_follow_the_pipeline() -> None:
 
 
 def test_structural_rebuild_through_flags(tmp_path: Path) -> None:
-    from tfperf.pipeline import target
+    from tfperf.worker.pipeline import target
 
     (tmp_path / "flagged.py").write_text(
         "import tensorflow as tf\n"
@@ -258,7 +259,7 @@ def test_report_statistics_and_best_fix() -> None:
 
 
 def test_short_blocks_get_more_steps() -> None:
-    from tfperf.pipeline.worker import MAX_STEPS, block_steps
+    from tfperf.worker.pipeline.main import MAX_STEPS, block_steps
 
     assert block_steps(0.05, 20, 0.2) == 20  # 1 s blocks stay as asked
     assert block_steps(0.002, 20, 0.2) == 100  # 40 ms blocks grow to 0.2 s

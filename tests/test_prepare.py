@@ -9,13 +9,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from tfperf.modelref import resolve_model  # noqa: E402
-from tfperf.prepare import Loaded, litert_prepared, load_workload, prepare  # noqa: E402
+from tfperf.worker.prepare import Loaded, litert_prepared, load_workload, prepare  # noqa: E402
 
 
 def _model():

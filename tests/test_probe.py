@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from tfperf import isa, probe
-from tfperf.allocators import find_allocator
-from tfperf.install import finish_probe, install_fingerprint, start_probe
+from tfperf.core import isa, perfenv
+from tfperf.core.allocators import find_allocator
+from tfperf.doctor.install import finish_probe, install_fingerprint, start_probe
+from tfperf.worker import probe
 
 pytestmark = pytest.mark.tf
 
@@ -23,7 +24,7 @@ HAS_TF = importlib.util.find_spec("tensorflow") is not None
 
 
 def _probe(env_extra: dict[str, str]) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(probe.PERF_ENV_PREFIXES)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(perfenv.PERF_ENV_PREFIXES)}
     env.pop("LD_PRELOAD", None)
     env.update(env_extra)
     return finish_probe(start_probe(env=env), timeout=240)
@@ -147,7 +148,7 @@ def test_distributions_seen_side_by_side(tmp_path: Path) -> None:
     other.mkdir()
     (other / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow-estimator\n")
     (other / "top_level.txt").write_text("tensorflow_estimator\n")
-    code = "import json, tfperf.probe as p; print(json.dumps(p.tensorflow_distributions()))"
+    code = "import json, tfperf.worker.probe as p; print(json.dumps(p.tensorflow_distributions()))"
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
@@ -169,7 +170,7 @@ def test_perf_env_keeps_only_speed_variables() -> None:
         "TF_VAR_region": "eu",
         "HOME": "/root",
     }
-    assert probe.perf_env(env) == {
+    assert perfenv.perf_env(env) == {
         "CUDA_VISIBLE_DEVICES": "",
         "KMP_BLOCKTIME": "0",
         "TF_XLA_FLAGS": "--tf_xla_auto_jit=2",

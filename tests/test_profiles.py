@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from conftest import require, run_cli
-from tfperf.allocators import find_allocator
-from tfperf.errors import UserError
-from tfperf.machine import collect_machine
+from tfperf.core.allocators import find_allocator
+from tfperf.core.errors import UserError
+from tfperf.machine.facts import collect_machine
 from tfperf.profiles import (
     code_lines,
     load_profile,
@@ -21,7 +21,7 @@ from tfperf.profiles import (
     save_profile,
     tf_distribution_version,
 )
-from tfperf.space import to_config_dict
+from tfperf.tune.space import to_config_dict
 
 
 def _profile(config: dict, **changes) -> dict:

@@ -1,4 +1,4 @@
-"""tfperf.report_html: the report document and the HTML page, rendered in a real browser."""
+"""tfperf.report.html: the report document and the HTML page, rendered in a real browser."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import require
-from tfperf.errors import UserError
-from tfperf.report_html import build_report, describe_workload, write_html
-from tfperf.stats import paired_speedup
+from tfperf.core.errors import UserError
+from tfperf.core.stats import paired_speedup
+from tfperf.report.html import build_report, describe_workload, write_html
 from tfperf.store import Store
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -149,7 +149,7 @@ def test_flop_rates_from_each_kind_of_trial_info(store_path: Path) -> None:
 
 
 def test_latency_plot_uses_boxes_on_a_log_axis_for_heavy_tails() -> None:
-    from tfperf.report_html import _latency_figure
+    from tfperf.report.html import _latency_figure
 
     rng = np.random.default_rng(12)
     report = {"results": [{"trial_id": 1, "label": "a"}, {"trial_id": 2, "label": "b"}]}
@@ -240,7 +240,7 @@ def test_html_renders_in_headless_chromium(store_path: Path, tmp_path: Path) -> 
 
 
 def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
-    from tfperf.report_html import _speedup_figure
+    from tfperf.report.html import _speedup_figure
 
     def comp(base: str, cand: str, median: float) -> dict:
         return {

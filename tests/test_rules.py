@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfperf import rules
+from tfperf.doctor import rules
 
 MACHINE: dict[str, Any] = {
     "cpu": {

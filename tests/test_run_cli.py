@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 from conftest import require, run_cli
-from tfperf.allocators import find_allocator
-from tfperf.machine import collect_machine
+from tfperf.core.allocators import find_allocator
+from tfperf.machine.facts import collect_machine
 from tfperf.profiles import profile_from_tune, save_profile
-from tfperf.space import to_config_dict
+from tfperf.tune.space import to_config_dict
 
 SHOW = (
     "import os, sys; maps = open('/proc/self/maps').read(); "

@@ -11,9 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from tfperf.search import FAILED, MEASURED, Outcome, Search, cache_key
-from tfperf.space import SpaceFacts, build_space, normalize
-from tfperf.stats import paired_speedup
+from tfperf.core.knobs import normalize
+from tfperf.core.stats import paired_speedup
+from tfperf.tune.search import FAILED, MEASURED, Outcome, Search, cache_key
+from tfperf.tune.space import SpaceFacts, build_space
 
 FACTS = SpaceFacts(
     cores=2,
@@ -274,7 +275,7 @@ class Scripted:
         self.calls: list[str] = []
 
     def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
-        from tfperf.space import label
+        from tfperf.core.knobs import label
 
         self.calls.append(cache_key(config, incumbent))
         vs_inc = _ratio(*self.ratios.get((label(config), label(incumbent)), (1.0, 0.98, 1.02)))

@@ -6,18 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from tfperf.config import Config
-from tfperf.errors import UserError
-from tfperf.machine import collect_machine
-from tfperf.space import (
-    KNOBS,
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.knobs import KNOBS, adoption, label, normalize
+from tfperf.machine.facts import collect_machine
+from tfperf.tune.space import (
     Space,
     SpaceFacts,
-    adoption,
     build_space,
-    label,
     machine_facts,
-    normalize,
     split_batch,
     to_config_dict,
 )
@@ -200,7 +197,9 @@ def test_adoption_is_the_hardest_part_of_a_config():
 def test_configs_normalise_and_round_trip_through_config():
     messy = {"runtime": "litert", "onednn": False, "litert_threads": 1, "allocator": "system"}
     assert normalize(messy) == {"runtime": "litert", "litert_threads": 1}
-    assert label(messy) == "runtime=litert,litert_threads=1"
+    # a label names every knob given; tune names its configs after normalising them
+    assert label(normalize(messy)) == "runtime=litert,litert_threads=1"
+    assert label(messy) == "onednn=off,runtime=litert,litert_threads=1"
     assert label({"onednn": False}) == "onednn=off" == Config.parse(["onednn=off"]).label()
     assert label({}) == "default"
     full = to_config_dict({"xla": "jit", "intra_threads": 1})

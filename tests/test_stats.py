@@ -1,4 +1,4 @@
-"""tfperf.stats on samples from seeded random generators with known truths."""
+"""tfperf.core.stats on samples from seeded random generators with known truths."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tfperf import stats
+from tfperf.core import stats
 
 
 def lognormal(rng: np.random.Generator, median_s: float, sigma: float, n: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 from tfperf.store import SCHEMA_VERSION, Store
 
 

@@ -1,4 +1,4 @@
-"""tfperf.tflog on real log lines printed by several TensorFlow releases."""
+"""tfperf.core.tflog on real log lines printed by several TensorFlow releases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tfperf.tflog import parse_tf_log
+from tfperf.core.tflog import parse_tf_log
 
 LOGS = Path(__file__).parent / "data" / "tflogs"
 

@@ -125,7 +125,7 @@ def test_a_conversion_that_hangs_fails_on_its_timeout(tmp_path):
 
         def model(x):
             # hangs only while tfperf converts it, so the default runs normally
-            if any(f.filename.endswith("tfperf/convert.py") for f in inspect.stack()):
+            if any(f.filename.endswith("tfperf/worker/convert.py") for f in inspect.stack()):
                 time.sleep(3600)
             return tf.nn.relu(x * 2.0)
 
@@ -275,7 +275,7 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
 def test_constant_reference_outputs_are_flagged():
     import numpy as np
 
-    from tfperf.tune import Evaluator
+    from tfperf.tune.evaluate import Evaluator
 
     evaluator = Evaluator({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1})
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from test_tune_cli import tune_json
-from tfperf.inputs import repeat_rows
+from tfperf.core.protocol import repeat_rows
 from tfperf.store import Store
 
 
@@ -31,7 +31,7 @@ def test_repeat_rows_cycles_the_sample_rows():
 
 @pytest.mark.tf
 def test_a_workload_tiled_to_another_batch_repeats_its_rows():
-    from tfperf.workloads.loading import load_workload
+    from tfperf.worker.loading import load_workload
 
     base = load_workload({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 2})
     tiled = load_workload(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from tfperf.config import Config
-from tfperf.workerproc import Worker, WorkerFailed
+from tfperf.core.config import Config
+from tfperf.runner.handle import Worker, WorkerFailed
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 MEMORY_LIMIT = int(1.5 * 2**30)

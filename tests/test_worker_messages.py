@@ -3,8 +3,8 @@ OpenVINO really raise (texts as they printed them)."""
 
 from __future__ import annotations
 
-from tfperf.worker import error_message
-from tfperf.workloads.records import call_error_sentence
+from tfperf.worker.serve import error_message
+from tfperf.worker.workload import call_error_sentence
 
 KERAS_IN_TF_FUNCTION = (
     "in user code:\n\n    File \"/tmp/w/tfperf/prepare.py\", line 141, in call  *\n"

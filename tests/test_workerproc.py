@@ -11,8 +11,8 @@ import numpy as np
 import psutil
 import pytest
 
-from tfperf.config import Config
-from tfperf.workerproc import Worker
+from tfperf.core.config import Config
+from tfperf.runner.handle import Worker
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
@@ -74,7 +74,7 @@ def test_ready_reports_startup_phases_and_install(workers):
     install = ready["install"]
     assert install["tf_version"] and install["keras_version"]
     assert install["TF_ENABLE_ONEDNN_OPTS"] == "0"
-    # the install as tfperf.probe describes it, seen from inside the worker
+    # the install as tfperf.worker.probe describes it, seen from inside the worker
     assert install["onednn"]["enabled"] is False and install["onednn"]["source"] == "env"
     assert install["python"]["executable"] == install["executable"] == sys.executable
     assert install["distribution"]["version"].split("-")[0] in install["tf_version"]
@@ -138,8 +138,9 @@ def test_worker_needs_its_pipes():
 
 
 def test_error_messages_say_whether_the_user_caused_them():
-    from tfperf.errors import UserError
-    from tfperf.worker import USER_KIND, error_message
+    from tfperf.core.errors import UserError
+    from tfperf.core.protocol import USER_KIND
+    from tfperf.worker.serve import error_message
 
     mine = error_message(UserError("Cannot load m.keras as a Keras model: bad weights."))
     assert mine == {
@@ -155,7 +156,7 @@ def test_error_messages_say_whether_the_user_caused_them():
 def test_only_the_parents_interpreter_gets_the_parents_tfperf_dir(tmp_path):
     """Installed in site-packages, tfperf's directory is the parent's site-packages: another
     environment's worker must not get it on its path (it would load the parent's TensorFlow)."""
-    from tfperf.workerproc import is_parent_interpreter, tfperf_source_dir
+    from tfperf.runner.handle import is_parent_interpreter, tfperf_source_dir
 
     other_env = tmp_path / "env" / "bin" / "python"
     other_env.parent.mkdir(parents=True)

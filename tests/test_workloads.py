@@ -11,8 +11,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 import pytest
 
-from tfperf.errors import UserError
-from tfperf.workloads import BUILTINS, builtin_workload, get_builtin, workload_from_args
+from tfperf.core.errors import UserError
+from tfperf.core.workloads import BUILTINS, builtin_workload, get_builtin
+from tfperf.modelref import workload_from_args
 
 NAMES = sorted(BUILTINS)
 
@@ -74,7 +75,7 @@ def _expected_shapes(name: str, batch: int) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize("name", NAMES)
 def test_tiny_builtin_runs_and_builds_identically(name):
     pytest.importorskip("tensorflow")
-    from tfperf.prepare import prepare
+    from tfperf.worker.prepare import prepare
 
     workload = builtin_workload(name, "tiny", batch=2)
     first = prepare(workload, {})
@@ -91,7 +92,7 @@ def test_tiny_builtin_runs_and_builds_identically(name):
 
 def test_training_step_updates_weights_but_outputs_compare_at_the_start():
     pytest.importorskip("tensorflow")
-    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded = load_workload(builtin_workload("resnet50-train", "tiny", batch=2))
     assert loaded.train and loaded.labels.shape == (2,)
@@ -112,7 +113,7 @@ def test_training_step_updates_weights_but_outputs_compare_at_the_start():
 
 def test_integer_inputs_stay_inside_the_embedding_table():
     pytest.importorskip("tensorflow")
-    from tfperf.prepare import load_workload
+    from tfperf.worker.prepare import load_workload
 
     params = get_builtin("wide-deep").tiny
     loaded = load_workload(builtin_workload("wide-deep", "tiny", batch=256))
@@ -124,7 +125,7 @@ def test_integer_inputs_stay_inside_the_embedding_table():
 
 def test_xla_variant_computes_the_same_outputs():
     pytest.importorskip("tensorflow")
-    from tfperf.prepare import prepare
+    from tfperf.worker.prepare import prepare
 
     workload = builtin_workload("encoder", "tiny", batch=1)
     base = prepare(workload, {"xla": "off"}).outputs()
@@ -136,13 +137,13 @@ def test_xla_variant_computes_the_same_outputs():
 @pytest.mark.parametrize("name", ["encoder", "mobilenetv2"])
 def test_weights_and_inputs_are_the_same_in_another_process(tmp_path, name):
     pytest.importorskip("tensorflow")
-    from tfperf.prepare import prepare
+    from tfperf.worker.prepare import prepare
 
     out = tmp_path / "out.npy"
     code = (
         "import sys, numpy as np;"
-        "from tfperf.prepare import prepare;"
-        "from tfperf.workloads import builtin_workload;"
+        "from tfperf.worker.prepare import prepare;"
+        "from tfperf.core.workloads import builtin_workload;"
         "np.save(sys.argv[1], prepare(builtin_workload(sys.argv[2], 'tiny'), {}).outputs()[0])"
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -170,7 +171,7 @@ def test_image_classifiers_give_logits_that_let_the_guard_see_a_degraded_variant
     so the default tolerance accepts an exact rebuild and rejects 4-bit kernels."""
     pytest.importorskip("tensorflow")
     from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs
-    from tfperf.workloads.models import build
+    from tfperf.worker.models import build
 
     first, again = build(name, "tiny", 4), build(name, "tiny", 4)
     images = first.inputs
@@ -189,8 +190,8 @@ def test_image_classifiers_give_logits_that_let_the_guard_see_a_degraded_variant
 
 def test_resnet50_is_keras_applications_resnet50_layer_for_layer():
     keras = pytest.importorskip("keras")
-    from tfperf.flops import keras_layer_flops
-    from tfperf.workloads.models import build
+    from tfperf.worker.flops import keras_layer_flops
+    from tfperf.worker.models import build
 
     ours = build("resnet50", "standard", 1)
     reference = keras.applications.ResNet50(weights=None, classifier_activation=None)

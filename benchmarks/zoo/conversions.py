@@ -1,14 +1,14 @@
 """Every zoo model, in every form a user has it, on the runtimes tune can pick: the outputs of
 each conversion against TensorFlow's on the same inputs.
 
-Each model is checked in a child process of its own that runs tfperf's worker-side code: each
-form is loaded with ``tfperf.prepare.load_workload`` -- the factory (seeded as in a worker), and
-the ``.keras`` file and SavedModel written by ``save.py`` with their inputs -- and prepared for
-each runtime with ``tfperf.prepare.prepare_loaded``. A form's reference is its own TensorFlow
-output. The ``"tf"`` row of a saved form compares that output with the one ``save.py`` took
-from the model before saving it, which catches inputs fed in the wrong order. A converter that
-crashes the process (full-int8 conversion of a recurrent model can) is a ``"crashed"`` row, and
-the child is started again after it.
+Each model is checked in a child process of its own that runs tfperf's worker-side code: each form
+is loaded with ``tfperf.worker.prepare.load_workload`` -- the factory (seeded as in a worker), and
+the ``.keras`` file and SavedModel written by ``save.py`` with their inputs -- and prepared for each
+runtime with ``tfperf.worker.prepare.prepare_loaded``. A form's reference is its own TensorFlow
+output. The ``"tf"`` row of a saved form compares that output with the one ``save.py`` took from the
+model before saving it, which catches inputs fed in the wrong order. A converter that crashes the
+process (full-int8 conversion of a recurrent model can) is a ``"crashed"`` row, and the child is
+started again after it.
 
 Every runtime runs on the factory; the saved forms run the fp32 runtimes (``SAVED_RUNTIMES``),
 where an input-order mistake shows as a large error rather than as quantisation noise.
@@ -73,7 +73,7 @@ def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
     import numpy as np
 
     from tfperf.accuracy import compare_outputs
-    from tfperf.prepare import load_workload, prepare_loaded
+    from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded_forms: dict[str, tuple] = {}
     with np.load(saved / f"{name}.reference.npz") as npz:

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Contract:
 
 - :func:`bench` measures one workload under ``configs`` (the first is the baseline) with
-  :func:`tfperf.measure.measure`, records the run as it goes (every block is committed as it
+  :func:`tfperf.runner.measure.measure`, records the run as it goes (every block is committed as it
   arrives; a failed worker is a failed trial with its reason) and returns the JSON document
   ``tfperf bench --json`` prints::
 
@@ -26,12 +26,12 @@ Contract:
 
   ``speedup`` = baseline time / candidate time (> 1: the candidate is faster), the median of
   pair-by-pair ratios of block medians; the verdict needs both a significance test and the size
-  threshold (:func:`tfperf.stats.paired_speedup`). Every key is described in
+  threshold (:func:`tfperf.core.stats.paired_speedup`). Every key is described in
   ``docs/results-schema.md``.
 - Failures. A baseline whose worker reports a mistake in the user's input (a corrupt model
   file that passed the parent-side check, a .keras that needs ``--unsafe``, a factory that
   raises or returns the wrong thing, an ``--inputs`` file that does not fit the model) raises
-  :class:`tfperf.errors.UserError` with the worker's one sentence (exit 2), after its failed
+  :class:`tfperf.core.errors.UserError` with the worker's one sentence (exit 2), after its failed
   trial is recorded and the run is stored as ``failed``. A candidate that fails, for any
   reason, is a failed trial with its reason and the run goes on. A baseline that *crashes*
   (signal, timeout, memory limit, an exception in TensorFlow) is also a failed trial and a
@@ -53,22 +53,33 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tfperf import contention
-from tfperf.config import Config
-from tfperf.errors import UserError
-from tfperf.identity import model_digests
-from tfperf.measure import Listener, Measurement, Settings, Trial, measure
+import numpy as np
+from scipy import stats as sps
+
+from tfperf.core import stats
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.stats import DEFAULT_THRESHOLD
+from tfperf.doctor.install import install_fingerprint
+from tfperf.machine import contention
+from tfperf.machine.facts import collect_machine
+from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
+from tfperf.runner.identity import model_digests
+from tfperf.runner.measure import Listener, Measurement, Settings, Trial, measure
+from tfperf.runner.recorder import MeasureRecorder, RunRecorder
 
 SCHEMA_VERSION = 1
 """``schema_version`` of the bench/compare documents (``docs/results-schema.md``)."""
-DEFAULT_THRESHOLD = 0.03
 PROCESS_MIN_BUDGET_S = 15.0
 """Budgets from this long get :data:`DEFAULT_PROCESSES` worker processes per config."""
 DEFAULT_PROCESSES = 3
@@ -85,38 +96,6 @@ class RunInterrupted(KeyboardInterrupt):
         self.rounds = rounds
 
 
-class _Recorder(Listener):
-    """Writes trials and blocks to the store as they happen, then tells ``inner``."""
-
-    def __init__(self, store: Any, run_id: int, inner: Listener | None) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.inner = inner or Listener()
-        self.trial_ids: dict[int, int] = {}
-        self.rounds = 0
-
-    def trial(self, trial: Trial, event: str) -> None:
-        if event == "starting":
-            self.trial_ids[trial.index] = self.store.new_trial(
-                self.run_id, trial.label, trial.config.to_dict(), trial.role
-            )
-        elif event == "ready":
-            self.store.set_trial_info(self.trial_ids[trial.index], _trial_info(trial))
-        elif event == "failed":
-            self.store.finish_trial(
-                self.trial_ids[trial.index], "failed", _trial_info(trial), trial.error
-            )
-        self.inner.trial(trial, event)
-
-    def block(self, trial: Trial, samples_s: list[float], phase: str, info: dict) -> None:
-        self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
-        self.inner.block(trial, samples_s, phase, info)
-
-    def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
-        self.rounds = done
-        self.inner.round(done, elapsed_s, budget_s)
-
-
 def default_processes(budget_s: float) -> int:
     """Worker processes per config for a steady-state budget of ``budget_s`` seconds: 3 from
     15 s (a speedup can depend on the process, and only several processes show it), 1 below
@@ -126,8 +105,6 @@ def default_processes(budget_s: float) -> int:
 
 def workload_fingerprint(workload: Mapping[str, Any]) -> str:
     """A 12-hex-digit hash of the workload dict and, for a model, of its files' content."""
-    import hashlib
-    from pathlib import Path
 
     digest = hashlib.sha256(json.dumps(dict(workload), sort_keys=True).encode())
     for key in ("path", "inputs"):
@@ -152,105 +129,114 @@ def machine_summary(machine: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class BenchOptions:
+    """How long, how precisely and how safely :func:`bench` measures (the CLI's options)."""
+
+    budget_s: float = 30.0
+    precision: float = 0.01
+    threshold: float = DEFAULT_THRESHOLD
+    timeout_s: float = 120.0
+    memory_limit_bytes: int | None = None
+    min_rounds: int | None = None
+    """At least this many rounds (default: enough pairs for a verdict, plus two)."""
+    block_s: float | None = None
+    parallel_start: bool = False
+    processes: int = 1
+    extras: tuple[str, ...] = EXTRAS
+    peak: bool = True
+    """Compare achieved FLOP/s with this machine's measured peak."""
+    python: str = sys.executable
+
+    def settings(self) -> Settings:
+        """The measurement settings these options imply."""
+        return Settings(
+            budget_s=self.budget_s,
+            precision=self.precision,
+            min_rounds=self.min_rounds if self.min_rounds is not None else stats.MIN_PAIRS + 2,
+            block_s=self.block_s,
+            parallel_start=self.parallel_start,
+            processes=self.processes,
+            timeout_s=self.timeout_s,
+            memory_limit_bytes=self.memory_limit_bytes,
+            extras=tuple(self.extras),
+            python=self.python,
+        )
+
+    def record(self) -> dict[str, Any]:
+        """The settings a run stores (``docs/results-schema.md``)."""
+        return {
+            "budget_s": self.budget_s,
+            "processes": self.processes,
+            "precision": self.precision,
+            "threshold": self.threshold,
+            "timeout_s": self.timeout_s,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "min_rounds": self.settings().min_rounds,
+            "python": self.python,
+        }
+
+
 def bench(
     workload: Mapping[str, Any],
     configs: Sequence[Config],
     *,
     store: Any,
-    budget_s: float = 30.0,
-    precision: float = 0.01,
-    threshold: float = DEFAULT_THRESHOLD,
-    timeout_s: float = 120.0,
-    memory_limit_bytes: int | None = None,
-    min_rounds: int | None = None,
-    block_s: float | None = None,
-    parallel_start: bool = False,
-    processes: int = 1,
-    extras: Sequence[str] = EXTRAS,
-    peak: bool = True,
-    python: str = sys.executable,
+    options: BenchOptions | None = None,
     listener: Listener | None = None,
     command: str = "bench",
     kind: str = "bench",
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Measure, record and summarise; see the module docstring for the returned document."""
-    from tfperf import stats
-    from tfperf.machine import collect_machine
-
+    options = options or BenchOptions()
     configs = list(configs) or [Config()]
     machine = collect_machine()
-    settings = Settings(
-        budget_s=budget_s,
-        precision=precision,
-        min_rounds=min_rounds if min_rounds is not None else stats.MIN_PAIRS + 2,
-        block_s=block_s,
-        parallel_start=parallel_start,
-        processes=processes,
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
-        extras=tuple(extras),
-        python=python,
-    )
-    settings_doc = {
-        "budget_s": budget_s,
-        "processes": processes,
-        "precision": precision,
-        "threshold": threshold,
-        "timeout_s": timeout_s,
-        "memory_limit_bytes": memory_limit_bytes,
-        "min_rounds": settings.min_rounds,
-        "python": python,
-    }
     recorded = dict(workload, fingerprint=workload_fingerprint(workload))
-    run_id = store.new_run(kind, command, recorded, machine, settings_doc)
-    recorder = _Recorder(store, run_id, listener)
-    status = "interrupted"
-    try:
+    with RunRecorder(store, kind, command, recorded, machine, options.record()) as run:
+        recorder = MeasureRecorder(run, listener, _trial_info)
         try:
-            result = measure(workload, configs, settings, recorder, environ)
-        except UserError as exc:
-            status = "failed"
-            store.finish_run(run_id, status, {"error": str(exc)})
-            raise
-        peak_doc = _peak(machine, python, result) if peak and _any_flops(result) else None
-        doc = _document(result, recorder.trial_ids, threshold, peak_doc)
-        doc.update(
-            schema_version=SCHEMA_VERSION,
-            run_id=run_id,
-            kind=kind,
-            workload_fingerprint=recorded["fingerprint"],
-            machine=machine_summary(machine),
-            settings=settings_doc,
-        )
-        for res, trial in zip(doc["results"], result.trials, strict=True):
-            if trial.status == "ok":
-                store.finish_trial(res["trial_id"], "ok", _trial_info(trial, res), None)
-        for comp in doc["comparisons"]:
-            store.add_comparison(
-                run_id, comp["baseline_trial"], comp["candidate_trial"], comp["speedup"]
+            result = measure(workload, configs, options.settings(), recorder, environ)
+            peak = _peak(machine, options.python, result) if options.peak else None
+            doc = _document(result, recorder.trial_ids, options.threshold, peak)
+            doc.update(
+                schema_version=SCHEMA_VERSION,
+                run_id=run.run_id,
+                kind=kind,
+                workload_fingerprint=recorded["fingerprint"],
+                machine=machine_summary(machine),
+                settings=options.record(),
             )
-        ok = sum(r["status"] == "ok" for r in doc["results"])
-        status = "ok" if ok == len(doc["results"]) else ("failed" if ok == 0 else "partial")
-        keys = ("stopped", "rounds", "steady_s", "other_cpu_share", "warnings", "peak")
-        summary = {k: doc[k] for k in keys}
-        summary["results"] = [_brief(r) for r in doc["results"]]
-        summary["comparisons"] = [
-            {k: c[k] for k in ("baseline", "candidate", "speedup")} for c in doc["comparisons"]
-        ]
-        store.finish_run(run_id, status, summary)
-        return doc
-    except KeyboardInterrupt as exc:
-        raise RunInterrupted(run_id, recorder.rounds) from exc
-    finally:
-        if status == "interrupted":
-            store.finish_run(run_id, status, {})
+            _record_results(run, doc, result)
+        except KeyboardInterrupt as exc:
+            run.finish("interrupted", {})
+            raise RunInterrupted(run.run_id, recorder.rounds) from exc
+    return doc
+
+
+def _record_results(run: RunRecorder, doc: dict[str, Any], result: Measurement) -> None:
+    """Close each measured trial with its summary, store the comparisons, close the run."""
+    for res, trial in zip(doc["results"], result.trials, strict=True):
+        if trial.status == "ok":
+            run.finish_trial(res["trial_id"], "ok", _trial_info(trial, res))
+    for comp in doc["comparisons"]:
+        run.comparison(comp["baseline_trial"], comp["candidate_trial"], comp["speedup"])
+    ok = sum(r["status"] == "ok" for r in doc["results"])
+    status = "ok" if ok == len(doc["results"]) else ("failed" if ok == 0 else "partial")
+    keys = ("stopped", "rounds", "steady_s", "other_cpu_share", "warnings", "peak")
+    summary = {k: doc[k] for k in keys}
+    summary["results"] = [_brief(r) for r in doc["results"]]
+    summary["comparisons"] = [
+        {k: c[k] for k in ("baseline", "candidate", "speedup")} for c in doc["comparisons"]
+    ]
+    run.finish(status, summary)
 
 
 def _peak(machine: dict[str, Any], python: str, result: Measurement) -> dict[str, Any] | None:
-    """The machine's peak, probed again once if a trial achieved more (``recheck_peak``)."""
-    from tfperf.peak import get_peak, recheck_peak
-
+    """The machine's peak, probed again once if a trial achieved more (``recheck_peak``);
+    ``None`` when no trial has a FLOP count."""
+    if not _any_flops(result):
+        return None
     achieved = [(_achieved(t), t.config.precision) for t in result.trials]
     return recheck_peak(get_peak(machine, python=python), achieved, machine, python=python)
 
@@ -296,8 +282,7 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
 
 
 def _install(trial: Trial) -> dict[str, Any] | None:
-    """The worker's install facts with their ``fingerprint`` (``tfperf.install``)."""
-    from tfperf.install import install_fingerprint
+    """The worker's install facts with their ``fingerprint`` (``tfperf.doctor.install``)."""
 
     install = trial.ready.get("install")
     if not install:
@@ -382,8 +367,6 @@ def _document(
 
 
 def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> dict[str, Any]:
-    from tfperf import stats
-    from tfperf.peak import above_peak_warning, share_of_peak
 
     ready = trial.ready
     batch = int(ready.get("batch") or 1)
@@ -460,12 +443,9 @@ def unpaired_speedup(
     """Speedup of B over A (A time / B time) from independent samples (seconds).
 
     Median ratio, a percentile-bootstrap 95% interval (fixed seed), a two-sided Mann-Whitney
-    p-value, and the verdict rule of :func:`tfperf.stats.paired_speedup`.
+    p-value, and the verdict rule of :func:`tfperf.core.stats.paired_speedup`.
     """
-    import numpy as np
-    from scipy import stats as sps
 
-    from tfperf import stats
 
     a = np.asarray([x for x in a_s if x > 0 and math.isfinite(x)], dtype=float)
     b = np.asarray([x for x in b_s if x > 0 and math.isfinite(x)], dtype=float)
@@ -528,7 +508,6 @@ def compare_runs(
     store: Any, run_a: int | str, run_b: int | str, threshold: float = DEFAULT_THRESHOLD
 ) -> dict[str, Any]:
     """Compare stored run B against run A; see the module docstring."""
-    from tfperf import stats
 
     a, b = store.load_run(run_a), store.load_run(run_b)
     ra, rb = a["run"], b["run"]

@@ -2,12 +2,14 @@
 
 Contract: :func:`resolve_model` turns the argument of ``tfperf bench MODEL`` into the workload
 dict of ``docs/ARCHITECTURE.md`` (``{"kind": "model", "path", "format", "inputs", "unsafe",
-"batch"}``), or raises :class:`~tfperf.errors.UserError` with one sentence (not found, not a
+"batch"}``), or raises :class:`~tfperf.core.errors.UserError` with one sentence (not found, not a
 model, corrupt file, unsupported format) that names the supported formats. It reads at most a
 few bytes and one small JSON member of the file; it never imports TensorFlow, and for a
 ``module:function`` factory it locates the module (``importlib.util.find_spec``) without
 importing it. A factory workload also carries ``"search_path"`` (the directory the user ran
-from), so the worker can import a module that lives there.
+from), so the worker can import a module that lives there. :func:`workload_from_args` turns a
+command's ``--workload NAME`` or ``MODEL`` argument (the same for ``bench``, ``compare`` and
+``tune``) into a workload dict.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from tfperf.errors import UserError
-from tfperf.workloads import check_batch
+from tfperf.core.errors import UserError
+from tfperf.core.workloads import builtin_workload, check_batch
 
 SUPPORTED = (
     "a .keras file, a SavedModel directory, a .tflite file, or module:function "
@@ -167,3 +169,27 @@ def _check_inputs(inputs: str | None) -> str | None:
     if not zipfile.is_zipfile(path):
         raise UserError(f"Inputs file {inputs!r} is not a .npz archive: write it with numpy.savez.")
     return str(path.resolve())
+
+
+def workload_from_args(
+    workload: str | None,
+    model: str | None,
+    *,
+    inputs: str | None = None,
+    unsafe: bool = False,
+    batch: int = 1,
+    size: str = "standard",
+) -> dict[str, Any]:
+    """The workload dict for a command given ``--workload NAME`` or a ``MODEL`` argument.
+
+    Exactly one of ``workload`` and ``model`` must be given; ``inputs`` (an ``.npz``) applies to
+    a model only. A model is checked by :func:`tfperf.modelref.resolve_model` (parent side, no
+    TensorFlow). Bad input raises :class:`UserError`.
+    """
+    if (workload is None) == (model is None):
+        raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
+    if workload is not None:
+        if inputs:
+            raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
+        return builtin_workload(workload, size=size, batch=batch)
+    return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]

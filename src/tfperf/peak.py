@@ -7,7 +7,7 @@ Contract:
   cache file ``<cache dir>/peak-<machine fingerprint>.json`` when present and otherwise running
   the probe once and caching its answer. It returns ``None`` (never raises) when the probe
   cannot run (no TensorFlow, a crash); achieved-vs-peak figures are then simply not shown.
-- The probe runs in its own process (``python -m tfperf.peak --out FILE``): the parent never
+- The probe runs in its own process (``python -m tfperf.worker.peak --out FILE``): the parent never
   imports TensorFlow. It times a square ``tf.function`` matmul (default 1024, all cores) for
   about a second per precision and reports the best block median as ``2 n^3 / t``.
 - :func:`share_of_peak` turns achieved FLOP/s into a share of that peak for a precision.
@@ -22,15 +22,19 @@ Contract:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from tfperf.core.paths import cache_dir
+from tfperf.machine.facts import collect_machine
+from tfperf.runner import launcher
+from tfperf.runner.envpolicy import worker_base_env
+from tfperf.runner.handle import is_parent_interpreter, tfperf_source_dir
 
 BF16_ISA = ("AVX512_BF16", "AMX_BF16")
 PROBE_TIMEOUT_S = 300.0
@@ -46,8 +50,6 @@ def has_bf16(machine: dict[str, Any]) -> bool:
 
 def cache_path(fingerprint: str) -> Path:
     """Where the peak of machine ``fingerprint`` is cached."""
-    from tfperf.paths import cache_dir
-
     return cache_dir() / f"peak-{fingerprint}.json"
 
 
@@ -59,8 +61,6 @@ def get_peak(
     matrix: int = 1024,
 ) -> dict[str, Any] | None:
     """The cached (or freshly measured) peak of this machine; ``None`` if it cannot be had."""
-    from tfperf.machine import collect_machine
-
     machine = machine or collect_machine()
     path = _cache_file(machine)
     if path is not None and path.exists() and not refresh:
@@ -91,7 +91,7 @@ def _save(path: Path | None, record: dict[str, Any]) -> None:
 def _cache_file(record: dict[str, Any]) -> Path | None:
     """The peak cache file of the machine (or peak) ``record`` names by its ``fingerprint``;
     ``None`` without one or without a usable cache dir."""
-    from tfperf.errors import UserError
+    from tfperf.core.errors import UserError
 
     try:
         return cache_path(record["fingerprint"]) if record.get("fingerprint") else None
@@ -156,9 +156,6 @@ def share_of_peak(
 
 
 def _run_probe(python: str, matrix: int, bf16: bool) -> dict[str, Any] | None:
-    from tfperf.envpolicy import worker_base_env
-    from tfperf.workerproc import is_parent_interpreter, tfperf_source_dir
-
     env, _ = worker_base_env(os.environ)
     if is_parent_interpreter(python):
         # Another environment imports tfperf through its own link; the parent's source dir
@@ -166,55 +163,11 @@ def _run_probe(python: str, matrix: int, bf16: bool) -> dict[str, Any] | None:
         env["PYTHONPATH"] = tfperf_source_dir()
     with tempfile.TemporaryDirectory(prefix="tfperf-peak-") as tmp:
         out = Path(tmp) / "peak.json"
-        cmd = [python, "-m", "tfperf.peak", "--out", str(out), "--matrix", str(matrix)]
+        cmd = [python, "-m", "tfperf.worker.peak", "--out", str(out), "--matrix", str(matrix)]
         if bf16:
             cmd.append("--bf16")
         try:
-            subprocess.run(cmd, env=env, capture_output=True, timeout=PROBE_TIMEOUT_S, check=True)
-            return json.loads(out.read_text())
-        except (OSError, ValueError, subprocess.SubprocessError):
+            ended = launcher.run(cmd, env=env, timeout_s=PROBE_TIMEOUT_S)
+            return json.loads(out.read_text()) if ended.ok else None
+        except (OSError, ValueError):
             return None
-
-
-def _probe(matrix: int, dtypes: list[str], seconds: float = 1.0) -> dict[str, Any]:
-    """Worker side: best block-median GFLOP/s of an ``n x n`` matmul per dtype."""
-    import tensorflow as tf
-
-    result: dict[str, Any] = {"matrix": matrix, "tf_version": tf.__version__}
-    flops = 2.0 * matrix**3
-    for name in dtypes:
-        dtype = tf.bfloat16 if name == "bf16" else tf.float32
-        a = tf.cast(tf.random.normal([matrix, matrix], seed=1), dtype)
-        b = tf.cast(tf.random.normal([matrix, matrix], seed=2), dtype)
-        mm = tf.function(lambda x, y: tf.matmul(x, y))
-        for _ in range(3):
-            mm(a, b).numpy()
-        best = float("inf")
-        deadline = time.perf_counter() + seconds
-        while time.perf_counter() < deadline:
-            block = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                mm(a, b).numpy()
-                block.append(time.perf_counter() - t0)
-            best = min(best, sorted(block)[2])
-        result[f"{name}_gflops"] = flops / best / 1e9
-    result.setdefault("bf16_gflops", None)
-    result["measured_at"] = time.time()
-    return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tfperf.peak --out FILE [--matrix N] [--bf16]``."""
-    parser = argparse.ArgumentParser(prog="python -m tfperf.peak")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--matrix", type=int, default=1024)
-    parser.add_argument("--bf16", action="store_true")
-    args = parser.parse_args(argv)
-    record = _probe(args.matrix, ["fp32", "bf16"] if args.bf16 else ["fp32"])
-    Path(args.out).write_text(json.dumps(record))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,10 +16,10 @@ A profile is one JSON file::
 
 - :func:`save_profile` writes it atomically to ``path`` or, by default, to
   ``<user data dir>/profiles/<workload>-<fingerprint>.json``; :func:`load_profile` reads one
-  (a path, or a name under that folder) and raises :class:`~tfperf.errors.UserError` for a
+  (a path, or a name under that folder) and raises :class:`~tfperf.core.errors.UserError` for a
   missing, unreadable or foreign file.
 - :func:`profile_env` is the environment a profile implies on *this* machine: the config's
-  env knobs through :meth:`tfperf.config.Config.worker_env` (so ``LD_PRELOAD`` points at this
+  env knobs through :meth:`tfperf.core.config.Config.worker_env` (so ``LD_PRELOAD`` points at this
   machine's allocator; a missing allocator raises UserError naming the package), falling back
   to the stored ``env``.
 - :func:`render` formats a profile as ``env`` (``KEY=VALUE`` lines, for ``--env-file``), ``sh``
@@ -37,13 +37,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
+from tfperf.runner.launcher import Child, LaunchError
 
 FORMAT = "tfperf-profile"
 VERSION = 1
@@ -133,7 +133,7 @@ def _workload_name(workload: Mapping[str, Any], objective: str = "latency") -> s
 def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dict:
     """The profile of a finished tune's recommendation."""
     from tfperf.bench import machine_summary
-    from tfperf.config import Config
+    from tfperf.core.config import Config
 
     rec = doc["recommendation"]
     config = dict(rec["config"])
@@ -229,7 +229,7 @@ def load_profile(ref: str | Path) -> dict:
 
 def profile_env(profile: Mapping[str, Any]) -> dict[str, str]:
     """The env-level knobs of ``profile`` on this machine (see the module docstring)."""
-    from tfperf.config import Config
+    from tfperf.core.config import Config
 
     config = profile.get("config")
     if isinstance(config, Mapping):
@@ -242,7 +242,7 @@ def mismatch_warnings(
 ) -> list[str]:
     """Sentences saying how this machine or TensorFlow install differs from the profile's."""
     if machine is None:
-        from tfperf.machine import collect_machine
+        from tfperf.machine.facts import collect_machine
 
         machine = collect_machine()
     warnings = []
@@ -346,13 +346,20 @@ def run_with_profile(
     env = dict(os.environ if environ is None else environ)
     knobs = profile_env(profile)
     if "LD_PRELOAD" in knobs and env.get("LD_PRELOAD"):
-        from tfperf.config import Config
+        from tfperf.core.config import Config
 
         knobs = Config.from_dict(profile["config"]).worker_env({"LD_PRELOAD": env["LD_PRELOAD"]})
     env.update(knobs)
+    # In tfperf's own process group: the terminal's Ctrl-C reaches the command as it would
+    # without tfperf, and leaving (Ctrl-C included) stops it if it still runs.
+    child = Child(list(command), env=env, own_group=False, log=False)
     try:
-        return subprocess.call(list(command), env=env)
-    except FileNotFoundError:
-        raise UserError(f"cannot run {command[0]!r}: no such program; check the command.") from None
-    except PermissionError:
-        raise UserError(f"cannot run {command[0]!r}: permission denied.") from None
+        child.start()
+    except LaunchError as exc:
+        why = "permission denied" if isinstance(exc.__cause__, PermissionError) else (
+            "no such program; check the command"
+        )
+        raise UserError(f"cannot run {command[0]!r}: {why}.") from None
+    with child:
+        ended = child.wait()
+    return ended.returncode if ended.returncode is not None else 1

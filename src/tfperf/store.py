@@ -6,7 +6,7 @@ Contract
 - :meth:`Store.open` creates the parent directory and the schema on first use, switches the
   database to WAL mode and checks ``PRAGMA user_version`` against :data:`SCHEMA_VERSION`. A
   store of another version, a file that is not a tfperf store, or a path that cannot be written
-  raises :class:`~tfperf.errors.UserError` with one sentence saying what to do.
+  raises :class:`~tfperf.core.errors.UserError` with one sentence saying what to do.
 - Every write is its own transaction, committed before the method returns. A run killed at any
   moment (SIGKILL included) keeps everything written before; :meth:`Store.add_block` is meant to
   be called once per measured block for exactly that reason.
@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
@@ -105,7 +105,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _dumps(value: Any) -> str:
-    from tfperf.output import to_json
+    from tfperf.report.console import to_json
 
     return to_json(value)
 
@@ -156,7 +156,7 @@ class Store:
 
         With ``create=False`` a missing file raises :class:`UserError` instead of being made.
         """
-        from tfperf.paths import resolve_store_path
+        from tfperf.core.paths import resolve_store_path
 
         target = resolve_store_path(path)
         if not target.exists() and not create:
@@ -351,7 +351,7 @@ class Store:
     def add_comparison(
         self, run_id: int, baseline_trial: int, candidate_trial: int, result: dict
     ) -> int:
-        """Record a comparison (e.g. :func:`tfperf.stats.paired_speedup`'s result)."""
+        """Record a comparison (e.g. :func:`tfperf.core.stats.paired_speedup`'s result)."""
         return self._insert(
             "INSERT INTO comparisons (run_id, baseline_trial, candidate_trial, result, created_at)"
             " VALUES (?, ?, ?, ?, ?)",

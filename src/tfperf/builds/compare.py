@@ -6,17 +6,17 @@ Contract of :func:`compare_builds`:
   cannot be installed is reported as ``{"spec", "status": "failed", "reason"}`` (one line on
   stderr as it happens, when there are several) and the others go on. None installable ->
   :class:`UserError` (for a single candidate, its one line).
-- Measuring is :func:`tfperf.measure.measure` with one interpreter per config
+- Measuring is :func:`tfperf.runner.measure.measure` with one interpreter per config
   (``Settings.pythons``: this Python, then each environment's): one worker per environment,
   started one after the other, then interleaved rounds of one block each, order rotated every
   round, until ``min_rounds`` and the time budget or the precision target. Speedups are
-  :func:`tfperf.stats.paired_speedup` of the baseline's block medians over each candidate's
+  :func:`tfperf.core.stats.paired_speedup` of the baseline's block medians over each candidate's
   (>1: the candidate is faster), with a 95% interval. A model the baseline cannot load (bad
   input) is a :class:`UserError`, with the run stored as failed.
 - A worker must report the TensorFlow version its environment installed; one that imported
   another (packages leaking in from the parent) is a failed trial, never a wrong figure.
 - Models reach every environment as a SavedModel: a ``.keras``/``.h5`` file is exported once in
-  the baseline environment (:mod:`tfperf.builds.export`); SavedModel folders, ``.tflite`` files
+  the baseline environment (:mod:`tfperf.worker.export`); SavedModel folders, ``.tflite`` files
   and built-in workloads are handed over as they are (the built-ins support Keras 2 and 3).
 - Outputs of one call are compared with the baseline's (:func:`tfperf.accuracy.compare_outputs`)
   and a candidate beyond the default tolerance is marked ``rejected``.
@@ -28,16 +28,35 @@ Returns a JSON-able dict (see ``docs/builds.md``). Never imports TensorFlow.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tfperf.builds.envs import CandidateEnv, CandidateError, ensure_env
-from tfperf.errors import UserError
-from tfperf.measure import Listener, Settings, measure
-from tfperf.workerproc import WorkerFailed
+from rich.markup import escape
+from rich.table import Table
+
+from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs, load_outputs
+from tfperf.builds.envs import (
+    TF_DISTRIBUTIONS,
+    CandidateEnv,
+    CandidateError,
+    cache_root,
+    ensure_env,
+)
+from tfperf.core import stats
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.paths import resolve_store_path
+from tfperf.core.stats import DEFAULT_THRESHOLD
+from tfperf.core.workloads import builtin_workload
+from tfperf.machine.facts import collect_machine
+from tfperf.report.console import console, err_console
+from tfperf.runner import launcher
+from tfperf.runner.handle import WorkerFailed
+from tfperf.runner.measure import Listener, Settings, measure
+from tfperf.runner.recorder import MeasureRecorder, RunRecorder
+from tfperf.store import Store
 
 KIND = "builds"
 """Store run kind of a builds comparison."""
@@ -48,8 +67,6 @@ def resolve_workload(
 ) -> dict[str, Any]:
     """The workload dict every environment receives (models as SavedModel, see above)."""
     if workload is not None:
-        from tfperf.workloads import builtin_workload
-
         return builtin_workload(workload, size, batch)
     assert model is not None
     path = Path(model).expanduser().resolve()
@@ -80,10 +97,13 @@ def _export_dir(model: Path) -> Path:
     """Cache folder of a model file's SavedModel export, keyed by the file's content."""
     import hashlib
 
-    from tfperf.builds.envs import cache_root
 
     digest = hashlib.sha256(model.read_bytes()).hexdigest()[:16]
     return cache_root().parent / "exports" / f"{model.stem}-{digest}"
+
+
+EXPORT_TIMEOUT_S = 600.0
+"""Exporting a Keras file to a SavedModel in the baseline environment may take this long."""
 
 
 def export_savedmodel(src: Path, dst: Path, python: str = sys.executable) -> Path:
@@ -94,14 +114,11 @@ def export_savedmodel(src: Path, dst: Path, python: str = sys.executable) -> Pat
     if (dst / "saved_model.pb").is_file():
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [python, "-m", "tfperf.builds.export", str(src), str(dst)],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    ended = launcher.run(
+        [python, "-m", "tfperf.worker.export", str(src), str(dst)], timeout_s=EXPORT_TIMEOUT_S
     )
-    if proc.returncode != 0 or not (dst / "saved_model.pb").is_file():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if not ended.ok or not (dst / "saved_model.pb").is_file():
+        last = launcher.last_line(ended.tail) or ended.reason()
         raise UserError(
             f"{src} could not be exported as a SavedModel ({last}); "
             "export it yourself and pass the folder."
@@ -113,7 +130,6 @@ def prepare_candidates(
     specs: list[str], log: Any = None
 ) -> tuple[list[CandidateEnv], list[dict[str, Any]]]:
     """Ready environments, and one failure record per spec that could not be installed."""
-    from tfperf.output import err_console
 
     ready: list[CandidateEnv] = []
     failed: list[dict[str, Any]] = []
@@ -121,7 +137,6 @@ def prepare_candidates(
         try:
             ready.append(ensure_env(spec, log=log))
         except CandidateError as exc:
-            from rich.markup import escape
 
             if len(specs) > 1:  # a single candidate's failure is the command's error line
                 err_console().print(f"[red]candidate failed:[/] {escape(str(exc))}", soft_wrap=True)
@@ -130,7 +145,6 @@ def prepare_candidates(
 
 
 def _tf_version(versions: dict[str, str]) -> str | None:
-    from tfperf.builds.envs import TF_DISTRIBUTIONS
 
     for name in TF_DISTRIBUTIONS:
         if name in versions and name != "intel-extension-for-tensorflow":
@@ -154,9 +168,8 @@ def compare_builds(
     """Compare the current environment with each candidate build; see the module docstring.
 
     ``blocks`` overrides ``min_rounds``; ``calls`` fixes the calls per block (otherwise
-    :mod:`tfperf.measure` sets them from each worker's warm-up).
+    :mod:`tfperf.runner.measure` sets them from each worker's warm-up).
     """
-    from tfperf.config import Config
 
     if not candidates:
         raise UserError("give at least one --candidate (a pip requirement or a wheel path).")
@@ -181,8 +194,13 @@ def compare_builds(
             outputs_dir=tmp,
         )
         expected = [None, *(_tf_version(env.versions) for env in envs)]
-        listener = _Recorder(store, wl, candidates, settings, progress, expected)
-        try:
+        command = "tfperf builds compare " + " ".join(f"--candidate {s}" for s in candidates)
+        record = {"budget_s": settings.budget_s, "min_rounds": settings.min_rounds}
+        with (
+            Store.open(resolve_store_path(store)) as st,
+            RunRecorder(st, KIND, command, wl, collect_machine(), record) as run,
+        ):
+            listener = MeasureRecorder(run, _Progress(progress, expected))
             m = measure(
                 wl,
                 [Config() for _ in expected],
@@ -190,15 +208,9 @@ def compare_builds(
                 listener,
                 labels=["current", *(env.label for env in envs)],
             )
-            accuracy = _check_outputs(m.trials)
-        except UserError as exc:  # the baseline cannot run the user's model
-            listener.abort("failed", {"error": str(exc)})
-            raise
-        except BaseException:
-            listener.abort("interrupted", {})
-            raise
-        result = _result(wl, m, envs, failed, accuracy)
-        listener.finish(result)
+            result = _result(wl, m, envs, failed, _check_outputs(m.trials))
+            _record_result(run, listener.trial_ids, result)
+            result.update(run_id=run.run_id, store=str(st.path))
         return result
 
 
@@ -209,8 +221,7 @@ def _same_release(got: str, expected: str) -> bool:
 
 def _check_outputs(trials: list[Any]) -> dict[int, dict[str, Any]]:
     """Each candidate's outputs against the baseline's, with the default tolerance (the
-    outputs :func:`tfperf.measure.measure` had each live worker write)."""
-    from tfperf.accuracy import DEFAULT_TOLERANCE, compare_outputs, load_outputs
+    outputs :func:`tfperf.runner.measure.measure` had each live worker write)."""
 
     base = trials[0]
     if base.outputs_path is None:
@@ -233,8 +244,6 @@ def _result(
     failed: list[dict[str, Any]],
     accuracy: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
-    from tfperf import stats
-    from tfperf.bench import DEFAULT_THRESHOLD
 
     batch = int(wl.get("batch", 1))
     base = m.trials[0]
@@ -273,47 +282,20 @@ def _result(
     }
 
 
-class _Recorder(Listener):
-    """Writes to the store, shows progress on stderr, and refuses a worker that imported
-    another TensorFlow than its environment holds (``expected[i]``: the version trial ``i``
-    must report, ``None``: any)."""
+class _Progress(Listener):
+    """Shows progress on stderr, and refuses a worker that imported another TensorFlow than
+    its environment holds (``expected[i]``: the version trial ``i`` must report, ``None``:
+    any)."""
 
-    def __init__(
-        self,
-        store: str | None,
-        wl: dict,
-        specs: list[str],
-        settings: Any,
-        progress: bool,
-        expected: list[str | None],
-    ) -> None:
-        from tfperf.machine import collect_machine
-        from tfperf.paths import resolve_store_path
-        from tfperf.store import Store
-
-        self.store = Store.open(resolve_store_path(store))
-        self.run_id = self.store.new_run(
-            KIND,
-            "tfperf builds compare " + " ".join(f"--candidate {s}" for s in specs),
-            wl,
-            collect_machine(),
-            {"budget_s": settings.budget_s, "min_rounds": settings.min_rounds},
-        )
-        self.trial_ids: dict[int, int] = {}
+    def __init__(self, progress: bool, expected: list[str | None]) -> None:
         self.progress = progress
         self.expected = expected
 
     def _say(self, text: str) -> None:
         if self.progress:
-            from tfperf.output import err_console
-
             err_console().print(text, soft_wrap=True, markup=False, highlight=False)
 
     def trial(self, trial: Any, event: str) -> None:
-        if trial.index not in self.trial_ids:
-            self.trial_ids[trial.index] = self.store.new_trial(
-                self.run_id, trial.label, trial.config.to_dict(), trial.role
-            )
         reason = f": {trial.error['reason']}" if event == "failed" and trial.error else ""
         self._say(f"{trial.label}: {event}{reason}")
 
@@ -328,46 +310,26 @@ class _Recorder(Listener):
             kind="wrong-tensorflow",
         )
 
-    def block(self, trial: Any, samples_s: list[float], phase: str, info: dict) -> None:
-        self.store.add_block(self.trial_ids[trial.index], samples_s, phase, info)
-
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
         if done == 1 or done % 25 == 0:
             self._say(f"round {done} ({elapsed_s:.0f}/{budget_s:.0f} s)")
 
-    def abort(self, status: str, summary: dict[str, Any]) -> None:
-        """Close the run without a result (``failed`` for bad input, else ``interrupted``)."""
-        self.store.finish_run(self.run_id, status, summary)
-        self.store.close()
 
-    def finish(self, result: dict[str, Any]) -> None:
-        for row, tid in zip(result["results"], sorted(self.trial_ids.values()), strict=False):
-            status = "failed" if row["status"] == "failed" else row["status"]
-            info = {k: row[k] for k in ("summary", "tf_version", "versions", "spec", "accuracy")}
-            self.store.finish_trial(
-                tid, status if status in ("ok", "failed", "rejected") else "ok", info, row["error"]
-            )
-            if row["speedup"] is not None:
-                self.store.add_comparison(self.run_id, self.trial_ids[0], tid, row["speedup"])
-        self.store.finish_run(
-            self.run_id,
-            "ok",
-            {
-                "rounds": result["rounds"],
-                "stopped": result["stopped"],
-                "failed_candidates": result["failed_candidates"],
-            },
-        )
-        result["run_id"] = self.run_id
-        result["store"] = str(self.store.path)
-        self.store.close()
+def _record_result(run: RunRecorder, trial_ids: dict[int, int], result: dict[str, Any]) -> None:
+    """Close each trial with its row, store the comparisons with the baseline, close the run."""
+    for row, tid in zip(result["results"], sorted(trial_ids.values()), strict=False):
+        status = row["status"] if row["status"] in ("ok", "failed", "rejected") else "ok"
+        info = {k: row[k] for k in ("summary", "tf_version", "versions", "spec", "accuracy")}
+        run.finish_trial(tid, status, info, row["error"])
+        if row["speedup"] is not None:
+            run.comparison(trial_ids[0], tid, row["speedup"])
+    keys = ("rounds", "stopped", "failed_candidates")
+    run.finish("ok", {k: result[k] for k in keys})
 
 
 def render_compare(result: dict[str, Any]) -> None:
     """Print the side-by-side table (people's view of :func:`compare_builds`)."""
-    from rich.table import Table
 
-    from tfperf.output import console
 
     table = Table(
         title=f"builds compare, {result['rounds']} interleaved rounds "

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 GCC_FEATURE_FLAGS: dict[str, str] = {
     "sse4_1": "-msse4.1",

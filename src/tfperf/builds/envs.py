@@ -33,12 +33,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tfperf.core.errors import UserError
+from tfperf.runner import launcher
 
 WORKER_DEPS: tuple[str, ...] = ("psutil", "platformdirs", "rich", "click")
 """What the worker imports besides TensorFlow and numpy (which every candidate brings)."""
@@ -134,10 +136,8 @@ def registered() -> dict[str, str]:
 def register_wheel(wheel: str | Path, name: str | None = None) -> tuple[str, str]:
     """Record ``wheel`` as a candidate named ``name`` (default: the wheel's stem); return both.
 
-    Raises :class:`tfperf.errors.UserError` when the wheel does not exist or is not a wheel.
+    Raises :class:`tfperf.core.errors.UserError` when the wheel does not exist or is not a wheel.
     """
-    from tfperf.errors import UserError
-
     path = Path(wheel).expanduser().resolve()
     if not path.is_file() or path.suffix != ".whl":
         raise UserError(f"{wheel} is not a wheel file; pass the .whl that build.sh produced.")
@@ -275,24 +275,22 @@ def _create(spec: str, reqs: list[str], target: Path, log: Any, timeout: float) 
 
 
 def _call(cmd: list[str], spec: str, log: Any, timeout: float) -> None:
-    """Run an installer command; a failure becomes a one-line :class:`CandidateError`."""
-    try:
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-        )
-    except OSError as exc:
-        raise CandidateError(spec, f"cannot run {cmd[0]} ({exc.strerror})") from exc
+    """Run an installer command; a failure becomes a one-line :class:`CandidateError`. The
+    deadline holds even when the installer prints nothing (a resolver stuck on the network)."""
     lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    for line in proc.stdout:
+
+    def on_line(line: str) -> None:
         lines.append(line.rstrip())
         if log is not None:
             log(line.rstrip())
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise CandidateError(spec, f"install took more than {timeout:.0f} s; stopped")
-    if proc.wait() != 0:
+
+    try:
+        ended = launcher.run(cmd, timeout_s=timeout, on_line=on_line)
+    except launcher.LaunchError as exc:
+        raise CandidateError(spec, str(exc)) from exc
+    if ended.timed_out:
+        raise CandidateError(spec, f"install took more than {timeout:.0f} s; stopped")
+    if not ended.ok:
         raise CandidateError(spec, explain_install_failure(lines))
 
 
@@ -344,10 +342,11 @@ def _installed_versions(python: Path) -> dict[str, str]:
         "    except m.PackageNotFoundError: pass\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
+    lines: list[str] = []
+    ended = launcher.run([str(python), "-c", code], timeout_s=120, on_line=lines.append)
+    if not ended.ok or not lines:
         return {}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(lines[-1])
 
 
 def _site_packages(python: Path) -> Path:

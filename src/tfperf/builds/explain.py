@@ -62,7 +62,7 @@ def _category(run_kind: str, config: dict[str, Any]) -> str | None:
 
 def collect_figures(store: str | None = None, limit: int = 200) -> dict[str, list[dict]]:
     """Comparisons from the newest ``limit`` runs of the store, by category (see above)."""
-    from tfperf.paths import resolve_store_path
+    from tfperf.core.paths import resolve_store_path
     from tfperf.store import Store
 
     figures: dict[str, list[dict]] = {"build": [], "xla": [], "litert": []}
@@ -181,7 +181,7 @@ def _verdict(figures: dict[str, list[dict]]) -> str | None:
 
 def render_explain(doc: dict[str, Any]) -> None:
     """Print the explanation for people."""
-    from tfperf.output import console
+    from tfperf.report.console import console
 
     for line in doc["lines"]:
         console().print(line, soft_wrap=True, markup=False, highlight=False)

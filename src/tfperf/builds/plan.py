@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,8 @@ from tfperf.builds.releases import (
     pick_python,
     release_info,
 )
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
+from tfperf.runner import launcher
 
 BAZEL_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}
 """archspec family -> the architecture in Bazel's Linux release file names
@@ -346,7 +346,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
 
 def write_plan(plan: BuildPlan, out_dir: str | Path) -> dict[str, str]:
     """Write ``build.sh``, ``Dockerfile`` and ``plan.json`` under ``out_dir``; return paths."""
-    from tfperf.output import to_json
+    from tfperf.report.console import to_json
 
     out = Path(out_dir)
     try:
@@ -405,19 +405,11 @@ def run_plan(
     total = 0
     wheel = None
     with log.open("w") as fh:
-        proc = subprocess.Popen(
-            ["bash", str(script)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=full_env,
-            bufsize=1,
-        )
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
+
+        def follow(text: str) -> None:
+            nonlocal total, wheel
+            fh.write(text + "\n")
             fh.flush()
-            text = line.rstrip("\n")
             if text.startswith(STEP_MARK):
                 head, _, title = text[len(STEP_MARK) :].partition("] ")
                 total = int(head.split("/")[1])
@@ -426,7 +418,9 @@ def run_plan(
                 wheel = text[len("wheel: ") :]
             if on_line is not None:
                 on_line(text, len(steps), total)
-        rc = proc.wait()
+
+        ended = launcher.run(["bash", str(script)], env=full_env, on_line=follow)
+    rc = ended.returncode if ended.returncode is not None else -1
     result = RunResult(rc, str(log), steps, total, wheel, dry_run)
     if rc != 0:
         where = steps[-1] if steps else "before the first step"

@@ -3,7 +3,7 @@
 Contract: :func:`release_info` maps a TensorFlow version (``"2.20.0"``, ``"2.20"``) to a
 :class:`Release` with the exact Bazel version of that release's ``.bazelversion``, the Python
 versions it ships wheels for, the Clang it is built with, and how its wheel target is spelled.
-An unknown release raises :class:`~tfperf.errors.UserError` naming the supported ones.
+An unknown release raises :class:`~tfperf.core.errors.UserError` naming the supported ones.
 
 Sources, per field:
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 
 @dataclass(frozen=True)

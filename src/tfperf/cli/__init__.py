@@ -2,7 +2,7 @@
 
 Contract: every command lives in its own module under :mod:`tfperf.cli` that exposes
 ``register(group)``; the command calls a library function and renders its result. Exit codes
-are the same for every command (see :mod:`tfperf.errors`): 0 ok, 1 a ``--fail-on`` condition
+are the same for every command (see :mod:`tfperf.core.errors`): 0 ok, 1 a ``--fail-on`` condition
 met, 2 bad input or a missing prerequisite. Nothing here imports TensorFlow, and heavy libraries
 (numpy, scipy, plotly) are imported inside the commands that need them, so ``tfperf --help``
 stays instant.
@@ -16,9 +16,9 @@ import sys
 import click
 
 from tfperf import __version__
-from tfperf.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
+from tfperf.core.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
 
-COMMAND_MODULES = ("doctor", "bench", "tune", "records", "pipeline", "builds")
+COMMAND_MODULES = ("doctor", "bench", "tune", "runs", "pipeline", "builds")
 """Modules under :mod:`tfperf.cli` whose ``register(group)`` adds their commands."""
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; user errors become one line on stderr, exit 2."""
     from rich.markup import escape
 
-    from tfperf.output import err_console
+    from tfperf.report.console import err_console
 
     try:
         result = app.main(args=argv, prog_name="tfperf", standalone_mode=False)

@@ -15,14 +15,14 @@ from typing import Any
 
 import click
 
-from tfperf.errors import FailOnTriggered, UserError
+from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
 
 
 def _workload_of(opts: dict[str, Any], model: str | None) -> dict[str, Any]:
     """The workload named by a command's options (see :func:`workload_from_args`)."""
-    from tfperf.workloads import workload_from_args
+    from tfperf.modelref import workload_from_args
 
     return workload_from_args(
         opts["workload"],
@@ -35,7 +35,7 @@ def _workload_of(opts: dict[str, Any], model: str | None) -> dict[str, Any]:
 
 
 def _open_store(path: str | None) -> Any:
-    from tfperf.paths import resolve_store_path
+    from tfperf.core.paths import resolve_store_path
     from tfperf.store import Store
 
     return Store.open(resolve_store_path(path))
@@ -55,13 +55,13 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def _progress_listener() -> Any:
-    """A :class:`tfperf.measure.Listener` that shows rich progress on stderr (a context); off a
-    terminal only the failed trials' lines."""
+    """A :class:`tfperf.runner.measure.Listener` that shows rich progress on stderr (a
+    context); off a terminal only the failed trials' lines."""
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tfperf.measure import Listener
-    from tfperf.output import err_console
+    from tfperf.report.console import err_console
+    from tfperf.runner.measure import Listener
 
     class ProgressListener(Listener):
         def __init__(self) -> None:
@@ -115,11 +115,11 @@ def _fmt(value: float | None, spec: str = ".3g") -> str:
 def _render_bench(doc: dict[str, Any]) -> None:
     """The results table, notes, speedups and warnings of a bench/compare document. Off a
     terminal, tables are as wide as their labels and lines are not wrapped (see
-    :func:`tfperf.output.print_table`)."""
+    :func:`tfperf.report.console.print_table`)."""
     from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import console, print_table
+    from tfperf.report.console import console, print_table
 
     out = console()
     table = Table(title=f"tfperf run {doc['run_id']}: {escape(_workload_name(doc['workload']))}")
@@ -179,7 +179,7 @@ def _render_bench(doc: dict[str, Any]) -> None:
 
 def _line(markup: str) -> None:
     """Print one line of ``markup`` on stdout, never broken inside (the terminal may wrap it)."""
-    from tfperf.output import console
+    from tfperf.report.console import console
 
     console().print(markup, soft_wrap=True)
 
@@ -196,7 +196,7 @@ def _render_speedups(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import print_table
+    from tfperf.report.console import print_table
 
     if not comparisons:
         return
@@ -324,7 +324,7 @@ def _run(
     workload: dict[str, Any],
     kind: str,
 ) -> dict[str, Any]:
-    from tfperf.bench import RunInterrupted, bench, default_processes
+    from tfperf.bench import BenchOptions, RunInterrupted, bench, default_processes
 
     for name in ("budget", "precision", "timeout"):
         _check_positive(f"--{name}", opts[name])
@@ -341,10 +341,7 @@ def _run(
     store = _open_store(opts["store"])
     try:
         with _progress_listener() as progress:
-            return bench(
-                workload,
-                configs,
-                store=store,
+            options = BenchOptions(
                 budget_s=opts["budget"],
                 precision=opts["precision"],
                 threshold=opts["threshold"],
@@ -353,6 +350,12 @@ def _run(
                 peak=not opts["no_peak"],
                 parallel_start=opts["parallel_start"],
                 processes=processes,
+            )
+            return bench(
+                workload,
+                configs,
+                store=store,
+                options=options,
                 listener=progress,
                 command=shlex.join(["tfperf", *sys.argv[1:]]),
                 kind=kind,
@@ -366,7 +369,7 @@ def _run(
 
 def _say_interrupted(run_id: int, rounds: int) -> None:
     """One sentence on stderr for a run stopped by Ctrl-C: which stored run keeps what."""
-    from tfperf.output import err_console
+    from tfperf.report.console import err_console
 
     if rounds:
         kept = f"keeps the {rounds} round{'s' if rounds != 1 else ''} measured so far"
@@ -381,7 +384,7 @@ def _say_interrupted(run_id: int, rounds: int) -> None:
 
 def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
     if as_json:
-        from tfperf.output import emit_json
+        from tfperf.report.console import emit_json
 
         emit_json(doc)
     else:
@@ -398,7 +401,7 @@ def register(group: click.Group) -> None:
         """Measure a workload: a built-in (--workload NAME) or MODEL (.keras, SavedModel dir,
         .tflite, module:function). With --set/--env, the default config and that config are
         measured side by side."""
-        from tfperf.config import Config
+        from tfperf.core.config import Config
 
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
@@ -422,7 +425,7 @@ def register(group: click.Group) -> None:
         measure candidates against the default in one interleaved run (--workload NAME or
         --model MODEL, each --set/--env one candidate; join knobs with commas)."""
         from tfperf.bench import compare_runs, failures_in, regressions_in
-        from tfperf.config import Config
+        from tfperf.core.config import Config
 
         if runs:
             if len(runs) != 2 or opts["workload"] or model:
@@ -461,7 +464,7 @@ def _render_runs(doc: dict[str, Any]) -> None:
     """Two stored runs compared, trial by trial."""
     from rich.markup import escape
 
-    from tfperf.output import console
+    from tfperf.report.console import console
 
     out = console()
     out.print(f"run {doc['run_a']} (A) vs run {doc['run_b']} (B)")

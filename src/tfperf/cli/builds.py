@@ -59,8 +59,8 @@ def plan_cmd(
 ) -> None:
     """Write a pinned recipe (script + Dockerfile) to build TensorFlow for this CPU."""
     from tfperf.builds.plan import make_plan, run_plan, write_plan
-    from tfperf.errors import UserError
-    from tfperf.output import console, emit_json, err_console
+    from tfperf.core.errors import UserError
+    from tfperf.report.console import console, emit_json, err_console
 
     if dry_run and not run_it:
         raise UserError("--dry-run only applies with --run; add --run.")
@@ -108,7 +108,7 @@ def _run_with_progress(
     """Run build.sh with a rich progress bar on stderr (one tick per step)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tfperf.output import err_console
+    from tfperf.report.console import err_console
 
     with Progress(
         TextColumn("{task.description}"),
@@ -140,7 +140,7 @@ def _run_with_progress(
 def register_cmd(wheel: str, name: str | None, as_json: bool) -> None:
     """Register a built wheel as a `builds compare` candidate."""
     from tfperf.builds.envs import register_wheel
-    from tfperf.output import console, emit_json
+    from tfperf.report.console import console, emit_json
 
     key, path = register_wheel(wheel, name)
     if as_json:
@@ -190,8 +190,8 @@ def compare_cmd(
 ) -> None:
     """Measure the same workload in this environment (baseline) and in each candidate build."""
     from tfperf.builds.compare import compare_builds, render_compare
-    from tfperf.errors import UserError
-    from tfperf.output import emit_json
+    from tfperf.core.errors import UserError
+    from tfperf.report.console import emit_json
 
     if (workload is None) == (model is None):
         raise UserError("give exactly one of --workload NAME or a MODEL path.")
@@ -219,7 +219,7 @@ def compare_cmd(
 def explain_cmd(store: str | None, as_json: bool) -> None:
     """What a build for this CPU could buy beyond XLA or LiteRT, from measured figures."""
     from tfperf.builds.explain import explain, render_explain
-    from tfperf.output import emit_json
+    from tfperf.report.console import emit_json
 
     doc = explain(store=store)
     if as_json:

@@ -1,4 +1,4 @@
-"""``tfperf doctor``: render :func:`tfperf.doctor.run_doctor` for people (rich) or programs (JSON).
+"""``tfperf doctor``: :func:`tfperf.doctor.audit.run_doctor` for people (rich) or programs (JSON).
 
 Exit codes: 0 ok; 1 when ``--fail-on warn|error`` is met; 2 when TensorFlow is not installed
 (after printing the machine section) or on bad options. A TensorFlow that fails or crashes on
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from tfperf.errors import FailOnTriggered, UserError
+from tfperf.core.errors import FailOnTriggered, UserError
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -112,7 +112,7 @@ def render(doc: dict[str, Any]) -> None:
     """Print the doctor's document for a person: machine, install, environment, findings."""
     from rich.markup import escape
 
-    from tfperf.output import console
+    from tfperf.report.console import console
 
     out = console()
     install = doc["install"]
@@ -164,8 +164,8 @@ def register(group: click.Group) -> None:
     )
     def doctor(as_json: bool, fail_on: str | None, timeout: float, python: str | None) -> int:
         """Audit this machine and its TensorFlow install, and say what to fix."""
-        from tfperf.doctor import fails_on, run_doctor
-        from tfperf.output import emit_json, err_console
+        from tfperf.doctor.audit import fails_on, run_doctor
+        from tfperf.report.console import emit_json, err_console
 
         with err_console().status("Importing TensorFlow in a probe, reading machine facts..."):
             doc = run_doctor(timeout=timeout, python=python)

@@ -20,8 +20,8 @@ def render(doc: dict) -> None:
     from rich.syntax import Syntax
     from rich.table import Table
 
-    from tfperf.output import console
-    from tfperf.pipeline.verdict import one_line
+    from tfperf.core.inputbound import one_line
+    from tfperf.report.console import console
 
     out = console()
     metric = doc["metric"]
@@ -138,8 +138,8 @@ def register(group: click.Group) -> None:
         MODULE:FUNCTION returns a tf.data.Dataset, or a dict {"dataset", "model", "loss",
         "optimizer"} (or a tuple in that order) to time a real training step.
         """
-        from tfperf.output import emit_json, err_console
         from tfperf.pipeline.analyze import analyze_pipeline
+        from tfperf.report.console import emit_json, err_console
 
         with err_console().status("starting the pipeline worker") as status:
             doc = analyze_pipeline(

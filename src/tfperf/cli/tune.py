@@ -1,4 +1,4 @@
-"""CLI commands ``tune``, ``apply`` and ``run``: thin wrappers over :mod:`tfperf.tune` and
+"""CLI commands ``tune``, ``apply`` and ``run``: thin wrappers over :mod:`tfperf.tune.tuner` and
 :mod:`tfperf.profiles`.
 
 ``tfperf tune`` finds the fastest configuration whose outputs stay within tolerance and saves
@@ -9,19 +9,21 @@ knobs and exits with the command's exit code.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import Any
 
 import click
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
 
 
 def _progress() -> Any:
-    """A :class:`tfperf.tune.Progress` that shows rich progress on stderr (a context)."""
+    """A :class:`tfperf.tune.tuner.Progress` that shows rich progress on stderr (a context)."""
     from rich.markup import escape
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from tfperf.output import err_console
+    from tfperf.report.console import err_console
     from tfperf.tune import Progress as TuneProgress
 
     class RichProgress(TuneProgress):
@@ -98,7 +100,7 @@ def render_tune(doc: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.output import console, print_table
+    from tfperf.report.console import console, print_table
 
     out = console()
     throughput = doc.get("objective") == "throughput"
@@ -201,7 +203,7 @@ QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
 def _runtimes(text: str | None) -> tuple[str, ...] | None:
     if not text:
         return None
-    from tfperf.convert import RUNTIMES
+    from tfperf.core.knobs import RUNTIMES
 
     names = tuple(r.strip() for r in text.split(",") if r.strip())
     bad = [r for r in names if r not in RUNTIMES]
@@ -334,10 +336,10 @@ def tune_command(
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
-    from tfperf.output import emit_json, err_console
-    from tfperf.paths import resolve_store_path
-    from tfperf.tune import TuneInterrupted, tune
-    from tfperf.workloads import workload_from_args
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.modelref import workload_from_args
+    from tfperf.report.console import emit_json, err_console
+    from tfperf.tune import TuneInterrupted, TuneOptions, tune
 
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
@@ -346,12 +348,11 @@ def tune_command(
         max_trials = QUICK["max_trials"] if max_trials is None else max_trials
         budget = QUICK["budget_s"] if budget is None else budget
         confirm_rounds = min(confirm_rounds, QUICK["confirm_rounds"])
-    options = dict(
+    options = TuneOptions(
         strategy=strategy,
         max_trials=max_trials,
         budget_s=budget,
         tolerance=parse_tolerance(tolerance),
-        labels=load_labels(labels) if labels else None,
         runtimes=_runtimes(runtimes),
         knobs=tuple(k.strip() for k in knobs.split(",") if k.strip()) if knobs else None,
         store_path=str(resolve_store_path(store)),
@@ -363,10 +364,12 @@ def tune_command(
         seed=seed,
         throughput=throughput,
         batch_sizes=_batch_sizes(batch_sizes),
+        command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
+    sample_labels = load_labels(labels) if labels else None
     try:
         with _progress() as progress:
-            doc = tune(wl, progress=progress, **options)
+            doc = tune(wl, options, labels=sample_labels, progress=progress)
     except TuneInterrupted as exc:
         err_console().print(
             f"Interrupted: run {exc.run_id} keeps its {exc.finished} finished "
@@ -396,8 +399,8 @@ def apply_command(profile: str, fmt: str) -> None:
     """Print how to adopt a tuned profile."""
     import sys
 
-    from tfperf.output import err_console
     from tfperf.profiles import load_profile, mismatch_warnings, render
+    from tfperf.report.console import err_console
 
     data = load_profile(profile)
     for warning in mismatch_warnings(data):
@@ -412,8 +415,8 @@ def apply_command(profile: str, fmt: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_command(profile: str, command: tuple[str, ...]) -> int:
     """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
-    from tfperf.output import err_console
     from tfperf.profiles import load_profile, mismatch_warnings, run_with_profile
+    from tfperf.report.console import err_console
 
     data = load_profile(profile)
     for warning in mismatch_warnings(data):

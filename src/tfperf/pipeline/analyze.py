@@ -1,7 +1,7 @@
 """Parent side of ``tfperf pipeline``: run the worker, enforce its timeout, derive the report.
 
 Contract: :func:`analyze_pipeline` never imports TensorFlow. It checks the ``module:function``
-argument without importing it (:func:`check_target`), runs ``python -m tfperf.pipeline.worker``
+argument without importing it (:func:`check_target`), runs ``python -m tfperf.worker.pipeline.main``
 in a fresh process (the current directory importable, as users expect), waits at most
 ``timeout`` seconds, and turns the worker's raw block times into the report::
 
@@ -20,30 +20,24 @@ in a fresh process (the current directory importable, as users expect), waits at
 ``best_fix`` is the significantly faster fix (``verdict == "faster"``) with the highest median
 end-to-end speedup, those whose 95% interval lies above 1 first; when none is, its ``name`` is
 ``None`` and ``change`` says to keep the pipeline. Every failure (a user mistake reported by
-the worker, a crash, a signal, a timeout) raises :class:`~tfperf.errors.UserError` with one
+the worker, a crash, a signal, a timeout) raises :class:`~tfperf.core.errors.UserError` with one
 sentence.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tfperf.errors import UserError
+from tfperf.core.errors import UserError
+from tfperf.core.inputbound import classify, input_share, verdict
 from tfperf.modelref import find_module
-from tfperf.pipeline.gpu import classify
-from tfperf.pipeline.verdict import input_share, verdict
+from tfperf.runner import launcher
 
-THRESHOLD = 0.03
-"""Size threshold (3%) for a fix to count as faster."""
 DEFAULT_TIMEOUT = 900.0
 DEFAULT_MIN_BLOCK_S = 0.2
 """Blocks shorter than this (seconds) get more steps: a fast pipeline's 20 steps last a few
@@ -75,46 +69,30 @@ def run_worker(
     with tempfile.TemporaryDirectory(prefix="tfperf-pipeline-") as tmp:
         out = Path(tmp) / "result.json"
         prog = Path(tmp) / "progress.txt"
-        log = Path(tmp) / "worker.log"
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p
         )
-        cmd = [sys.executable, "-m", "tfperf.pipeline.worker", "--out", str(out)]
+        cmd = [sys.executable, "-m", "tfperf.worker.pipeline.main", "--out", str(out)]
         cmd += ["--progress", str(prog), *args]
-        with open(log, "wb") as log_fh:
-            proc = subprocess.Popen(
-                cmd, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            finished = _wait(proc, timeout, prog, on_progress)
-        return _result(proc.returncode if finished else None, out, log, timeout)
+        seen = [""]
 
-
-def _wait(
-    proc: subprocess.Popen, timeout: float, prog: Path, on_progress: Callable[[str], None] | None
-) -> bool:
-    """Wait for ``proc``, forwarding progress lines; on timeout kill its process group and
-    return ``False``."""
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while proc.poll() is None:
-        if on_progress is not None and prog.exists():
+        def forward() -> None:
+            if on_progress is None or not prog.exists():
+                return
             lines = prog.read_text(encoding="utf-8", errors="replace").splitlines()
-            if lines and lines[-1] != seen:
-                seen = lines[-1]
-                on_progress(seen)
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return False
-        time.sleep(0.1)
-    return True
+            if lines and lines[-1] != seen[0]:
+                seen[0] = lines[-1]
+                on_progress(seen[0])
+
+        with launcher.Child(cmd, env=env) as child:  # Ctrl-C included: no worker is left
+            ended = child.wait(timeout, on_poll=forward)
+        return _result(ended, out, timeout)
 
 
-def _result(code: int | None, out: Path, log: Path, timeout: float) -> dict:
-    if code is None:
+def _result(ended: launcher.Ended, out: Path, timeout: float) -> dict:
+    if ended.timed_out:
         raise UserError(
             f"the pipeline analysis did not finish within {timeout:g} s; raise --timeout, "
             "lower --steps/--rounds, or check that the dataset does not hang"
@@ -125,34 +103,30 @@ def _result(code: int | None, out: Path, log: Path, timeout: float) -> dict:
             doc = json.loads(out.read_text(encoding="utf-8"))
         except ValueError:
             doc = None
+    tail = _tail(ended.tail)
     if isinstance(doc, dict) and "error" in doc:
         err = doc["error"]
         if err.get("kind") == "user":
             raise UserError(err["message"])
         raise UserError(
-            f"the pipeline worker failed ({err.get('message')}); its log ends with: {_tail(log)}"
+            f"the pipeline worker failed ({err.get('message')}); its log ends with: {tail}"
         )
-    if code < 0:
-        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-        hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+    if ended.signal is not None:
+        hint = " (out of memory?)" if ended.signal == "SIGKILL" else ""
         raise UserError(
-            f"the pipeline worker was killed by {name}{hint} while running the pipeline; "
-            f"its log ends with: {_tail(log)}"
+            f"the pipeline worker was killed by {ended.signal}{hint} while running the pipeline; "
+            f"its log ends with: {tail}"
         )
-    if code != 0 or not isinstance(doc, dict):
+    if ended.code != 0 or not isinstance(doc, dict):
         raise UserError(
-            f"the pipeline worker exited with code {code} without a result; its log ends with: "
-            f"{_tail(log)}"
+            f"the pipeline worker exited with code {ended.code} without a result; its log ends "
+            f"with: {tail}"
         )
     return doc
 
 
-def _tail(log: Path) -> str:
-    try:
-        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "(no log)"
-    return lines[-1][:300] if lines else "(empty log)"
+def _tail(text: str) -> str:
+    return launcher.last_line(text) or "(empty log)"
 
 
 def _per_s(blocks: list[float]) -> float | None:
@@ -163,9 +137,9 @@ def _per_s(blocks: list[float]) -> float | None:
 
 
 def _compare(name: str, change: str, base: list[float], cand: list[float]) -> dict:
-    from tfperf.stats import paired_speedup
+    from tfperf.core.stats import DEFAULT_THRESHOLD, paired_speedup
 
-    result = paired_speedup(base, cand, threshold=THRESHOLD)
+    result = paired_speedup(base, cand, threshold=DEFAULT_THRESHOLD)
     return {
         "name": name,
         "change": change,
@@ -181,14 +155,14 @@ def _compare(name: str, change: str, base: list[float], cand: list[float]) -> di
 
 
 def _summary(blocks: list[float], batch: int) -> dict:
-    from tfperf.stats import summarize
+    from tfperf.core.stats import summarize
 
     return summarize(blocks, batch)
 
 
 def report(raw: dict) -> dict:
     """The user-facing report (see the module docstring) from the worker's raw document."""
-    from tfperf.stats import paired_speedup
+    from tfperf.core.stats import DEFAULT_THRESHOLD, paired_speedup
 
     blocks = raw["blocks"]
     batch = int(raw.get("batch") or 1)
@@ -196,7 +170,7 @@ def report(raw: dict) -> dict:
     compute = train = None
     if raw.get("has_model"):
         # speedup of compute over train = train / compute; share = 1 - 1/ratio, pair by pair.
-        ratio = paired_speedup(blocks["train"], blocks["compute"], threshold=THRESHOLD)
+        ratio = paired_speedup(blocks["train"], blocks["compute"], threshold=DEFAULT_THRESHOLD)
         if ratio["median"] is not None:
             share = input_share(ratio["median"], 1.0)
             share_ci = [input_share(r, 1.0) if r else None for r in ratio["ci95"]]
@@ -243,7 +217,7 @@ def report(raw: dict) -> dict:
 
 def _notes(raw: dict) -> list[str]:
     """Caveats the reader needs: too few rounds for a verdict, no training step."""
-    from tfperf.stats import MIN_PAIRS
+    from tfperf.core.stats import MIN_PAIRS
 
     notes = []
     if int(raw.get("rounds") or 0) < MIN_PAIRS:

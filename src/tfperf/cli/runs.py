@@ -1,0 +1,261 @@
+"""CLI commands over the store: ``tfperf history`` and ``tfperf report``.
+
+Library functions first: :func:`history` returns the history document and :func:`report`
+the report document (both described in ``docs/results-schema.md``); the click commands only
+render them. Neither imports TensorFlow; numpy, scipy and plotly load inside the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from tfperf.report.html import (
+    all_warnings,
+    build_report,
+    describe_workload,
+    error_text,
+    fmt,
+    write_html,
+)
+
+HISTORY_SCHEMA_VERSION = 1
+
+
+def _trial_row(trial: dict) -> dict:
+    from tfperf.core.stats import summarize
+
+    summary = summarize(trial["samples_s"]) if trial["samples_s"] else None
+    return {
+        "id": trial["id"],
+        "label": trial["label"],
+        "role": trial["role"],
+        "status": trial["status"],
+        "config": trial["config"],
+        "n_samples": len(trial["samples_s"]),
+        "n_warmup": len(trial["warmup_s"]),
+        "p50_ms": summary["latency_ms"]["p50"] if summary else None,
+        "install_fingerprint": ((trial.get("info") or {}).get("install") or {}).get("fingerprint"),
+        "error": trial["error"],
+        "started_at": trial["started_at"],
+        "finished_at": trial["finished_at"],
+    }
+
+
+def history(store: str | Path | None = None, limit: int = 50, run: str | None = None) -> dict:
+    """The runs in a store (newest first), or with ``run`` the trials of that run.
+
+    Returns ``{"schema_version", "store", "runs": [...]}`` or ``{"schema_version", "store",
+    "run": {...}, "trials": [...]}``. A store that does not exist yet has no runs.
+    """
+    from tfperf.core.errors import UserError
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.store import Store
+
+    if limit < 1:
+        raise UserError("--limit must be a positive number of runs.")
+    path = resolve_store_path(store)
+    doc: dict = {"schema_version": HISTORY_SCHEMA_VERSION, "store": str(path)}
+    if run is None and not path.exists():
+        doc["runs"] = []
+        return doc
+    with Store.open(path, create=False) as db:
+        if run is None:
+            runs = db.list_runs(limit=limit)
+            for r in runs:
+                r.pop("machine", None)
+            doc["runs"] = runs
+        else:
+            loaded = db.load_run(run)
+            doc["run"] = loaded["run"]
+            doc["trials"] = [_trial_row(t) for t in loaded["trials"]]
+    return doc
+
+
+def report(
+    run: str | int = "latest", store: str | Path | None = None, html: str | Path | None = None
+) -> dict:
+    """The report document of one run; with ``html``, also write the HTML report there.
+
+    The returned document gets ``"html": path`` when a file was written.
+    """
+    from tfperf.store import Store
+
+    with Store.open(store, create=False) as db:
+        loaded = db.load_run(run)
+    doc = build_report(loaded)
+    if html is not None:
+        doc["html"] = str(write_html(loaded, html, report=doc))
+    return doc
+
+
+# ------------------------------------------------------------------------ rendering
+def _trial_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "0"
+
+
+def _table(title: str):
+    """A compact rich table (no vertical rules) so that reports fit 80 columns."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+
+
+def _print_history(doc: dict) -> None:
+    from tfperf.report.console import console, print_table
+
+    out = console()
+    if "runs" in doc:
+        if not doc["runs"]:
+            out.print(f"No runs in {doc['store']} yet; `tfperf bench` records one.")
+            return
+        table = _table(f"Runs in {doc['store']}")
+        for col in ("id", "when (UTC)", "kind", "workload", "status", "trials"):
+            table.add_column(col, justify="right" if col == "id" else "left")
+        for r in doc["runs"]:
+            table.add_row(
+                str(r["id"]),
+                (r["started_at"] or "-").replace("T", " ")[:16],
+                r["kind"],
+                describe_workload(r["workload"]),
+                r["status"],
+                _trial_counts(r["trials"]),
+            )
+        print_table(table, out)
+        return
+    run = doc["run"]
+    table = _table(
+        f"Run {run['id']} ({run['kind']}, {run['status']}): {describe_workload(run['workload'])}"
+    )
+    for col in ("id", "config", "role", "status", "samples", "warm-up", "p50 ms", "error"):
+        table.add_column(col)
+    for t in doc["trials"]:
+        table.add_row(
+            str(t["id"]),
+            t["label"],
+            t["role"],
+            t["status"],
+            str(t["n_samples"]),
+            str(t["n_warmup"]),
+            fmt(t["p50_ms"]),
+            error_text(t["error"]),
+        )
+    print_table(table, out)
+    out.print(f"[dim]{run['command']}[/]")
+
+
+def _print_report(doc: dict) -> None:
+    from tfperf.report.console import console, print_table
+
+    out = console()
+    run = doc["run"]
+    table = _table(
+        f"Run {run['id']} ({run['kind']}, {run['status']}): {describe_workload(run['workload'])}"
+    )
+    columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
+    has_peak = any(r["peak_share"] is not None for r in doc["results"])
+    for col in [*columns, "% peak"] if has_peak else columns:
+        table.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
+    for r in doc["results"]:
+        lat = r["latency_ms"]
+        low, high = lat["p50_ci95"]
+        row = [
+            r["label"] + (" *" if r["role"] == "baseline" else ""),
+            str(r["n"]) if r["status"] == "ok" else f"[red]{r['status']}[/] {r['n'] or ''}",
+            "-" if lat["p50"] is None else f"{fmt(lat['p50'])} [{fmt(low)}, {fmt(high)}]",
+            fmt(lat["p90"]),
+            fmt(lat["p99"]),
+            fmt(r["throughput_per_s"], ".4g"),
+        ]
+        if has_peak:
+            row.append("-" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}")
+        table.add_row(*row)
+    print_table(table, out)
+    if any(r["role"] == "baseline" for r in doc["results"]):
+        out.print("[dim]* baseline[/]")
+    if doc["comparisons"]:
+        colors = {"faster": "green", "slower": "red", "same": "cyan", "inconclusive": "yellow"}
+        baselines = sorted({c["baseline"]["label"] for c in doc["comparisons"]})
+        one_base = len(baselines) == 1
+        comp_table = _table(
+            f"Speedup vs {baselines[0] if one_base else 'baseline'} "
+            "(baseline time / candidate time)"
+        )
+        columns = ["candidate", "speedup", "95% CI", "p", "pairs", "verdict"]
+        if not one_base:
+            columns.insert(1, "baseline")
+        for col in columns:
+            comp_table.add_column(
+                col, justify="left" if col in ("candidate", "baseline") else "right"
+            )
+        for c in doc["comparisons"]:
+            sp = c["speedup"]
+            low, high = sp["ci95"]
+            verdict = str(sp["verdict"])
+            row = [
+                c["candidate"]["label"],
+                "-" if sp["median"] is None else f"{sp['median']:.3f}x",
+                f"{fmt(low, '.3f')}..{fmt(high, '.3f')}",
+                fmt(sp["p_value"], ".2g"),
+                fmt(sp["n_pairs"], "d"),
+                f"[{colors.get(verdict, 'white')}]{verdict}[/]",
+            ]
+            if not one_base:
+                row.insert(1, c["baseline"]["label"])
+            comp_table.add_row(*row)
+        out.print()
+        out.print(comp_table)
+    for note in all_warnings(doc):
+        out.print(f"[yellow]warning:[/] {note}", soft_wrap=True)
+    if doc.get("html"):
+        out.print(f"HTML report written to {doc['html']}")
+
+
+def _show(doc: dict, as_json: bool, printer: Callable[[dict], None]) -> None:
+    """Print ``doc`` as one JSON document, or for people with ``printer``."""
+    if as_json:
+        from tfperf.report.console import emit_json
+
+        emit_json(doc)
+    else:
+        printer(doc)
+
+
+_STORE_OPTION = click.option(
+    "--store",
+    "store",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Store file (default: TFPERF_STORE, else the user data dir).",
+)
+
+
+def register(group: click.Group) -> None:
+    """Add ``history`` and ``report`` to ``group``."""
+
+    @group.command("history")
+    @_STORE_OPTION
+    @click.option("--limit", type=int, default=50, show_default=True, help="Runs to list.")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    @click.argument("run", required=False)
+    def history_cmd(store: str | None, limit: int, as_json: bool, run: str | None) -> None:
+        """List the recorded runs, or the trials of RUN (an id or 'latest')."""
+        _show(history(store=store, limit=limit, run=run), as_json, _print_history)
+
+    @group.command("report")
+    @click.argument("run")
+    @_STORE_OPTION
+    @click.option(
+        "--html",
+        "html_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write a self-contained HTML report with plots to this file.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    def report_cmd(run: str, store: str | None, html_path: str | None, as_json: bool) -> None:
+        """Show the results of RUN (an id or 'latest'): latency, speedups, verdicts, warnings."""
+        _show(report(run=run, store=store, html=html_path), as_json, _print_report)

@@ -1,0 +1,193 @@
+"""The knob table: every knob tfperf can turn, its values, default, runtimes and adoption.
+
+Contract: :data:`KNOBS` is the one table. Each :class:`Knob` says how its ``--set`` text is
+parsed, its default (TensorFlow's own behaviour), the runtimes it acts on, how it is applied
+(``"env"`` before the process starts, ``"call"`` before the first op, ``"model"`` a
+transformation of the model, ``"inputs"`` how many samples one call takes) and what adopting it
+takes (``"env"`` environment only, ``"code"`` one line of code, ``"model"`` a converted model
+file). The order of the table is the order of every label and of tune's coordinate search: the
+batch first (in a throughput tune it holds the largest gain, and every other knob is best
+judged at the batch that will be served), then TensorFlow's own knobs (the default outward:
+environment and one-line changes), then the runtime (a converted model must beat the tuned
+TensorFlow), then the knobs of the runtime chosen.
+
+A config here is a plain mapping of knob values; :func:`label` names one (``"default"``, or
+``"xla=jit,onednn=off"`` in table order), :func:`normalize` keeps only the knobs that differ
+from their default and act on its runtime, :func:`adoption` says what adopting it takes.
+:class:`tfperf.core.config.Config` is the typed config a worker runs. Both sides of the process
+boundary read this table: the worker builds exactly the runtimes and precisions listed here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LITERT_RUNTIMES = ("litert", "litert-dynint8", "litert-fp16", "litert-int8")
+OPENVINO_RUNTIMES = ("openvino-f32", "openvino-bf16")
+RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
+PRECISIONS = ("fp32", "bf16", "mixed_float16")
+ALLOCATORS = ("system", "tcmalloc", "jemalloc")
+XLA_MODES = ("off", "jit", "auto")
+
+TF_ONLY = ("tf",)
+INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
+PRELOADABLE = ("tf", *LITERT_RUNTIMES)
+"""The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
+(``free(): invalid pointer``: glibc's ``free()`` meets the allocator's pointers)."""
+
+ADOPTION_ORDER = ("env", "code", "model")
+ADOPTION_TEXT = {"env": "env only", "code": "one line of code", "model": "converted model file"}
+
+_ON = {"on", "true", "1", "yes"}
+_OFF = {"off", "false", "0", "no"}
+_DEFAULT = {"default", "none", "null", ""}
+
+
+def parse_bool(value: str) -> bool | None:
+    """``on``/``off``/``default`` (and their synonyms) as True/False/None."""
+    low = value.strip().lower()
+    if low in _ON:
+        return True
+    if low in _OFF:
+        return False
+    if low in _DEFAULT:
+        return None
+    raise ValueError("on, off or default")
+
+
+def parse_threads(value: str) -> int | None:
+    """A whole number >= 1, or ``default`` (None)."""
+    low = value.strip().lower()
+    if low in _DEFAULT:
+        return None
+    if low.isdigit() and int(low) >= 1:
+        return int(low)
+    raise ValueError("a whole number of threads >= 1, or default")
+
+
+def choice(*choices: str) -> Callable[[str], str]:
+    """A parser accepting exactly ``choices`` (case-insensitive)."""
+
+    def parse(value: str) -> str:
+        low = value.strip().lower()
+        if low in choices:
+            return low
+        raise ValueError(", ".join(choices))
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One dimension of the configuration space."""
+
+    name: str
+    default: Any
+    parse: Callable[[str], Any]
+    """Turns ``--set`` text into the value; raises ``ValueError("the valid values")``."""
+    runtimes: tuple[str, ...]
+    """The runtimes it acts on."""
+    applied: str
+    """``"env"``, ``"call"``, ``"model"`` or ``"inputs"``."""
+    adoption: str
+    """``"env"``, ``"code"`` or ``"model"``."""
+    help: str
+    in_config: bool = True
+    """Whether a worker's :class:`~tfperf.core.config.Config` carries it (``batch`` does not:
+    a tune builds the workload at that batch)."""
+
+
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "batch", None, parse_threads, RUNTIMES, "inputs", "code",
+            "samples per call (throughput tunes only; default: the workload's batch)",
+            in_config=False,
+        ),
+        Knob(
+            "precision", "fp32", choice(*PRECISIONS), TF_ONLY, "model", "code",
+            "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
+        ),
+        Knob(
+            "xla", "off", choice(*XLA_MODES), TF_ONLY, "model", "code",
+            "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
+        ),
+        Knob(
+            "onednn", None, parse_bool, TF_ONLY, "env", "env",
+            "oneDNN kernels (TF_ENABLE_ONEDNN_OPTS)",
+        ),
+        Knob(
+            "intra_threads", None, parse_threads, TF_ONLY, "call", "env",
+            "threads inside one op (TF_NUM_INTRAOP_THREADS)",
+        ),
+        Knob(
+            "inter_threads", None, parse_threads, TF_ONLY, "call", "env",
+            "ops run side by side (TF_NUM_INTEROP_THREADS)",
+        ),
+        Knob(
+            "runtime", "tf", choice(*RUNTIMES), RUNTIMES, "model", "model",
+            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
+        ),
+        Knob(
+            "litert_threads", None, parse_threads, INTERPRETERS, "model", "model",
+            "the interpreter's thread count",
+        ),
+        Knob(
+            "allocator", "system", choice(*ALLOCATORS), PRELOADABLE, "env", "env",
+            "malloc implementation via LD_PRELOAD (not under OpenVINO, which aborts there)",
+        ),
+    )
+}
+"""Every knob, in label and search order (see the module docstring)."""
+
+CONFIG_KNOBS = tuple(name for name, knob in KNOBS.items() if knob.in_config)
+"""The knobs of a worker's config, in table order."""
+
+
+def show_value(value: Any) -> str:
+    """A knob's value as written in ``--set`` and in labels (``True`` -> ``on``)."""
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
+
+
+def changed(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The table's knobs of ``config`` that differ from their default, in table order."""
+    return {
+        name: config[name]
+        for name, knob in KNOBS.items()
+        if name in config and config[name] != knob.default
+    }
+
+
+def normalize(config: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`changed`, without the knobs that do not act on the config's runtime."""
+    runtime = config.get("runtime", "tf")
+    return {k: v for k, v in changed(config).items() if runtime in KNOBS[k].runtimes}
+
+
+def label(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:
+    """A short stable name: ``"default"``, or every changed knob in table order
+    (``"xla=jit,onednn=off"``), then ``env:NAME=VALUE`` for each variable of ``env``."""
+    parts = [f"{k}={show_value(v)}" for k, v in changed(config).items()]
+    parts += [f"env:{k}={v}" for k, v in sorted((env or {}).items())]
+    return ",".join(parts) if parts else "default"
+
+
+def adoption(config: Mapping[str, Any]) -> str:
+    """What adopting ``config`` takes: ``"env"``, ``"code"`` or ``"model"`` (the hardest part)."""
+    needs = ["env"]
+    for name, value in normalize(config).items():
+        needs.append("env" if name == "xla" and value == "auto" else KNOBS[name].adoption)
+    return max(needs, key=ADOPTION_ORDER.index)
+
+
+def openvino_available() -> bool:
+    """Whether the ``openvino`` package can be imported here (checked without importing it)."""
+    return importlib.util.find_spec("openvino") is not None

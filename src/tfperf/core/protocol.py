@@ -1,0 +1,50 @@
+"""The words the parent and its workers share: error kinds, exit codes, notes, row tiling.
+
+Contract: both sides of the process boundary import these names and nothing else of each other.
+:func:`repeat_rows` is the rule of the workload's ``tile_to``: a worker at another batch repeats the
+sample rows by it, and the parent repeats the reference outputs the same way. The messages
+themselves (``init``, ``ready``, ``run``, ``block``, ``outputs``, ``extra``, ``quit``, ``error``)
+are described in ``docs/ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_ERROR = 3
+"""A worker's exit code after it reported an error."""
+EXIT_INJECTED = 17
+"""The exit code of the ``exit-on-init`` fault a test injects."""
+
+USER_KIND = "user"
+"""The ``kind`` of an error caused by the user's input (a ``UserError`` in the worker)."""
+SKIPPED_KIND = "skipped"
+"""Error kind of a candidate left unmeasured because the baseline could not run the input."""
+DIFFERS_KIND = "model-differs"
+"""Error kind of a worker that loaded another model or other inputs than the first one."""
+
+ARTIFACT_NOTE = "converted model: "
+"""Prefix of the note that names the converted model file of a variant."""
+
+
+def artifact_from_notes(notes: Sequence[str]) -> str | None:
+    """The converted model path recorded in a worker's notes, or ``None``."""
+    for note in notes:
+        if note.startswith(ARTIFACT_NOTE):
+            return note[len(ARTIFACT_NOTE) :]
+    return None
+
+
+def repeat_rows(array: Any, rows: int) -> Any:
+    """``array`` with ``rows`` rows along its first axis, its own rows cycled (row ``i`` is
+    row ``i % len(array)``): fewer rows take the first ones. A scalar, or an array that
+    already has ``rows`` rows, is returned as it is; an empty one raises ``ValueError``."""
+    import numpy as np
+
+    array = np.asarray(array)
+    if array.ndim == 0 or array.shape[0] == rows:
+        return array
+    if array.shape[0] == 0:
+        raise ValueError("cannot repeat the rows of an empty array")
+    return np.ascontiguousarray(np.take(array, np.arange(rows) % array.shape[0], axis=0))

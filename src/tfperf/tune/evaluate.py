@@ -1,0 +1,359 @@
+"""Trying a tune's candidates for real, in worker processes.
+
+Contract: :class:`Evaluator` is the function the search calls: ``evaluator(config, incumbent,
+timeout_s) -> Outcome``. A candidate's outputs on the sample inputs are checked against the
+default's (fp32 TensorFlow; a candidate at another batch runs on the same sample rows repeated,
+and is checked against the reference rows repeated the same way) by
+:func:`tfperf.accuracy.guard` first -- beyond tolerance it is *rejected* and not timed further;
+then interleaved rounds (:class:`tfperf.runner.rounds.Rounds`) of default, incumbent and
+candidate run until the verdict against the incumbent is decided or ``max_rounds`` is reached.
+A conversion that fails, a worker that crashes or hangs past its timeout (the time left in the
+budget, at most ``candidate_timeout_s``) makes the candidate *failed* with the worker's reason.
+:meth:`Evaluator.confirm` measures the winner against the default alone (see
+:func:`confirm_processes`). With a :class:`~tfperf.runner.recorder.RunRecorder` every candidate
+is a trial of the run, its blocks and its comparison with the default stored as they come; the
+outcome is in the trial's ``info["outcome"]``, which a resumed tune replays.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tfperf.accuracy import guard
+from tfperf.core.errors import UserError
+from tfperf.core.knobs import label, normalize
+from tfperf.core.protocol import artifact_from_notes, repeat_rows
+from tfperf.core.stats import paired_speedup
+from tfperf.runner.handle import WorkerFailed
+from tfperf.runner.recorder import RunRecorder
+from tfperf.runner.rounds import Rounds, block_info
+from tfperf.tune.options import TuneOptions
+from tfperf.tune.search import FAILED, MEASURED, REJECTED, Outcome
+from tfperf.tune.space import to_config_dict
+from tfperf.tune.workers import Handle, WorkerPool
+
+CONFIRM_ROUNDS_PER_PROCESS = 7
+"""Each pair of confirmation workers measures at least this many rounds (>= MIN_PAIRS)."""
+MAX_CONFIRM_PROCESSES = 3
+DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 3.0}
+
+
+def confirm_processes(rounds: int) -> int:
+    """How many worker pairs share ``rounds`` confirmation rounds: one per 7 rounds, 1 to 3
+    (the default 21 rounds: 3; ``--quick``'s 10: 1)."""
+    return max(1, min(MAX_CONFIRM_PROCESSES, rounds // CONFIRM_ROUNDS_PER_PROCESS))
+
+
+class Progress:
+    """Receives progress events (the CLI shows them with rich); every method may be ignored."""
+
+    def start(self, total: int | None) -> None:
+        """The search starts; ``total`` is the trial limit when known."""
+
+    def candidate(self, name: str) -> None:
+        """A candidate is being tried."""
+
+    def done(self, outcome: Outcome) -> None:
+        """A candidate finished."""
+
+    def phase(self, text: str) -> None:
+        """A phase without a candidate (starting the default, confirming)."""
+
+
+def failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) -> str:
+    """The worker's reason, saying where a crash happened when its log tells."""
+    tail = exc.stderr_tail or ""
+    config = config or {}
+    if exc.signal and "lite/python" in tail:
+        return f"{exc.reason} inside the LiteRT converter"
+    allocator = config.get("allocator", "system")
+    runtime = str(config.get("runtime", ""))
+    if exc.signal and runtime.startswith("openvino") and allocator != "system":
+        # OpenVINO's CPU plugin frees with glibc what the preloaded allocator handed out.
+        return f"{exc.reason}: OpenVINO aborts with {allocator} preloaded (LD_PRELOAD)"
+    if exc.signal and "openvino" in tail:
+        return f"{exc.reason} inside OpenVINO"
+    return exc.reason
+
+
+class Evaluator:
+    """Tries candidates for real in worker processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        options: TuneOptions | None = None,
+        *,
+        labels: Any = None,
+        run: RunRecorder | None = None,
+        progress: Progress | None = None,
+        per_sample: bool = False,
+        keep_workers: int = 2,
+    ) -> None:
+        self.workload = dict(workload)
+        self.options = options or TuneOptions()
+        self.labels = labels
+        self.run = run
+        self.progress = progress or Progress()
+        self.per_sample = per_sample
+        """Throughput: every time compared is per sample (a call's time over its batch)."""
+        self.workers = WorkerPool(
+            workload,
+            block_s=self.options.block_s,
+            per_sample=per_sample,
+            warmup=DEFAULT_WARMUP,
+            keep=keep_workers,
+        )
+        self.rounds = Rounds()
+        self.reference: list | None = None
+        self.default_batch = 1
+        """The batch of the default (and of the reference outputs)."""
+        self.default_ready: dict | None = None
+        self.baseline_trial: int | None = None
+        self.not_inherited: dict[str, str] = {}
+        """Speed-relevant variables of the caller's environment that workers did not get."""
+
+    @property
+    def threshold(self) -> float:
+        return self.options.threshold
+
+    def close(self) -> None:
+        """Close every worker and the baseline trial."""
+        if self.run is not None and self.baseline_trial is not None:
+            self.run.finish_trial(self.baseline_trial, "ok", {"role": "default"})
+            self.baseline_trial = None
+        self.workers.close()
+
+    # ------------------------------------------------------------------ the default
+    def start_default(self) -> dict:
+        """Start the default worker and take the reference outputs; its ``ready`` message.
+
+        Raises :class:`UserError` when the default itself cannot run (nothing to tune).
+        """
+        try:
+            handle = self.workers.get({}, self.options.candidate_timeout_s)
+            self.reference = self.workers.outputs(handle)
+        except WorkerFailed as exc:
+            raise UserError(
+                f"the workload does not run under the default configuration ({exc.reason}); "
+                "check it with `tfperf bench` first."
+            ) from None
+        self.default_ready = handle.ready
+        self.default_batch = handle.batch
+        self.not_inherited = dict(handle.worker.not_inherited)
+        if self.run is not None:
+            self.baseline_trial = self.run.trial("default", to_config_dict({}), "baseline")
+            warm = (handle.ready.get("warmup") or {}).get("samples_s") or []
+            if warm:
+                self.run.block(self.baseline_trial, warm, "warmup")
+        return handle.ready
+
+    def reference_at(self, batch: int) -> tuple[list, Any]:
+        """The reference outputs and labels for a candidate that ran at ``batch``: a worker at
+        another batch repeats the sample rows (``tile_to``), so each batch-major reference
+        array (and the labels) has its rows repeated the same way."""
+        reference, labels = list(self.reference or []), self.labels
+        if batch == self.default_batch:
+            return reference, labels
+
+        def fit(array: Any) -> Any:
+            rows = getattr(array, "shape", ())[:1]
+            return repeat_rows(array, batch) if rows == (self.default_batch,) else array
+
+        return [fit(a) for a in reference], None if labels is None else fit(labels)
+
+    def reference_is_flat(self) -> bool:
+        """Whether every reference output is constant to within 1e-6 of its scale."""
+        arrays = [np.asarray(a, dtype=np.float64) for a in self.reference or []]
+        return bool(arrays) and all(
+            a.size == 0 or float(np.ptp(a)) <= 1e-6 * max(float(np.max(np.abs(a))), 1e-30)
+            for a in arrays
+        )
+
+    # ------------------------------------------------------------------ one candidate
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        config, incumbent = normalize(config), normalize(incumbent)
+        name = label(config)
+        self.progress.candidate(name)
+        trial_id = self._new_trial(config)
+        self.workers.evict({"default", label(incumbent)})
+        limit = self.options.candidate_timeout_s
+        if timeout_s is not None:
+            limit = min(limit, timeout_s)
+        started = time.monotonic()
+        try:
+            outcome = self._try(config, incumbent, limit, trial_id)
+        except WorkerFailed as exc:
+            self.workers.drop(name)
+            self.workers.drop_dead()
+            reason = failure_reason(exc, config)
+            info = {"error": exc.to_dict()}
+            outcome = Outcome(config, FAILED, reason=reason, incumbent=incumbent, info=info)
+        outcome.info["elapsed_s"] = time.monotonic() - started
+        if outcome.status == MEASURED:
+            self._compare(trial_id, outcome.speedup)
+        self.finish_trial(trial_id, outcome)
+        self.progress.done(outcome)
+        return outcome
+
+    def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
+        cand = self.workers.get(config, limit)
+        notes = list(cand.ready.get("notes") or [])
+        info = {
+            "notes": notes,
+            "artifact": artifact_from_notes(notes),
+            "first_call_s": cand.ready.get("first_call_s"),
+            "batch": cand.batch,
+        }
+        reference, labels = self.reference_at(cand.batch)
+        check = guard(reference, self.workers.outputs(cand), self.options.tolerance, labels)
+        if not check["accepted"]:
+            self.workers.drop(label(config))
+            return Outcome(
+                config,
+                REJECTED,
+                reason=check["reason"],
+                incumbent=incumbent,
+                accuracy=check,
+                time_ms=cand.per_call_s * 1e3,
+                info=info,
+            )
+        base = self.workers.get({}, limit)
+        inc = self.workers.get(incumbent, limit) if incumbent else base
+        times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)
+        return Outcome(
+            config,
+            MEASURED,
+            speedup=paired_speedup(times[0], times[2], self.threshold),
+            vs_incumbent=paired_speedup(times[1], times[2], self.threshold),
+            incumbent=incumbent,
+            accuracy=check,
+            time_ms=statistics.median(times[2]) * cand.unit * 1e3,
+            info=info,
+        )
+
+    # ------------------------------------------------------------------ rounds
+    def measure(
+        self,
+        handles: list[Handle],
+        trial_id: int | None,
+        cand: Handle,
+        *,
+        limit: float,
+        decide: bool,
+        rounds: int | None = None,
+        first_round: int = 0,
+        process: int = 0,
+    ) -> list[list[float]]:
+        """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
+        block medians per call or per sample. With ``decide`` the rounds stop once the verdict
+        of ``handles[2]`` against ``handles[1]`` is decided. Stored blocks are numbered from
+        ``first_round`` and name their ``process`` if not 0."""
+        unique = list({id(h): h for h in handles}.values())
+        medians: dict[int, list[float]] = {id(h): [] for h in unique}
+        target = rounds or self.options.max_rounds
+        started = time.monotonic()
+
+        def on_block(handle: Any, round_no: int, samples: list[float]) -> None:
+            medians[id(handle)].append(statistics.median(samples) / handle.unit)
+            info = block_info(first_round + round_no, process)
+            self._record(handle, cand, trial_id, samples, info)
+
+        def stop(done: int) -> str | None:
+            if done >= target:
+                return "rounds"
+            if time.monotonic() - started > limit:
+                return "time limit"
+            if decide and done >= self.options.min_rounds:
+                pair = (medians[id(handles[1])], medians[id(handles[2])])
+                verdict = paired_speedup(*pair, self.threshold)["verdict"]
+                return verdict if verdict in ("faster", "slower", "same") else None
+            return None
+
+        self.rounds.run(unique, on_block, stop)
+        return [medians[id(h)] for h in handles]
+
+    def confirm(self, config: dict, rounds: int) -> dict:
+        """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result
+        plus, for each side (``default_``, ``candidate_``), ``ms`` (per call), ``batch`` and
+        ``samples_per_s``. The rounds are shared among :func:`confirm_processes` pairs of
+        workers, a fresh pair after the first (which may be the search's own workers), so
+        that a speed that depends on the process shows in the interval."""
+        self.progress.phase(f"confirming {label(config)} against the default")
+        trial_id = None
+        if self.run is not None:
+            name = f"{label(config)} (confirmation)"
+            trial_id = self.run.trial(name, to_config_dict(config), "confirmation")
+        processes = confirm_processes(rounds)
+        times: list[list[float]] = [[], []]
+        process_of: list[int] = []
+        for k in range(processes):
+            if k:
+                self.workers.drop(label({}))
+                self.workers.drop(label(config))
+            base = self.workers.get({}, self.options.candidate_timeout_s)
+            cand = self.workers.get(config, self.options.candidate_timeout_s)
+            share = rounds // processes + (1 if k < rounds % processes else 0)
+            result = self.measure(
+                [base, base, cand], trial_id, cand, limit=math.inf, decide=False,
+                rounds=share, first_round=len(process_of), process=k,
+            )
+            times[0] += result[0]
+            times[1] += result[2]
+            process_of += [k] * len(result[0])
+        by_process = process_of if processes > 1 else None
+        speedup = paired_speedup(times[0], times[1], self.threshold, processes=by_process)
+        for side, handle, ts in (("default", base, times[0]), ("candidate", cand, times[1])):
+            speedup[f"{side}_ms"] = statistics.median(ts) * handle.unit * 1e3
+            speedup[f"{side}_batch"] = handle.batch
+            speedup[f"{side}_samples_per_s"] = samples_per_s(speedup[f"{side}_ms"], handle.batch)
+        self._compare(trial_id, speedup)
+        if self.run is not None and trial_id is not None:
+            self.run.finish_trial(trial_id, "ok", {"confirmation": speedup})
+        return speedup
+
+    # ------------------------------------------------------------------ the store
+    def _record(
+        self, handle: Handle, cand: Handle, trial_id: int | None, samples: list, info: dict
+    ) -> None:
+        """Store a block: the candidate's to its trial, the default's to the baseline trial."""
+        if self.run is None:
+            return
+        if handle is cand and trial_id is not None:
+            self.run.block(trial_id, samples, "steady", info)
+        elif handle is self.workers.find("default") and self.baseline_trial is not None:
+            self.run.block(self.baseline_trial, samples, "steady", info)
+
+    def _compare(self, trial_id: int | None, speedup: dict | None) -> None:
+        """Record a candidate-vs-default comparison (for history and the HTML report)."""
+        if self.run is None or trial_id is None or self.baseline_trial is None or not speedup:
+            return
+        self.run.comparison(self.baseline_trial, trial_id, speedup)
+
+    def _new_trial(self, config: dict) -> int | None:
+        if self.run is None:
+            return None
+        return self.run.trial(label(config), to_config_dict(config), "candidate")
+
+    def finish_trial(self, trial_id: int | None, outcome: Outcome) -> None:
+        """Close a candidate's trial with its outcome (what a resumed tune replays)."""
+        if self.run is None or trial_id is None:
+            return
+        status = {MEASURED: "ok", REJECTED: "rejected", FAILED: "failed"}[outcome.status]
+        error = {"reason": outcome.reason} if outcome.status != MEASURED else None
+        self.run.finish_trial(trial_id, status, {"outcome": outcome.to_dict()}, error)
+
+
+def samples_per_s(time_ms: float | None, batch: int | None) -> float | None:
+    """Samples per second of calls taking ``time_ms`` for ``batch`` samples each."""
+    if not time_ms or not batch:
+        return None
+    return batch / (time_ms / 1e3)

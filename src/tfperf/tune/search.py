@@ -1,0 +1,355 @@
+"""Search the configuration space from the default outward, one significance-tested step at a time.
+
+Contract
+--------
+
+The search never measures anything itself. It asks an *evaluate* function
+``evaluate(config, incumbent, timeout_s) -> Outcome`` to try one config (a dict of the knobs
+that differ from the default, see :mod:`tfperf.tune.space`) measured side by side with the default
+and with the current incumbent. An :class:`Outcome` says whether the candidate was
+``"measured"``, ``"rejected"`` (its outputs are beyond the accuracy tolerance) or ``"failed"``
+(conversion failed, the worker crashed, the time budget ran out), and carries
+``speedup`` (vs the default) and ``vs_incumbent`` — :func:`tfperf.core.stats.paired_speedup`
+results.
+
+A candidate becomes the new incumbent only when it is *measured* and its ``vs_incumbent``
+verdict is ``"faster"`` (significant and above the size threshold). Among several such
+candidates for one knob the one with the highest median leads; but each was measured against
+the old incumbent in rounds of its own, so when a runner-up's 95% interval reaches the leader's
+(up to :data:`CONTENDERS` of them, best median first) the two meet head to head: the
+challenger is evaluated with the current champion as its incumbent, and takes its place when
+that direct ratio's median is above 1. A head-to-head is an evaluation like any other (counted,
+stored, cached for a resume); when the budget runs out before one, the leader by median is
+taken. Strategies:
+
+- ``"staged"`` (default): coordinate search — visit each knob in :data:`tfperf.core.knobs.KNOBS`
+  order (TensorFlow's knobs, then the runtime, then the runtime's knobs), try every other
+  value of it on top of the incumbent, take the best significant step; sweep again over the
+  knobs not yet explored from the current incumbent, until every knob has been (at most
+  ``sweeps`` sweeps). With ``runtime_first=True`` (what :func:`tfperf.tune.tuner.tune` asks for
+  under a trial or time budget) the runtime is visited first: the runtimes hold the largest
+  gains, and a budget spent on TensorFlow's own knobs would never reach them.
+  When the space leaves out the default's runtime (``--runtimes litert`` on a Keras model), its
+  own starting point (:meth:`Search.start_point`: plain LiteRT, every knob at its default) is no
+  one-knob change of the default, so it is tried before the first sweep.
+- ``"optuna"``: Optuna's TPE sampler proposes configs (conditional on the runtime); every
+  proposal is evaluated the same way and the same step rule moves the incumbent. Failed or
+  rejected candidates are told to Optuna as failed trials. The space's starting point (as
+  above) is its first proposal.
+
+Budgets: ``max_trials`` counts evaluated candidates (resumed ones included); ``budget_s``
+bounds the wall-clock time of this search: no new candidate starts after it, and each
+candidate's ``timeout_s`` is the time left. ``cache`` holds outcomes from an earlier,
+interrupted search (keyed by :func:`cache_key`: candidate and incumbent labels); they are
+reused instead of measured again, so a resumed search replays to the same point and continues.
+``on_outcome`` is called with every new outcome (the tune stores it at once). A rejected or
+failed candidate is not tried again against a later incumbent: accuracy and crashes do not
+depend on what it is compared with.
+
+:meth:`Search.run` returns a :class:`SearchResult`: the incumbent (``{}`` = keep the default),
+every outcome in order, and why the search stopped. The final confirmation round belongs to the
+caller (:mod:`tfperf.tune.tuner`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tfperf.core.knobs import KNOBS, label
+from tfperf.tune.space import Space
+
+STRATEGIES = ("staged", "optuna")
+MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
+CONTENDERS = 2
+"""Runners-up of one step that may challenge its leader head to head (see the docstring)."""
+
+
+@dataclass
+class Outcome:
+    """What trying one candidate produced."""
+
+    config: dict
+    status: str
+    reason: str = ""
+    speedup: dict | None = None
+    """``paired_speedup`` of the candidate over the default."""
+    vs_incumbent: dict | None = None
+    """``paired_speedup`` of the candidate over the incumbent it was measured against."""
+    incumbent: dict = field(default_factory=dict)
+    accuracy: dict | None = None
+    time_ms: float | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The candidate's config label."""
+        return label(self.config)
+
+    def beats_incumbent(self) -> bool:
+        """Measured and significantly faster than its incumbent."""
+        return (
+            self.status == MEASURED
+            and bool(self.vs_incumbent)
+            and (self.vs_incumbent.get("verdict") == "faster")
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-able record (``label`` included)."""
+        return {"label": self.label, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
+        """Rebuild from :meth:`to_dict` output."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+Evaluate = Callable[[dict, dict, "float | None"], Outcome]
+
+
+def _ci(outcome: Outcome) -> tuple[float, float]:
+    """The 95% interval of ``outcome``'s speedup over its incumbent (its median where none)."""
+    vs = outcome.vs_incumbent or {}
+    low, high = (vs.get("ci95") or [None, None])[:2]
+    median = vs.get("median") or 0.0
+    return (median if low is None else low, median if high is None else high)
+
+
+def cache_key(config: Mapping[str, Any], incumbent: Mapping[str, Any]) -> str:
+    """The key of one evaluation: candidate label and the incumbent it was measured against."""
+    return f"{label(config)}|vs|{label(incumbent)}"
+
+
+@dataclass
+class SearchResult:
+    """The end of a search."""
+
+    incumbent: dict
+    outcomes: list[Outcome]
+    stopped: str
+    """``"converged"``, ``"max-sweeps"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
+
+
+class _Stop(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class Search:
+    """One search over ``space`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        space: Space,
+        evaluate: Evaluate,
+        *,
+        max_trials: int | None = None,
+        budget_s: float | None = None,
+        cache: Mapping[str, Outcome] | None = None,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sweeps: int = 3,
+        seed: int = 0,
+        runtime_first: bool = False,
+    ) -> None:
+        self.space = space
+        self.evaluate = evaluate
+        self.max_trials = max_trials
+        self.budget_s = budget_s
+        self.cache = dict(cache or {})
+        self.on_outcome = on_outcome
+        self.clock = clock
+        self.sweeps = sweeps
+        self.seed = seed
+        self.runtime_first = runtime_first
+        self.incumbent: dict = {}
+        self.outcomes: list[Outcome] = []
+        self._final: dict[str, Outcome] = {}
+        """Rejected and failed candidates: their fate does not depend on the incumbent."""
+        self._start = clock()
+
+    # ------------------------------------------------------------------ one evaluation
+    def time_left(self) -> float | None:
+        """Seconds left in the budget (``None`` = no budget)."""
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (self.clock() - self._start)
+
+    def _try(self, config: dict, against: dict | None = None) -> Outcome:
+        """Evaluate ``config`` against ``against`` (default: the incumbent), or replay it."""
+        config = self.space.canonical(config)
+        incumbent = self.incumbent if against is None else self.space.canonical(against)
+        key = cache_key(config, incumbent)
+        known = self._final.get(label(config))
+        if known is not None:
+            return known
+        if key in self.cache:
+            outcome = self.cache.pop(key)
+        else:
+            if self.max_trials is not None and len(self.outcomes) >= self.max_trials:
+                raise _Stop("max-trials")
+            left = self.time_left()
+            if left is not None and left <= 0:
+                raise _Stop("budget")
+            outcome = self.evaluate(config, dict(incumbent), left)
+            if self.on_outcome is not None:
+                self.on_outcome(outcome)
+        self.outcomes.append(outcome)
+        if outcome.status != MEASURED:
+            self._final[label(config)] = outcome
+        return outcome
+
+    def _step(self, candidates: list[Outcome]) -> bool:
+        """Move the incumbent to the best significant improvement among ``candidates``."""
+        better = sorted(
+            (o for o in candidates if o.beats_incumbent()),
+            key=lambda o: o.vs_incumbent["median"],
+            reverse=True,
+        )
+        if not better:
+            return False
+        champion, stop = self._head_to_head(better)
+        self.incumbent = self.space.canonical(champion)
+        if stop is not None:
+            raise stop
+        return True
+
+    def _head_to_head(self, better: list[Outcome]) -> tuple[dict, _Stop | None]:
+        """The config that wins among ``better`` (significant steps, best median first), and
+        the stop that cut the head-to-heads short (out of trials or time), if one did.
+
+        Runners-up whose interval overlaps the leader's challenge the champion in turn; a
+        challenger measured faster than the champion (direct median above 1) takes its place.
+        """
+        champion = better[0].config
+        floor = _ci(better[0])[0]
+        contenders = [o for o in better[1 : 1 + CONTENDERS] if _ci(o)[1] >= floor]
+        for challenger in contenders:
+            try:
+                duel = self._try(challenger.config, against=champion)
+            except _Stop as stop:
+                return champion, stop
+            direct = (duel.vs_incumbent or {}).get("median")
+            if duel.status == MEASURED and direct is not None and direct > 1.0:
+                champion = challenger.config
+        return champion, None
+
+    # ------------------------------------------------------------------ strategies
+    def run(self, strategy: str = "staged", max_proposals: int | None = None) -> SearchResult:
+        """Run ``strategy`` until converged, out of trials, or out of time."""
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}")
+        try:
+            stopped = self._staged() if strategy == "staged" else self._optuna(max_proposals)
+        except _Stop as stop:
+            stopped = stop.why
+        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
+
+    def start_point(self) -> dict:
+        """The space's own starting config where no one-knob change of the default reaches it.
+
+        The default (``{}``, what every candidate is measured against) runs on the space's bare
+        runtime. When the space leaves that runtime out (``--runtimes litert`` on a Keras
+        model), its configs run on its first runtime, and a knob's neighbours of the default
+        change a knob on top of it (``runtime=litert,litert_threads=1``): the runtime alone
+        (``runtime=litert``) would never be measured, and with a single runtime the runtime is
+        not even a knob. Returns that config, or ``{}`` where the default or the runtime knob
+        already covers it.
+        """
+        start = self.space.canonical({})
+        if not start:
+            return {}
+        reached = {label(c) for c in self.space.neighbours({}, "runtime")}
+        return {} if label(start) in reached else start
+
+    def _knob_order(self) -> list[str]:
+        """The knobs in the order the staged search visits them."""
+        knobs = self.space.knobs()
+        if self.runtime_first and "runtime" in knobs:
+            knobs.remove("runtime")
+            knobs.insert(0, "runtime")
+        return knobs
+
+    def _staged(self) -> str:
+        explored: dict[str, str] = {}  # knob -> incumbent label it was last explored from
+        start = self.start_point()
+        if start:
+            self._step([self._try(start)])
+        for _ in range(self.sweeps):
+            for knob in self._knob_order():
+                if explored.get(knob) == label(self.incumbent):
+                    continue
+                tried: list[Outcome] = []
+                try:
+                    for candidate in self.space.neighbours(self.incumbent, knob):
+                        tried.append(self._try(candidate))
+                finally:
+                    # A budget that runs out mid-knob still keeps the best step measured so far.
+                    self._step(tried)
+                explored[knob] = label(self.incumbent)
+            if all(explored.get(k) == label(self.incumbent) for k in self.space.knobs()):
+                return "converged"
+        return "max-sweeps"
+
+    def _optuna(self, max_proposals: int | None) -> str:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        points = {label(p) for p in self.space.points()}
+        seen: set[str] = set()
+        limit = max_proposals or 20 * max(1, len(points))
+        start = self.start_point()
+        if start:
+            study.enqueue_trial(self._params(start))
+        for _ in range(limit):
+            if seen >= points:
+                return "exhausted"
+            trial = study.ask()
+            config = self._suggest(trial)
+            name = label(config)
+            if name in seen or name == "default":
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                seen.add(name)
+                continue
+            seen.add(name)
+            outcome = self._try(config)
+            self._step([outcome])
+            if outcome.status == MEASURED and outcome.speedup and outcome.speedup.get("median"):
+                study.tell(trial, math.log(outcome.speedup["median"]))
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return "exhausted"
+
+    def _params(self, config: Mapping[str, Any]) -> dict:
+        """The Optuna parameters under which :meth:`_suggest` proposes ``config``."""
+        runtime = self.space.canonical(config).get("runtime", self.space.bare_runtime)
+        params: dict[str, Any] = {"runtime": runtime}
+        for knob in self.space.knobs():
+            if knob == "runtime" or not self.space.applicable(knob, {"runtime": runtime}):
+                continue
+            choices = list(self.space.values[knob])
+            value = config.get(knob, KNOBS[knob].default)
+            params[f"{knob}@{runtime}"] = choices.index(value) if value in choices else 0
+        return params
+
+    def _suggest(self, trial: Any) -> dict:
+        """A config proposed by ``trial``: the runtime first, then the knobs it allows."""
+        values = self.space.values
+        runtimes = list(values.get("runtime", ("tf",)))
+        config: dict = {"runtime": trial.suggest_categorical("runtime", runtimes)}
+        for knob in self.space.knobs():
+            if knob == "runtime" or not self.space.applicable(knob, config):
+                continue
+            choices = list(values[knob])
+            index = trial.suggest_categorical(
+                f"{knob}@{config['runtime']}", list(range(len(choices)))
+            )
+            config[knob] = choices[index]
+        return self.space.canonical(config)

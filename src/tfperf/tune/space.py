@@ -1,0 +1,388 @@
+"""The pruned configuration space tune searches: which values of each knob are worth trying here.
+
+Contract
+--------
+
+- The knobs themselves (values, defaults, the runtimes they act on, how they are applied and
+  adopted) are the table of :mod:`tfperf.core.knobs`.
+- :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
+  this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
+  found, whether OpenVINO is importable, the model's format, training or inference (a
+  training step gets threads, oneDNN, the allocator and XLA ``jit`` only), and the batch sizes
+  of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
+  reason (e.g. jemalloc missing and the package that installs it, OpenVINO not installed).
+- The ``batch`` knob (samples per call) exists only in a throughput tune
+  (``SpaceFacts.batches`` not empty): its default ``None`` is the workload's own batch, its
+  other values the batch sizes to try. It is not a worker config knob: the tune builds the
+  workload at that batch (:func:`split_batch`), and a config that leaves it out runs at the
+  workload's batch, so a latency tune's configs never name it.
+- Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
+  TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
+  thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
+  (OpenVINO's CPU plugin aborts under a preloaded tcmalloc or jemalloc, so it keeps the system
+  allocator).
+- A config here is a plain dict holding only the knobs that differ from the default
+  (``{}`` is the default); :func:`tfperf.core.knobs.label` names it.
+- :meth:`Space.points` enumerates every config of the pruned space (for an exhaustive
+  comparison); :meth:`Space.neighbours` gives the one-knob changes of a config (for the
+  coordinate search).
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
+from tfperf.core.knobs import (
+    INTERPRETERS,
+    KNOBS,
+    LITERT_RUNTIMES,
+    OPENVINO_RUNTIMES,
+    label,
+    normalize,
+    openvino_available,
+    show_value,
+)
+
+NO_BF16 = "the CPU has neither AVX512_BF16 nor AMX"
+DEFAULT_BATCHES = (1, 4, 16, 64)
+"""The batch sizes a throughput tune tries unless told others (``--batch-sizes``)."""
+
+
+@dataclass(frozen=True)
+class SpaceFacts:
+    """Plain facts that decide which values are worth trying."""
+
+    cores: int = 1
+    """CPUs this process can use: its affinity, shrunk by a cgroup quota."""
+    schedulable: int | None = None
+    """CPUs in its affinity mask (what TensorFlow sizes its pools by); ``None``: ``cores``."""
+    bf16: bool = False
+    onednn_default: bool = True
+    """Whether TensorFlow turns oneDNN on by itself here (x86 Linux builds: only on CPUs with
+    AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX); the knob tries the other setting."""
+    allocators: Mapping[str, str | None] = field(default_factory=dict)
+    """Allocator name -> library path, or ``None`` when not installed."""
+    allocator_packages: Mapping[str, str] = field(default_factory=dict)
+    openvino: bool = False
+    model_format: str = "builtin"
+    train: bool = False
+    gpu: bool = False
+    runtimes: tuple[str, ...] | None = None
+    """Restrict the runtimes tried (``None`` = every runtime that applies)."""
+    batch: int = 1
+    """The workload's own batch (what a config without the ``batch`` knob runs at)."""
+    batches: tuple[int, ...] = ()
+    """The batch sizes a throughput tune tries; empty for a latency tune (no ``batch`` knob)."""
+
+
+@dataclass
+class Space:
+    """The values to try for each knob (the first value is the default)."""
+
+    values: dict[str, tuple[Any, ...]]
+    unavailable: list[dict] = field(default_factory=list)
+    bare_runtime: str = "tf"
+    """What a config that names no runtime runs on: ``"litert"`` for a ``.tflite`` model."""
+    implied: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per runtime, knob values that runtime takes when the knob is left at its default
+    (LiteRT's interpreter runs on 1 thread; TensorFlow's pools have one thread per CPU this
+    process may run on): a config naming one of them is the default config."""
+
+    def default_runtime(self) -> str:
+        """The runtime whose knobs a config that names none is crossed with: the space's first
+        runtime (``"tf"``, or LiteRT for a ``.tflite`` model, which always runs there)."""
+        return self.values.get("runtime", ("tf",))[0]
+
+    def _with_runtime(self, config: Mapping[str, Any]) -> dict:
+        """``config`` with its runtime spelled out (the space's default when it names none)."""
+        return {"runtime": self.default_runtime(), **config}
+
+    def canonical(self, config: Mapping[str, Any]) -> dict:
+        """:func:`normalize`, leaving out :attr:`bare_runtime` where no knob needs it named:
+        for a ``.tflite`` model ``{"runtime": "litert", "allocator": "tcmalloc"}`` is
+        ``{"allocator": "tcmalloc"}`` (env only), and ``{"runtime": "litert"}`` is ``{}``."""
+        full = normalize(self._without_implied(self._with_runtime(config)))
+        if full.get("runtime") != self.bare_runtime:
+            return full
+        bare = normalize({k: v for k, v in full.items() if k != "runtime"})
+        return bare if len(bare) == len(full) - 1 else full
+
+    def _without_implied(self, config: Mapping[str, Any]) -> dict:
+        """``config`` with each knob whose value its runtime takes anyway set to the default."""
+        implied = self.implied.get(config.get("runtime", "tf"), {})
+        return {
+            k: KNOBS[k].default if k in implied and implied[k] == v else v
+            for k, v in config.items()
+        }
+
+    def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
+        """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
+        runtime = self._with_runtime(config)["runtime"]
+        return runtime in KNOBS[knob].runtimes and len(self.values.get(knob, ())) > 1
+
+    def knobs(self) -> list[str]:
+        """The knobs with something to try, in search order."""
+        return [k for k in KNOBS if len(self.values.get(k, ())) > 1]
+
+    def neighbours(self, config: Mapping[str, Any], knob: str) -> list[dict]:
+        """Configs that differ from ``config`` in ``knob`` only (applicable values)."""
+        if not self.applicable(knob, config):
+            return []
+        here = self.canonical(config)
+        found = [self.canonical({**config, knob: v}) for v in self.values[knob]]
+        unique = {label(c): c for c in found if c != here}
+        return list(unique.values())
+
+    def points(self) -> list[dict]:
+        """Every config of the pruned space, the default first."""
+        seen: dict[str, dict] = {}
+        for runtime in self.values.get("runtime", ("tf",)):
+            names = [
+                k
+                for k in self.knobs()
+                if k != "runtime" and self.applicable(k, {"runtime": runtime})
+            ]
+            for combo in itertools.product(*(self.values[k] for k in names)):
+                config = self.canonical(
+                    {"runtime": runtime, **dict(zip(names, combo, strict=True))}
+                )
+                seen.setdefault(label(config), config)
+        return list(seen.values())
+
+    def restrict(self, knobs: tuple[str, ...]) -> Space:
+        """This space with only ``knobs`` tuned (the others kept at their default)."""
+        unknown = [k for k in knobs if k not in KNOBS]
+        if unknown:
+            from tfperf.core.errors import UserError
+
+            raise UserError(f"unknown knob {unknown[0]!r}: use some of {', '.join(KNOBS)}.")
+        values = {k: (v if k in knobs else v[:1]) for k, v in self.values.items()}
+        return replace(self, values=values, unavailable=list(self.unavailable))
+
+    def size(self) -> int:
+        """How many configs :meth:`points` holds."""
+        return len(self.points())
+
+    def drop(self, knob: str, values: tuple[Any, ...], reason: str) -> Space:
+        """This space without ``values`` of ``knob`` (never its default), each listed as
+        unavailable with ``reason``."""
+        current = self.values.get(knob, ())
+        gone = [v for v in current[1:] if v in values]
+        kept = tuple(v for v in current if v not in gone)
+        unavailable = [
+            *self.unavailable,
+            *({"knob": knob, "value": show_value(v), "reason": reason} for v in gone),
+        ]
+        return replace(self, values={**self.values, knob: kept}, unavailable=unavailable)
+
+
+def to_config_dict(config: Mapping[str, Any]) -> dict:
+    """The full config dict of ``docs/ARCHITECTURE.md`` (every knob, ``env`` empty); ``batch``
+    only where the config sets it (left out, a config runs at the workload's batch)."""
+    out = {name: knob.default for name, knob in KNOBS.items() if name != "batch"}
+    out.update(normalize(config))
+    out["env"] = {}
+    return out
+
+
+def split_batch(config: Mapping[str, Any]) -> tuple[int | None, dict]:
+    """``(batch, the rest)``: the samples per call a config asks for (``None``: the workload's)
+    and the config a worker applies (:func:`to_config_dict` without ``batch``)."""
+    full = to_config_dict(config)
+    return full.pop("batch", None), full
+
+
+def thread_values(cores: int) -> tuple[int | None, ...]:
+    """``None`` (the runtime's own choice), 1, every usable core, and on larger machines the
+    quarter and the half between: the counts that can win. What ``None`` means differs by
+    runtime (:attr:`Space.implied`), so a count may repeat a runtime's default; the space
+    then keeps one of the two."""
+    if cores <= 1:
+        return (None,)  # one core: nothing to choose
+    steps = {1, cores}
+    if cores >= 4:
+        steps.add(cores // 2)
+    if cores >= 16:
+        steps.add(cores // 4)
+    return (None, *sorted(steps))
+
+
+def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
+    """:attr:`Space.implied` for this machine: LiteRT's interpreter defaults to one thread;
+    TensorFlow's pools to one thread per CPU the process may run on (its affinity, which a
+    cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
+    of its values is implied."""
+    implied: dict[str, dict[str, Any]] = {r: {"litert_threads": 1} for r in LITERT_RUNTIMES}
+    implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
+    return implied
+
+
+def build_space(facts: SpaceFacts) -> Space:
+    """The pruned space for one workload on one machine (see the module docstring)."""
+    unavailable: list[dict] = []
+    threads = thread_values(max(1, facts.cores))
+    allocators: list[str] = ["system"]
+    for name in ("tcmalloc", "jemalloc"):
+        if facts.allocators.get(name):
+            allocators.append(name)
+        else:
+            package = facts.allocator_packages.get(name, name)
+            unavailable.append(
+                {
+                    "knob": "allocator",
+                    "value": name,
+                    "reason": f"not installed (apt-get install {package})",
+                }
+            )
+    runtimes: list[str] = ["tf"]
+    if facts.model_format == "tflite":
+        runtimes = ["litert"]
+    elif facts.train:
+        unavailable.append(
+            {
+                "knob": "runtime",
+                "value": "litert/openvino",
+                "reason": "training steps run in TensorFlow only",
+            }
+        )
+    else:
+        runtimes += list(LITERT_RUNTIMES)
+        if facts.openvino:
+            runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
+            if not facts.bf16:
+                unavailable.append(
+                    {
+                        "knob": "runtime",
+                        "value": "openvino-bf16",
+                        "reason": f"{NO_BF16}: OpenVINO ignores the bf16 hint there and "
+                        "runs f32, the same as openvino-f32",
+                    }
+                )
+        else:
+            unavailable.extend(
+                {
+                    "knob": "runtime",
+                    "value": r,
+                    "reason": "not installed (pip install 'tfperf[openvino]')",
+                }
+                for r in OPENVINO_RUNTIMES
+            )
+    if facts.runtimes is not None:
+        runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
+    if len(allocators) > 1 and set(runtimes) & set(OPENVINO_RUNTIMES):
+        unavailable.append(
+            {
+                "knob": "allocator",
+                "value": "/".join(allocators[1:]) + " with OpenVINO",
+                "reason": "OpenVINO's CPU plugin aborts (free(): invalid pointer) under a "
+                "preloaded allocator, so OpenVINO runs with the system allocator",
+            }
+        )
+    precisions: list[str] = ["fp32"]
+    if facts.model_format == "tflite":
+        no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
+    elif facts.train:
+        # Training gets threads, oneDNN, the allocator and XLA jit only.
+        no_bf16 = (
+            "a training step is tuned in fp32: lower precision changes what the model learns, "
+            "which comparing one step's outputs cannot check"
+        )
+    elif not facts.bf16:
+        no_bf16 = NO_BF16
+    else:
+        no_bf16 = ""
+        precisions.append("bf16")
+    if no_bf16:
+        unavailable.append({"knob": "precision", "value": "bf16", "reason": no_bf16})
+    if facts.gpu and not facts.train:
+        precisions.append("mixed_float16")
+    xla: tuple[str, ...] = ("off", "jit", "auto")
+    if facts.train:
+        xla = ("off", "jit")
+        unavailable.append(
+            {
+                "knob": "xla",
+                "value": "auto",
+                "reason": "a training step takes XLA through jit_compile "
+                "(model.compile(jit_compile=True)); auto-clustering is tuned for inference only",
+            }
+        )
+    if not facts.onednn_default:
+        unavailable.append(
+            {
+                "knob": "onednn",
+                "value": "off",
+                "reason": "already TensorFlow's default on this CPU (x86 builds turn oneDNN on "
+                f"only with {'/'.join(NEURAL_FEATURES)}): onednn=on is tried instead",
+            }
+        )
+    values: dict[str, tuple[Any, ...]] = {
+        "runtime": tuple(runtimes),
+        "precision": tuple(precisions),
+        "xla": xla if facts.model_format != "tflite" else ("off",),
+        "onednn": (None, False) if facts.onednn_default else (None, True),
+        "intra_threads": threads,
+        "inter_threads": (None, 1) if facts.cores > 1 else (None,),
+        "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
+        "allocator": tuple(allocators),
+    }
+    values["batch"] = _batch_values(facts, unavailable)
+    bare = "litert" if facts.model_format == "tflite" else "tf"
+    return Space(values, unavailable, bare, implied_values(facts))
+
+
+def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:
+    """``None`` (the workload's batch) and, in a throughput tune, the other batch sizes."""
+    others = tuple(sorted({int(b) for b in facts.batches} - {facts.batch}))
+    if others and facts.train:
+        unavailable.append(
+            {
+                "knob": "batch",
+                "value": ",".join(map(str, others)),
+                "reason": "a training step's batch size changes what the model learns; "
+                "tune at the batch you train with (--batch)",
+            }
+        )
+        return (None,)
+    return (None, *others)
+
+
+def machine_facts(
+    machine: Mapping[str, Any],
+    model_format: str = "builtin",
+    train: bool = False,
+    runtimes: tuple[str, ...] | None = None,
+    batch: int = 1,
+    batches: tuple[int, ...] = (),
+) -> SpaceFacts:
+    """:class:`SpaceFacts` from :func:`tfperf.machine.facts.collect_machine`'s dict."""
+    from tfperf.core.allocators import ALLOCATOR_PACKAGES
+
+    isa = {name.upper() for name in machine.get("isa", [])}
+    x86 = (machine.get("cpu") or {}).get("machine") in ("x86_64", "AMD64")
+    return SpaceFacts(
+        cores=int((machine.get("cores") or {}).get("usable") or 1),
+        schedulable=(machine.get("cores") or {}).get("affinity"),
+        bf16=bool(isa & {"AVX512_BF16", "AMX_BF16"}),
+        onednn_default=onednn_default_for(isa) if x86 else True,
+        allocators=dict(machine.get("allocators_available") or {}),
+        allocator_packages=ALLOCATOR_PACKAGES,
+        openvino=openvino_available(),
+        model_format=model_format,
+        train=train,
+        gpu=bool(machine.get("gpus")),
+        runtimes=runtimes,
+        batch=batch,
+        batches=tuple(batches),
+    )
+
+
+def iter_stages(space: Space) -> Iterator[str]:
+    """Knob names in the order the staged search visits them (runtime first)."""
+    yield from space.knobs()

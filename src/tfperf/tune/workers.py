@@ -1,0 +1,143 @@
+"""The live workers of a tune: one per config, the default's and the incumbent's kept alive.
+
+Contract: :class:`WorkerPool` starts a worker for a config on first use
+(:meth:`WorkerPool.get`) and hands back the same :class:`Handle` until it is dropped; every
+worker must report the default's model and inputs (:class:`tfperf.runner.identity.SameModel`,
+else :class:`~tfperf.runner.identity.ModelDiffers` is raised and the worker closed).
+:meth:`WorkerPool.evict` keeps at most ``keep`` spare workers besides the ones named.
+:meth:`WorkerPool.outputs` has a worker write one call's outputs and reads them back.
+A :class:`Handle` knows what one timed value covers (``unit``: a call, or a sample in a
+throughput tune) and how many calls make a block.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tfperf.accuracy import load_outputs
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.knobs import label
+from tfperf.runner.handle import Worker
+from tfperf.runner.identity import SameModel
+from tfperf.runner.measure import source_of
+from tfperf.runner.rounds import calls_per_block
+from tfperf.tune.space import split_batch
+
+MAX_CALLS = 100_000
+"""A tune's blocks may hold this many calls (bench caps them lower: it stores every sample)."""
+
+
+class Handle:
+    """A live worker for one config and what it needs to time a block."""
+
+    def __init__(self, worker: Worker, ready: dict, block_s: float, per_sample: bool) -> None:
+        self.worker = worker
+        self.ready = ready
+        self.batch = int(ready.get("batch") or 1)
+        self.unit = self.batch if per_sample else 1
+        """What one timed value covers: a call (latency) or a sample (throughput)."""
+        tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:] or [
+            ready.get("first_call_s") or block_s
+        ]
+        self.per_call_s = max(statistics.median(tail), 1e-7)
+        """The warm-up's time per call (a rejected candidate's only figure)."""
+        self.calls = calls_per_block(ready, block_s, MAX_CALLS)
+
+    @property
+    def alive(self) -> bool:
+        return True  # a failing worker raises WorkerFailed: the candidate fails
+
+    def block(self, round_no: int) -> list[float]:
+        """One block of calls (a member of :class:`tfperf.runner.rounds.Rounds`)."""
+        return self.worker.run_block(self.calls)
+
+
+class WorkerPool:
+    """Workers by config label (see the module docstring)."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        *,
+        block_s: float,
+        per_sample: bool,
+        warmup: Mapping[str, Any],
+        keep: int,
+    ) -> None:
+        self.workload = dict(workload)
+        self.block_s = block_s
+        self.per_sample = per_sample
+        self.warmup = dict(warmup)
+        self.keep = keep
+        self.same = SameModel(source_of(self.workload))
+        self._handles: OrderedDict[str, Handle] = OrderedDict()
+        self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
+
+    def get(self, config: dict, timeout_s: float) -> Handle:
+        """The worker of ``config``, started (and checked) on first use."""
+        name = label(config)
+        if name in self._handles:
+            self._handles.move_to_end(name)
+            return self._handles[name]
+        batch, worker_config = split_batch(config)
+        worker = Worker(
+            self.workload if batch is None else {**self.workload, "tile_to": batch},
+            Config.from_dict(worker_config),
+            timeout_s=max(5.0, timeout_s),
+            init_timeout_s=max(5.0, timeout_s),
+            warmup=self.warmup,
+        )
+        worker.start()
+        ready = worker.wait_ready()
+        try:
+            self.same.check(ready)
+        except UserError:
+            worker.close()
+            raise
+        handle = Handle(worker, ready, self.block_s, self.per_sample)
+        self._handles[name] = handle
+        return handle
+
+    def find(self, name: str) -> Handle | None:
+        """The live worker of the config labelled ``name``, if any."""
+        return self._handles.get(name)
+
+    def evict(self, keep: set[str]) -> None:
+        """Close the oldest workers not named in ``keep`` beyond the spare allowance."""
+        spare = [n for n in self._handles if n not in keep]
+        while len(spare) > self.keep:
+            self._handles.pop(spare.pop(0)).worker.close()
+
+    def drop(self, name: str) -> None:
+        handle = self._handles.pop(name, None)
+        if handle is not None:
+            handle.worker.close()
+
+    def drop_dead(self) -> None:
+        """Forget workers that failed (a failed worker closes itself)."""
+        dead = [n for n, h in self._handles.items() if h.worker.pid is None or h.worker.closed]
+        for name in dead:
+            self._handles.pop(name)
+
+    def outputs(self, handle: Handle) -> list:
+        """One call's outputs of ``handle``'s worker."""
+        path = self._tmp / f"out-{time.monotonic_ns()}.npz"
+        handle.worker.outputs(path)
+        arrays = load_outputs(path)
+        path.unlink(missing_ok=True)
+        return arrays
+
+    def close(self) -> None:
+        """Close every worker and remove the temporary files."""
+        for handle in self._handles.values():
+            handle.worker.close()
+        self._handles.clear()
+        shutil.rmtree(self._tmp, ignore_errors=True)

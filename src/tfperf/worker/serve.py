@@ -1,0 +1,328 @@
+"""The worker process: serves one Config for one Workload (``python -m tfperf.worker``).
+
+Contract (the protocol of ``docs/ARCHITECTURE.md``): the parent passes two pipe fds,
+``--cmd-fd R --res-fd W``; every message is one line of JSON. The worker reads ``init``,
+applies call-level knobs (thread pools) before its first op, builds the workload with
+``tfperf.worker.prepare.prepare(workload, config)``, times the first call, warms up and answers
+``ready`` (its ``install`` is :func:`tfperf.worker.probe.describe_install` plus a few keys, see
+:func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until
+``quit``. Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
+:data:`USER_KIND` (``"user"``) for a :class:`tfperf.core.errors.UserError` -- something the user
+caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
+returns the wrong thing, inputs that do not fit the model) -- and the exception's class name
+otherwise; ``message`` is one sentence. Its stdout and stderr are only captured for error
+reports (faulthandler adds the Python stack of a crash).
+
+This module also runs under other TensorFlow installs (down to TF 2.15 with Keras 2 on Python
+3.9): it uses only ``tf.config.threading`` and ``tf.__version__`` from TensorFlow itself (the
+install description, :func:`tfperf.worker.probe.describe_install`, reads more, and a failure there
+never stops the worker), and nothing newer than Python 3.9.
+
+Testing hooks (environment variables, for tests that inject faults for real; they reach a
+worker through the config's env, see "Testing hooks" in ``docs/ARCHITECTURE.md``):
+
+- ``TFPERF_INJECT_FAULT``: ``segfault-on-run`` (dereference NULL on the first ``run``),
+  ``hang-on-run`` (sleep forever), ``oom-on-run`` (allocate and touch memory until killed;
+  it stops growing at ``TFPERF_INJECT_OOM_CAP_GIB``, 16 by default, then sleeps),
+  ``exit-on-init`` (exit with code 17 on ``init`` without answering).
+- ``TFPERF_PREPARE=module:function``: use that function instead of
+  ``tfperf.worker.prepare.prepare``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tfperf.core.errors import UserError
+from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
+
+
+def _rss_bytes() -> int:
+    """Current resident set size of this process."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _peak_rss_bytes()
+
+
+def _peak_rss_bytes() -> int:
+    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _timed(fn: Callable[[], Any], calls: int) -> list[float]:
+    """Run ``fn`` ``calls`` times; one perf_counter duration per call, in seconds."""
+    clock = time.perf_counter
+    out = []
+    for _ in range(calls):
+        t0 = clock()
+        fn()
+        out.append(clock() - t0)
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def warm_up(call: Callable[[], Any], min_calls: int, max_seconds: float) -> list[float]:
+    """Call until at least ``min_calls`` were made and either the time runs out or the median
+    of the last 5 calls stopped falling (within 3% of the 5 before)."""
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        samples.extend(_timed(call, 1))
+        n = len(samples)
+        if n < max(min_calls, 1):
+            continue
+        if time.perf_counter() - start >= max_seconds:
+            return samples
+        if n >= 10 and _median(samples[-5:]) >= 0.97 * _median(samples[-10:-5]):
+            return samples
+
+
+def _inject(fault: str, when: str) -> None:
+    """Fail for real, the way ``TFPERF_INJECT_FAULT`` asks (a testing hook)."""
+    if fault == "exit-on-init" and when == "init":
+        os._exit(EXIT_INJECTED)
+    if when != "run":
+        return
+    if fault == "segfault-on-run":
+        import ctypes
+
+        ctypes.string_at(0)
+    elif fault == "hang-on-run":
+        while True:
+            time.sleep(3600)
+    elif fault == "oom-on-run":
+        cap = float(os.environ.get("TFPERF_INJECT_OOM_CAP_GIB", "16")) * 2**30
+        hoard = []
+        chunk = 32 * 2**20
+        while len(hoard) * chunk < cap:
+            hoard.append(bytearray(b"\x01") * chunk)
+        while True:
+            time.sleep(3600)
+
+
+def _prepare_function() -> Callable[[dict, dict], Any]:
+    hook = os.environ.get("TFPERF_PREPARE")
+    if hook:
+        module, _, name = hook.partition(":")
+        return getattr(importlib.import_module(module), name)
+    try:
+        from tfperf.worker.prepare import prepare
+    except ImportError as exc:
+        raise RuntimeError(
+            f"tfperf.worker.prepare cannot be imported in this environment ({exc}); install tfperf "
+            "with its TensorFlow extras there."
+        ) from exc
+    return prepare
+
+
+def _install_facts(tf: Any) -> dict[str, Any]:
+    """The ``install`` of the ``ready`` message: :func:`tfperf.worker.probe.describe_install`
+    (version, distribution, build, Python, oneDNN on/off and why, XLA, allocator) plus
+    ``executable``, ``keras_version`` and the env knobs ``TF_ENABLE_ONEDNN_OPTS``,
+    ``TF_XLA_FLAGS`` and ``LD_PRELOAD`` as this worker saw them. Should describing fail under
+    some install, the worker still answers, with the version, Python and the reason
+    (``describe_error``)."""
+    try:
+        from tfperf.worker.probe import describe_install
+
+        facts = describe_install()
+    except Exception as exc:  # never lose a measurement over a description
+        facts = {
+            "tf_version": getattr(tf, "__version__", None),
+            "python": {"version": sys.version.split()[0], "executable": sys.executable},
+            "describe_error": _one_sentence(exc),
+        }
+    facts["executable"] = sys.executable
+    try:
+        import keras
+
+        facts["keras_version"] = getattr(keras, "__version__", None)
+    except Exception:  # keras missing or broken: the workload will say so
+        facts["keras_version"] = None
+    for name in ("TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "LD_PRELOAD"):
+        facts[name] = os.environ.get(name)
+    return facts
+
+
+class Session:
+    """The state of one worker: the prepared workload and the answers to each request."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+        self.prepared: Any = None
+
+    def init(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _inject(self.fault, "init")
+        config = msg.get("config") or {}
+        t0 = time.perf_counter()
+        import tensorflow as tf
+
+        import_s = time.perf_counter() - t0
+        if config.get("intra_threads"):
+            tf.config.threading.set_intra_op_parallelism_threads(int(config["intra_threads"]))
+        if config.get("inter_threads"):
+            tf.config.threading.set_inter_op_parallelism_threads(int(config["inter_threads"]))
+        t1 = time.perf_counter()
+        self.prepared = _prepare_function()(msg["workload"], config)
+        load_s = time.perf_counter() - t1
+        first_call_s = self._first_call(msg["workload"])
+        policy = msg.get("warmup") or {}
+        warm = warm_up(
+            self.prepared.call,
+            int(policy.get("min_calls", 5)),
+            float(policy.get("max_seconds", 5.0)),
+        )
+        return {
+            "op": "ready",
+            "import_s": import_s,
+            "load_s": load_s,
+            "first_call_s": first_call_s,
+            "warmup": {"samples_s": warm},
+            "install": _install_facts(tf),
+            "flops": {
+                "per_call": self.prepared.flops_per_call,
+                "source": self.prepared.flops_source,
+            },
+            "batch": self.prepared.batch,
+            "fingerprint": getattr(self.prepared, "fingerprint", None),
+            "notes": list(self.prepared.notes),
+            "extra_available": sorted(self.prepared.extra),
+            "rss_bytes": _rss_bytes(),
+            "peak_rss_bytes": _peak_rss_bytes(),
+        }
+
+    def _first_call(self, workload: dict[str, Any]) -> float:
+        """Time the first call. An exception there, on the user's own model, is a
+        :class:`UserError` naming TensorFlow's reason (inputs that do not fit, say): the
+        parent ends the command with it when the default configuration raised it."""
+        try:
+            return _timed(self.prepared.call, 1)[0]
+        except Exception as exc:
+            if workload.get("kind") != "model":
+                raise
+            from tfperf.worker.workload import call_error_sentence
+
+            raise UserError(
+                f"Calling the model on its sample inputs raised {call_error_sentence(exc)}: "
+                "give inputs that fit the model (from the factory, or --inputs FILE.npz)."
+            ) from exc
+
+    def run(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _inject(self.fault, "run")
+        samples = _timed(self.prepared.call, int(msg["calls"]))
+        return {
+            "op": "block",
+            "samples_s": samples,
+            "rss_bytes": _rss_bytes(),
+            "peak_rss_bytes": _peak_rss_bytes(),
+        }
+
+    def outputs(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        arrays = [np.asarray(a) for a in self.prepared.outputs()]
+        np.savez(msg["path"], **{f"output_{i}": a for i, a in enumerate(arrays)})
+        return {"op": "outputs", "path": msg["path"], "count": len(arrays)}
+
+    def extra(self, msg: dict[str, Any]) -> dict[str, Any]:
+        name = msg["name"]
+        fn = self.prepared.extra.get(name)
+        samples = _timed(fn, int(msg["calls"])) if fn is not None else []
+        return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
+
+
+def error_message(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` message for ``exc`` (see the module docstring for ``kind``)."""
+    kind = USER_KIND if isinstance(exc, UserError) else type(exc).__name__
+    return {"op": "error", "kind": kind, "message": _one_sentence(exc)}
+
+
+def _one_sentence(exc: BaseException) -> str:
+    from tfperf.worker.workload import told_lines
+
+    return (told_lines(str(exc)) or [type(exc).__name__])[0]
+
+
+def serve(cmd: Any, res: Any, fault: str) -> int:
+    """Answer requests from ``cmd`` on ``res`` until ``quit``; the worker's exit code."""
+    session = Session(fault)
+    handlers = {
+        "init": session.init,
+        "run": session.run,
+        "outputs": session.outputs,
+        "extra": session.extra,
+    }
+
+    def send(obj: dict[str, Any]) -> None:
+        res.write(json.dumps(obj) + "\n")
+        res.flush()
+
+    for line in cmd:
+        try:
+            msg = json.loads(line)
+            op = msg.get("op")
+            if op == "quit":
+                return 0
+            handler = handlers.get(op)
+            if handler is None:
+                raise ValueError(f"unknown request {op!r}")
+            if op != "init" and session.prepared is None:
+                raise ValueError(f"request {op!r} before init")
+            send(handler(msg))
+        except Exception as exc:
+            send(error_message(exc))
+            import traceback
+
+            traceback.print_exc()
+            return EXIT_ERROR
+    return 0
+
+
+def _die_with_parent() -> None:
+    """On Linux, have the kernel kill this worker if the parent dies (even by SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # the pipe's EOF still ends an idle worker
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m tfperf.worker --cmd-fd R --res-fd W``."""
+    parser = argparse.ArgumentParser(prog="python -m tfperf.worker")
+    parser.add_argument("--cmd-fd", type=int, required=True)
+    parser.add_argument("--res-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash inside TensorFlow leaves its Python stack in the log
+    _die_with_parent()
+    with (
+        os.fdopen(args.cmd_fd, "r", encoding="utf-8") as cmd,
+        os.fdopen(args.res_fd, "w", encoding="utf-8") as res,
+    ):
+        return serve(cmd, res, os.environ.get("TFPERF_INJECT_FAULT", ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
