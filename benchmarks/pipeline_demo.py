@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tfperf.pipeline import analyze_pipeline
+from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
 
 GOAL = 2.0
 
@@ -24,8 +24,7 @@ def main() -> int:
     args = parser.parse_args()
     doc = analyze_pipeline(
         demo=True,
-        steps=args.steps,
-        rounds=args.rounds,
+        options=PipelineOptions(steps=args.steps, rounds=args.rounds),
         on_progress=lambda line: print(f"  .. {line}", file=sys.stderr),
     )
     print(f"verdict: {doc['verdict']} (input share {doc['input_share']:.0%})")

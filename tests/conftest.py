@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,12 @@ REPO = Path(__file__).resolve().parent.parent
 # and every child inherits that: the Ctrl-C tests' SIGINT would then never reach tfperf. A
 # handler here is reset to the default in each child at exec, so children take Ctrl-C as a user's.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# Every command records its run in a store; a test that names none must not write into the
+# user's own: each test process gets a store of its own.
+os.environ.setdefault(
+    "TFPERF_STORE", os.path.join(tempfile.mkdtemp(prefix="tfperf-tests-"), "store.sqlite")
+)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tfperf.core import isa
 from tfperf.machine import facts as machine
 
 
@@ -57,7 +58,7 @@ def test_collect_machine_does_not_import_tensorflow() -> None:
 
 
 def test_parse_real_cpuinfo() -> None:
-    info = machine.parse_cpuinfo(Path("/proc/cpuinfo").read_text())
+    info = isa.parse_cpuinfo(Path("/proc/cpuinfo").read_text())
     assert info["logical"] == os.cpu_count()
     assert info["model"]
 

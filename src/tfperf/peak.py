@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tfperf.core.errors import UserError
 from tfperf.core.paths import cache_dir
 from tfperf.machine.facts import collect_machine
 from tfperf.runner import launcher
@@ -91,7 +92,6 @@ def _save(path: Path | None, record: dict[str, Any]) -> None:
 def _cache_file(record: dict[str, Any]) -> Path | None:
     """The peak cache file of the machine (or peak) ``record`` names by its ``fingerprint``;
     ``None`` without one or without a usable cache dir."""
-    from tfperf.core.errors import UserError
 
     try:
         return cache_path(record["fingerprint"]) if record.get("fingerprint") else None

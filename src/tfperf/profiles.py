@@ -42,7 +42,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tfperf.bench import machine_summary
+from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.machine.facts import collect_machine
 from tfperf.runner.launcher import Child, LaunchError
 
 FORMAT = "tfperf-profile"
@@ -132,8 +135,6 @@ def _workload_name(workload: Mapping[str, Any], objective: str = "latency") -> s
 
 def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dict:
     """The profile of a finished tune's recommendation."""
-    from tfperf.bench import machine_summary
-    from tfperf.core.config import Config
 
     rec = doc["recommendation"]
     config = dict(rec["config"])
@@ -229,7 +230,6 @@ def load_profile(ref: str | Path) -> dict:
 
 def profile_env(profile: Mapping[str, Any]) -> dict[str, str]:
     """The env-level knobs of ``profile`` on this machine (see the module docstring)."""
-    from tfperf.core.config import Config
 
     config = profile.get("config")
     if isinstance(config, Mapping):
@@ -242,7 +242,6 @@ def mismatch_warnings(
 ) -> list[str]:
     """Sentences saying how this machine or TensorFlow install differs from the profile's."""
     if machine is None:
-        from tfperf.machine.facts import collect_machine
 
         machine = collect_machine()
     warnings = []
@@ -346,7 +345,6 @@ def run_with_profile(
     env = dict(os.environ if environ is None else environ)
     knobs = profile_env(profile)
     if "LD_PRELOAD" in knobs and env.get("LD_PRELOAD"):
-        from tfperf.core.config import Config
 
         knobs = Config.from_dict(profile["config"]).worker_env({"LD_PRELOAD": env["LD_PRELOAD"]})
     env.update(knobs)

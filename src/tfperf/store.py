@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.paths import resolve_store_path
+from tfperf.core.strictjson import to_json
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
@@ -105,7 +107,6 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _dumps(value: Any) -> str:
-    from tfperf.report.console import to_json
 
     return to_json(value)
 
@@ -156,7 +157,6 @@ class Store:
 
         With ``create=False`` a missing file raises :class:`UserError` instead of being made.
         """
-        from tfperf.core.paths import resolve_store_path
 
         target = resolve_store_path(path)
         if not target.exists() and not create:

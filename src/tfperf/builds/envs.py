@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tfperf
 from tfperf.core.errors import UserError
 from tfperf.runner import launcher
 
@@ -359,7 +360,6 @@ def _site_packages(python: Path) -> Path:
 
 def _link_worker(env: CandidateEnv) -> None:
     """Point the environment's ``tfperf`` at the running package (see module docstring)."""
-    import tfperf
 
     pkg = Path(tfperf.__file__).resolve().parent
     holder = env.path / "tfperf-path"

@@ -21,6 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tfperf.builds.cpuflags import cpu_flags, host_target
+from tfperf.core.paths import resolve_store_path
+from tfperf.report.console import console
+from tfperf.store import Store
+
 WHEEL_LACKS = (
     "avx2",
     "fma",
@@ -62,8 +67,6 @@ def _category(run_kind: str, config: dict[str, Any]) -> str | None:
 
 def collect_figures(store: str | None = None, limit: int = 200) -> dict[str, list[dict]]:
     """Comparisons from the newest ``limit`` runs of the store, by category (see above)."""
-    from tfperf.core.paths import resolve_store_path
-    from tfperf.store import Store
 
     figures: dict[str, list[dict]] = {"build": [], "xla": [], "litert": []}
     path = resolve_store_path(store)
@@ -103,7 +106,6 @@ def collect_figures(store: str | None = None, limit: int = 200) -> dict[str, lis
 
 def explain(store: str | None = None) -> dict[str, Any]:
     """The explanation document (see the module docstring)."""
-    from tfperf.builds.cpuflags import cpu_flags, host_target
 
     name, features = host_target()
     flags = cpu_flags("auto")
@@ -181,7 +183,6 @@ def _verdict(figures: dict[str, list[dict]]) -> str | None:
 
 def render_explain(doc: dict[str, Any]) -> None:
     """Print the explanation for people."""
-    from tfperf.report.console import console
 
     for line in doc["lines"]:
         console().print(line, soft_wrap=True, markup=False, highlight=False)

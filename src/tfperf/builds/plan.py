@@ -29,6 +29,7 @@ from tfperf.builds.releases import (
     release_info,
 )
 from tfperf.core.errors import UserError
+from tfperf.core.strictjson import to_json
 from tfperf.runner import launcher
 
 BAZEL_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}
@@ -346,7 +347,6 @@ def render_dockerfile(plan: BuildPlan) -> str:
 
 def write_plan(plan: BuildPlan, out_dir: str | Path) -> dict[str, str]:
     """Write ``build.sh``, ``Dockerfile`` and ``plan.json`` under ``out_dir``; return paths."""
-    from tfperf.report.console import to_json
 
     out = Path(out_dir)
     try:

@@ -6,9 +6,14 @@ progress on stderr and renders the report (or prints it with ``--json``).
 
 from __future__ import annotations
 
+# The library behind each command is imported inside it: `tfperf --help` stays instant and
+# loads neither numpy, scipy nor plotly.
+import shlex
+import sys
+
 import click
 
-from tfperf.pipeline.analyze import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
+from tfperf.pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -122,6 +127,7 @@ def register(group: click.Group) -> None:
     @click.option(
         "--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Seconds before giving up."
     )
+    @click.option("--store", help="The store (default: TFPERF_STORE or the user data dir).")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     def pipeline(
         target: str | None,
@@ -131,6 +137,7 @@ def register(group: click.Group) -> None:
         stage_seconds: float,
         min_block_seconds: float,
         timeout: float,
+        store: str | None,
         as_json: bool,
     ) -> None:
         """Find out whether training waits for its input pipeline, where, and what fixes it.
@@ -138,19 +145,25 @@ def register(group: click.Group) -> None:
         MODULE:FUNCTION returns a tf.data.Dataset, or a dict {"dataset", "model", "loss",
         "optimizer"} (or a tuple in that order) to time a real training step.
         """
-        from tfperf.pipeline.analyze import analyze_pipeline
+        from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
         from tfperf.report.console import emit_json, err_console
 
+        options = PipelineOptions(
+            steps=steps,
+            rounds=rounds,
+            stage_seconds=stage_seconds,
+            timeout=timeout,
+            min_block_s=min_block_seconds,
+            store=store,
+        )
+        command = shlex.join(["tfperf", *sys.argv[1:]])
         with err_console().status("starting the pipeline worker") as status:
             doc = analyze_pipeline(
                 target,
                 demo=demo,
-                steps=steps,
-                rounds=rounds,
-                stage_seconds=stage_seconds,
-                timeout=timeout,
+                options=options,
                 on_progress=lambda line: status.update(line),
-                min_block_s=min_block_seconds,
+                command=command,
             )
         if as_json:
             emit_json(doc)

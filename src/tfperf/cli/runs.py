@@ -7,19 +7,12 @@ render them. Neither imports TensorFlow; numpy, scipy and plotly load inside the
 
 from __future__ import annotations
 
+# The library behind each command is imported inside it: `tfperf --help` stays instant and
+# loads neither numpy, scipy nor plotly.
 from collections.abc import Callable
 from pathlib import Path
 
 import click
-
-from tfperf.report.html import (
-    all_warnings,
-    build_report,
-    describe_workload,
-    error_text,
-    fmt,
-    write_html,
-)
 
 HISTORY_SCHEMA_VERSION = 1
 
@@ -81,6 +74,7 @@ def report(
 
     The returned document gets ``"html": path`` when a file was written.
     """
+    from tfperf.report.html import build_report, write_html
     from tfperf.store import Store
 
     with Store.open(store, create=False) as db:
@@ -106,6 +100,7 @@ def _table(title: str):
 
 def _print_history(doc: dict) -> None:
     from tfperf.report.console import console, print_table
+    from tfperf.report.html import describe_workload, error_text, fmt
 
     out = console()
     if "runs" in doc:
@@ -147,14 +142,33 @@ def _print_history(doc: dict) -> None:
     out.print(f"[dim]{run['command']}[/]")
 
 
+def _print_pipeline_run(title: str, run_id: int, summary: dict) -> None:
+    from tfperf.report.console import console
+
+    out = console()
+    out.print(title, soft_wrap=True, markup=False)
+    share = summary.get("input_share")
+    shown = "-" if share is None else f"{share:.0%}"
+    out.print(f"verdict: {summary.get('verdict')} (input share {shown})", markup=False)
+    out.print(f"bounding stage: {summary.get('bounding_stage')}", markup=False)
+    best = summary.get("best_fix") or {}
+    if best.get("name"):
+        out.print(f"best fix: {best['name']} ({best.get('speedup', 0):.2f}x)", markup=False)
+    out.print(f"`tfperf report {run_id} --json` holds every stage and fix", markup=False)
+
+
 def _print_report(doc: dict) -> None:
     from tfperf.report.console import console, print_table
+    from tfperf.report.html import all_warnings, describe_workload, fmt
 
     out = console()
     run = doc["run"]
-    table = _table(
-        f"Run {run['id']} ({run['kind']}, {run['status']}): {describe_workload(run['workload'])}"
-    )
+    what = describe_workload(run["workload"])
+    title = f"Run {run['id']} ({run['kind']}, {run['status']}): {what}"
+    if run["kind"] == "pipeline":  # no trials: the analysis is the run's summary
+        _print_pipeline_run(title, run["id"], run.get("summary") or {})
+        return
+    table = _table(title)
     columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
     has_peak = any(r["peak_share"] is not None for r in doc["results"])
     for col in [*columns, "% peak"] if has_peak else columns:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf.core.allocators import preload_env
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import CONFIG_KNOBS, KNOBS, label, show_value
 
@@ -146,7 +147,6 @@ class Config:
         if self.onednn is not None:
             env["TF_ENABLE_ONEDNN_OPTS"] = "1" if self.onednn else "0"
         if self.allocator != "system":
-            from tfperf.core.allocators import preload_env
 
             env["LD_PRELOAD"] = preload_env(self.allocator, env.get("LD_PRELOAD"))
         if self.xla == "auto":

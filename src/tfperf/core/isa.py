@@ -5,12 +5,14 @@ Contract: tfperf speaks of instruction sets in the spelling of TensorFlow's ``CP
 ``AVX512_VNNI``, ``AVX512_BF16``, ``AVX512_FP16``, ``AVX_VNNI``, ``AMX_TILE``, ``AMX_BF16``,
 ``AMX_INT8``... TensorFlow's own log prints ``SSE4.1``/``SSE4.2`` with a dot; :func:`normalize`
 maps both spellings to the enum's. :func:`isa_from_flags` turns Linux ``/proc/cpuinfo`` flags
-into that list, in :data:`TF_ORDER` order.
+into that list, in :data:`TF_ORDER` order; :func:`parse_cpuinfo` reads those flags (and the
+model, vendor, sockets and cores) from ``/proc/cpuinfo``'s text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 FLAG_TO_TF: dict[str, str] = {
     "sse": "SSE",
@@ -104,3 +106,35 @@ def isa_from_flags(flags: Iterable[str]) -> list[str]:
 def onednn_default_for(isa: Iterable[str]) -> bool:
     """Whether a stock x86 Linux build turns oneDNN on by default on a CPU with ``isa``."""
     return any(name in NEURAL_FEATURES for name in isa)
+
+
+def parse_cpuinfo(text: str) -> dict[str, Any]:
+    """Model, vendor, flags, sockets and (physical id, core id) pairs from ``/proc/cpuinfo``."""
+    model = vendor = None
+    flags: set[str] = set()
+    sockets: set[str] = set()
+    cores: set[tuple[str, str]] = set()
+    logical = 0
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        if "processor" not in fields:
+            continue
+        logical += 1
+        model = model or fields.get("model name") or fields.get("Processor")
+        vendor = vendor or fields.get("vendor_id") or fields.get("CPU implementer")
+        flags.update((fields.get("flags") or fields.get("Features") or "").split())
+        if "physical id" in fields:
+            sockets.add(fields["physical id"])
+            cores.add((fields["physical id"], fields.get("core id", fields["processor"])))
+    return {
+        "model": model,
+        "vendor": vendor,
+        "flags": flags,
+        "logical": logical,
+        "sockets": len(sockets) or None,
+        "physical": len(cores) or None,
+    }

@@ -13,16 +13,16 @@ import time
 from typing import Any
 
 from tfperf import __version__
+from tfperf.core.perfenv import perf_env
+from tfperf.doctor.install import finish_probe, install_fingerprint, kill_probe, start_probe
+from tfperf.doctor.rules import evaluate
+from tfperf.machine.facts import collect_machine
 
 SCHEMA_VERSION = 1
 
 
 def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any]:
     """Audit this machine and the TensorFlow that ``python`` (default: this one) imports."""
-    from tfperf.core.perfenv import perf_env
-    from tfperf.doctor.install import finish_probe, install_fingerprint, kill_probe, start_probe
-    from tfperf.doctor.rules import evaluate
-    from tfperf.machine.facts import collect_machine
 
     started = time.perf_counter()
     handle = start_probe(python)

@@ -199,7 +199,7 @@ class BottleneckCallback(keras.callbacks.Callback):
 
     def _share(self, notes: list[str]) -> tuple[float | None, list[float | None] | None]:
         """Input share and its 95% interval from the (real, replay) pairs."""
-        from tfperf.core.stats import paired_speedup
+        from tfperf.core.stats import paired_speedup  # scipy: only when a report is made
 
         usable = [(r, c) for r, c in self.pairs if r and c]
         if not usable:

@@ -36,38 +36,6 @@ from tfperf.core.allocators import available_allocators
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
-def parse_cpuinfo(text: str) -> dict[str, Any]:
-    """Model, vendor, flags, sockets and (physical id, core id) pairs from ``/proc/cpuinfo``."""
-    model = vendor = None
-    flags: set[str] = set()
-    sockets: set[str] = set()
-    cores: set[tuple[str, str]] = set()
-    logical = 0
-    for block in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            key, sep, value = line.partition(":")
-            if sep:
-                fields[key.strip()] = value.strip()
-        if "processor" not in fields:
-            continue
-        logical += 1
-        model = model or fields.get("model name") or fields.get("Processor")
-        vendor = vendor or fields.get("vendor_id") or fields.get("CPU implementer")
-        flags.update((fields.get("flags") or fields.get("Features") or "").split())
-        if "physical id" in fields:
-            sockets.add(fields["physical id"])
-            cores.add((fields["physical id"], fields.get("core id", fields["processor"])))
-    return {
-        "model": model,
-        "vendor": vendor,
-        "flags": flags,
-        "logical": logical,
-        "sockets": len(sockets) or None,
-        "physical": len(cores) or None,
-    }
-
-
 def _read(path: str | Path) -> str | None:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
@@ -258,7 +226,7 @@ def fingerprint(machine: dict[str, Any]) -> str:
 
 def collect_machine() -> dict[str, Any]:
     """Every machine fact doctor prints, as a JSON-ready dict (see the module docstring)."""
-    info = parse_cpuinfo(_read("/proc/cpuinfo") or "")
+    info = isa_mod.parse_cpuinfo(_read("/proc/cpuinfo") or "")
     arch = platform.machine()
     logical = os.cpu_count() or info["logical"] or 1
     affinity = _affinity()

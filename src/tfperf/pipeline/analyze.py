@@ -31,17 +31,19 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tfperf.core.errors import UserError
 from tfperf.core.inputbound import classify, input_share, verdict
+from tfperf.core.paths import resolve_store_path
+from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup, summarize
+from tfperf.machine.facts import collect_machine
 from tfperf.modelref import find_module
+from tfperf.pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 from tfperf.runner import launcher
-
-DEFAULT_TIMEOUT = 900.0
-DEFAULT_MIN_BLOCK_S = 0.2
-"""Blocks shorter than this (seconds) get more steps: a fast pipeline's 20 steps last a few
-milliseconds, and such blocks measure the machine's noise more than the pipeline."""
+from tfperf.runner.recorder import RunRecorder
+from tfperf.store import Store
 
 
 def check_target(spec: str) -> None:
@@ -137,7 +139,6 @@ def _per_s(blocks: list[float]) -> float | None:
 
 
 def _compare(name: str, change: str, base: list[float], cand: list[float]) -> dict:
-    from tfperf.core.stats import DEFAULT_THRESHOLD, paired_speedup
 
     result = paired_speedup(base, cand, threshold=DEFAULT_THRESHOLD)
     return {
@@ -155,14 +156,12 @@ def _compare(name: str, change: str, base: list[float], cand: list[float]) -> di
 
 
 def _summary(blocks: list[float], batch: int) -> dict:
-    from tfperf.core.stats import summarize
 
     return summarize(blocks, batch)
 
 
 def report(raw: dict) -> dict:
     """The user-facing report (see the module docstring) from the worker's raw document."""
-    from tfperf.core.stats import DEFAULT_THRESHOLD, paired_speedup
 
     blocks = raw["blocks"]
     batch = int(raw.get("batch") or 1)
@@ -217,7 +216,6 @@ def report(raw: dict) -> dict:
 
 def _notes(raw: dict) -> list[str]:
     """Caveats the reader needs: too few rounds for a verdict, no training step."""
-    from tfperf.core.stats import MIN_PAIRS
 
     notes = []
     if int(raw.get("rounds") or 0) < MIN_PAIRS:
@@ -255,41 +253,69 @@ def best_fix(measured: list[dict]) -> dict:
     return {k: top[k] for k in ("name", "change", "speedup", "ci95", "verdict")}
 
 
+@dataclass(frozen=True)
+class PipelineOptions:
+    """How long and how often ``tfperf pipeline`` measures (the command's options)."""
+
+    steps: int = 20
+    """Timed steps per block."""
+    rounds: int = 6
+    """Interleaved rounds (at least 6 for a significant verdict)."""
+    stage_seconds: float = 0.3
+    """Each prefix of the pipeline is timed for about this long."""
+    timeout: float = DEFAULT_TIMEOUT
+    min_block_s: float = DEFAULT_MIN_BLOCK_S
+    """A block shorter than this gets more steps (the report's ``steps`` and notes say how
+    many)."""
+    store: str | None = None
+    """Where the run is recorded (default: ``TFPERF_STORE`` or the user data dir)."""
+
+    def worker_args(self) -> list[str]:
+        """The pipeline worker's arguments for these options."""
+        if self.steps < 1 or self.rounds < 1 or self.stage_seconds <= 0 or self.min_block_s < 0:
+            raise UserError(
+                "--steps and --rounds must be at least 1, --stage-seconds above 0 and "
+                "--min-block-seconds at least 0"
+            )
+        return [
+            "--steps", str(self.steps), "--rounds", str(self.rounds),
+            "--stage-seconds", str(self.stage_seconds),
+            "--min-block-seconds", str(self.min_block_s),
+        ]
+
+
 def analyze_pipeline(
     target: str | None = None,
     *,
     demo: bool = False,
-    steps: int = 20,
-    rounds: int = 6,
-    stage_seconds: float = 0.3,
-    timeout: float = DEFAULT_TIMEOUT,
+    options: PipelineOptions | None = None,
     on_progress: Callable[[str], None] | None = None,
-    min_block_s: float = DEFAULT_MIN_BLOCK_S,
+    command: str = "tfperf pipeline",
 ) -> dict:
-    """Diagnose ``target`` (``module:function``) or the built-in demo; return the report.
-
-    ``steps`` is the number of timed steps per block and ``rounds`` the number of interleaved
-    rounds (at least 6 for a significant verdict); a block shorter than ``min_block_s`` seconds
-    gets more steps (the report's ``steps`` and notes say how many); each prefix of the
-    pipeline is timed for about ``stage_seconds``. Raises :class:`UserError` on bad input or
-    when the worker fails, crashes or exceeds ``timeout`` seconds.
+    """Diagnose ``target`` (``module:function``) or the built-in demo; return the report
+    (with the ``run_id`` it is stored as). Raises :class:`UserError` on bad input or when the
+    worker fails, crashes or exceeds ``options.timeout`` seconds (the run is stored as failed).
     """
+    options = options or PipelineOptions()
     if demo == (target is not None):
         raise UserError("give either a module:function or --demo")
-    if steps < 1 or rounds < 1 or stage_seconds <= 0 or min_block_s < 0:
-        raise UserError(
-            "--steps and --rounds must be at least 1, --stage-seconds above 0 and "
-            "--min-block-seconds at least 0"
-        )
-    args = ["--steps", str(steps), "--rounds", str(rounds), "--stage-seconds", str(stage_seconds)]
-    args += ["--min-block-seconds", str(min_block_s)]
+    args = options.worker_args()
     if demo:
         args.append("--demo")
     else:
         assert target is not None
         check_target(target)
         args += ["--target", target]
-    raw = run_worker(args, timeout, on_progress)
-    if raw.get("schema") != 1:
-        raise UserError("the pipeline worker wrote an unknown result version; reinstall tfperf")
-    return report(raw)
+    workload = {"kind": "pipeline", "target": target or "demo"}
+    settings = {k: v for k, v in asdict(options).items() if k != "store"}
+    with (
+        Store.open(resolve_store_path(options.store)) as store,
+        RunRecorder(store, "pipeline", command, workload, collect_machine(), settings) as run,
+    ):
+        raw = run_worker(args, options.timeout, on_progress)
+        if raw.get("schema") != 1:
+            raise UserError("the pipeline worker wrote an unknown result version; reinstall tfperf")
+        doc = report(raw)
+        doc["run_id"] = run.run_id
+        run.finish("ok", doc)
+    return doc

@@ -7,13 +7,13 @@ Contract: human output goes to stdout through :func:`console`; diagnostics go to
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from functools import cache
 from typing import Any
 
 from rich.console import Console
+
+from tfperf.core.strictjson import to_json
 
 
 @cache
@@ -26,25 +26,6 @@ def console() -> Console:
 def err_console() -> Console:
     """The stderr console (created on first use)."""
     return Console(stderr=True, highlight=False)
-
-
-def _clean(value: Any) -> Any:
-    """Make ``value`` JSON-safe: NaN/inf become ``None``, numpy scalars become Python numbers."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    item = getattr(value, "item", None)
-    if callable(item) and type(value).__module__ == "numpy":
-        return _clean(item())
-    return value
-
-
-def to_json(doc: Any) -> str:
-    """Serialise ``doc`` as strict JSON (no NaN), indented for reading."""
-    return json.dumps(_clean(doc), indent=2, sort_keys=False, allow_nan=False)
 
 
 def emit_json(doc: Any) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.stats import detect_warmup, paired_speedup, summarize
 
 SCHEMA_VERSION = 1
 LOG_AXIS_SPAN = 5.0
@@ -75,7 +76,6 @@ def _flop_rates(info: dict, p50_ms: float | None, run_peak: dict) -> tuple[float
 
 
 def _result(trial: dict, default_batch: int, run_peak: dict) -> dict:
-    from tfperf.core.stats import detect_warmup, summarize
 
     info = trial.get("info") or {}
     warmup = trial.get("warmup_s") or []
@@ -143,7 +143,6 @@ def _comparisons(doc: dict) -> list[dict]:
     ]
     if stored:
         return stored
-    from tfperf.core.stats import paired_speedup
 
     baselines = [t for t in doc["trials"] if t["role"] == "baseline"]
     if not baselines:
@@ -503,6 +502,8 @@ def describe_workload(workload: dict | None) -> str:
     """A short human name for a workload dictionary (``lstm (tiny, batch 1)``, ``model.keras``)."""
     if not workload:
         return "-"
+    if workload.get("kind") == "pipeline":
+        return f"input pipeline {workload.get('target')}"
     if workload.get("kind") == "builtin" or "name" in workload:
         extra = [str(workload[k]) for k in ("size",) if workload.get(k)]
         if workload.get("batch"):

@@ -37,8 +37,10 @@ from typing import Any
 
 import psutil
 
+import tfperf
 from tfperf.core.config import Config
 from tfperf.core.protocol import USER_KIND
+from tfperf.runner.envpolicy import worker_base_env
 from tfperf.runner.launcher import Child, LaunchError, last_line
 
 DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 5.0}
@@ -87,7 +89,6 @@ class WorkerFailed(Exception):
 def tfperf_source_dir() -> str:
     """The directory holding the ``tfperf`` package (put on the parent interpreter's workers'
     PYTHONPATH, so a worker runs this very tfperf even from another working directory)."""
-    import tfperf
 
     return str(Path(tfperf.__file__).resolve().parent.parent)
 
@@ -164,7 +165,6 @@ class Worker:
         installed in site-packages, its directory *is* the parent's site-packages, and putting
         it on the path would load the parent's TensorFlow inside that environment.
         """
-        from tfperf.runner.envpolicy import worker_base_env
 
         base, self.not_inherited = worker_base_env(self._environ)
         env = self.config.worker_env(base)

@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import DIFFERS_KIND, SKIPPED_KIND, USER_KIND
@@ -180,7 +181,6 @@ class Measurement:
     def speedup(self, base: Trial, cand: Trial, threshold: float) -> dict[str, Any]:
         """:func:`tfperf.core.stats.paired_speedup` of ``cand`` over ``base`` on their paired
         rounds, grouped by worker process."""
-        from tfperf.core import stats
 
         rounds = self.paired_rounds(base, cand)
         return stats.paired_speedup(
@@ -458,7 +458,6 @@ class _TrialMember:
 
 
 def _precise_enough(trials: list[Trial], precision: float) -> bool:
-    from tfperf.core import stats
 
     live = [t for t in trials if t.alive]
     if not live:

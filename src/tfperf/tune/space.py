@@ -37,6 +37,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tfperf.core.allocators import ALLOCATOR_PACKAGES
+from tfperf.core.errors import UserError
 from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
 from tfperf.core.knobs import (
     INTERPRETERS,
@@ -159,7 +161,6 @@ class Space:
         """This space with only ``knobs`` tuned (the others kept at their default)."""
         unknown = [k for k in knobs if k not in KNOBS]
         if unknown:
-            from tfperf.core.errors import UserError
 
             raise UserError(f"unknown knob {unknown[0]!r}: use some of {', '.join(KNOBS)}.")
         values = {k: (v if k in knobs else v[:1]) for k, v in self.values.items()}
@@ -362,7 +363,6 @@ def machine_facts(
     batches: tuple[int, ...] = (),
 ) -> SpaceFacts:
     """:class:`SpaceFacts` from :func:`tfperf.machine.facts.collect_machine`'s dict."""
-    from tfperf.core.allocators import ALLOCATOR_PACKAGES
 
     isa = {name.upper() for name in machine.get("isa", [])}
     x86 = (machine.get("cpu") or {}).get("machine") in ("x86_64", "AMD64")

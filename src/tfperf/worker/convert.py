@@ -44,7 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.knobs import LITERT_RUNTIMES, OPENVINO_RUNTIMES, RUNTIMES, openvino_available
+from tfperf.core.paths import cache_dir
 from tfperf.core.protocol import ARTIFACT_NOTE
+from tfperf.worker.litert import litert_prepared
+from tfperf.worker.tfrun import tf_prepared
+from tfperf.worker.workload import Prepared, told_lines
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
@@ -112,7 +116,6 @@ def _digest(loaded: Any, runtime: str) -> str:
 
 
 def _artifact_dir(loaded: Any, runtime: str) -> Path:
-    from tfperf.core.paths import cache_dir
 
     path = cache_dir() / "converted" / f"{runtime}-{_digest(loaded, runtime)}"
     path.mkdir(parents=True, exist_ok=True)
@@ -283,7 +286,6 @@ def _best_reason(reasons: Sequence[str]) -> str:
 
 
 def _first_error(exc: BaseException) -> str:
-    from tfperf.worker.workload import told_lines
 
     lines = [ln.strip() for ln in str(exc).splitlines() if "error:" in ln]
     text = lines[-1] if lines else (told_lines(str(exc)) or [type(exc).__name__])[0]
@@ -315,7 +317,6 @@ def _write_artifact(folder: Path, name: str, data: bytes, snippet: str) -> Path:
 
 
 def _litert_variant(loaded: Any, config: dict) -> Any:
-    from tfperf.worker.prepare import litert_prepared
 
     runtime = config["runtime"]
     threads = config.get("litert_threads")
@@ -371,7 +372,6 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         )
     import openvino as ov
 
-    from tfperf.worker.prepare import Prepared
 
     runtime = config["runtime"]
     inputs = _inputs(loaded)
@@ -482,7 +482,6 @@ def policy_clone(model: Any, policy: str = "mixed_bfloat16") -> Any:
 def _precision_variant(loaded: Any, config: dict) -> Any:
     from dataclasses import replace
 
-    from tfperf.worker.prepare import tf_prepared
 
     precision = config.get("precision") or "fp32"
     if precision == "mixed_float16":
@@ -540,7 +539,6 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
         if loaded.format == "tflite":
             if runtime != "litert":
                 raise ConversionError("a .tflite model is already converted; use runtime=litert.")
-            from tfperf.worker.prepare import litert_prepared
 
             return litert_prepared(
                 loaded.model, loaded.inputs, config.get("litert_threads"), notes=loaded.notes

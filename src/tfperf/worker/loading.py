@@ -24,6 +24,7 @@ from tfperf.core.errors import UserError
 from tfperf.core.protocol import repeat_rows
 from tfperf.core.workloads import SEED, check_batch
 from tfperf.worker.fingerprint import fingerprint, seed_everything
+from tfperf.worker.flops import UNKNOWN, function_flops, keras_layer_flops
 from tfperf.worker.inputs import (
     InputSpec,
     batch_of,
@@ -34,6 +35,7 @@ from tfperf.worker.inputs import (
     tflite_input_specs,
 )
 from tfperf.worker.litert import litert_interpreter
+from tfperf.worker.models import build
 from tfperf.worker.workload import Loaded, first_line, is_keras_model, named
 
 
@@ -91,7 +93,6 @@ def tile_rows(loaded: Loaded, rows: int) -> Loaded:
 
 
 def _load_builtin(workload: dict[str, Any], batch: int) -> Loaded:
-    from tfperf.worker.models import build
 
     name, size = workload["name"], workload.get("size", "standard")
     built = build(name, size, batch)
@@ -169,7 +170,6 @@ def _with_flops(loaded: Loaded) -> Loaded:
     are all known to :func:`tfperf.worker.flops.keras_layer_flops` ("analytic"), else from
     TensorFlow's profiler ("unknown" where it cannot count them: loops, uncounted ops, a model
     that cannot be traced)."""
-    from tfperf.worker.flops import UNKNOWN, function_flops, keras_layer_flops
 
     names = loaded.input_names
     counted = keras_layer_flops(loaded.model, loaded.batch)

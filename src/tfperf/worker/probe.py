@@ -30,7 +30,10 @@ import time
 import traceback
 from typing import Any
 
+from tfperf.core.allocators import current_allocator
+from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for, parse_cpuinfo
 from tfperf.core.perfenv import perf_env
+from tfperf.core.tflog import parse_tf_log
 
 TF_DISTRIBUTIONS: dict[str, str] = {
     "tensorflow": "pypi",
@@ -125,8 +128,6 @@ def _util_port() -> Any:
 
 def _onednn(port: Any) -> dict[str, Any]:
     """oneDNN on or off in this process, and why."""
-    from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for
-    from tfperf.machine.facts import parse_cpuinfo
 
     enabled = bool(port.IsMklEnabled()) if port is not None else None
     value = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
@@ -190,8 +191,6 @@ def _build_info(tf: Any) -> dict[str, Any]:
 def describe_install() -> dict[str, Any]:
     """Cheap facts about the TensorFlow already imported in this process (imports it if not)."""
     import tensorflow as tf
-
-    from tfperf.core.allocators import current_allocator
 
     port = _util_port()
     dists = tensorflow_distributions()
@@ -350,8 +349,6 @@ def _exercise(tf: Any) -> None:
 
 def full_probe(stderr_path: str) -> dict[str, Any]:
     """Import TensorFlow with fd 2 sent to ``stderr_path`` and audit it (see the module doc)."""
-    from tfperf.core.allocators import current_allocator
-    from tfperf.core.tflog import parse_tf_log
 
     record: dict[str, Any] = {"status": "ok", "env": perf_env()}
     saved = os.dup(2)

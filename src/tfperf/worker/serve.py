@@ -44,6 +44,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
+from tfperf.worker.workload import call_error_sentence, told_lines
 
 
 def _rss_bytes() -> int:
@@ -122,7 +123,7 @@ def _prepare_function() -> Callable[[dict, dict], Any]:
     if hook:
         module, _, name = hook.partition(":")
         return getattr(importlib.import_module(module), name)
-    try:
+    try:  # imported at init: an environment that cannot import it answers with the reason
         from tfperf.worker.prepare import prepare
     except ImportError as exc:
         raise RuntimeError(
@@ -139,7 +140,7 @@ def _install_facts(tf: Any) -> dict[str, Any]:
     ``TF_XLA_FLAGS`` and ``LD_PRELOAD`` as this worker saw them. Should describing fail under
     some install, the worker still answers, with the version, Python and the reason
     (``describe_error``)."""
-    try:
+    try:  # imported here: a probe that fails to import must not lose the measurement
         from tfperf.worker.probe import describe_install
 
         facts = describe_install()
@@ -217,7 +218,6 @@ class Session:
         except Exception as exc:
             if workload.get("kind") != "model":
                 raise
-            from tfperf.worker.workload import call_error_sentence
 
             raise UserError(
                 f"Calling the model on its sample inputs raised {call_error_sentence(exc)}: "
@@ -255,7 +255,6 @@ def error_message(exc: BaseException) -> dict[str, Any]:
 
 
 def _one_sentence(exc: BaseException) -> str:
-    from tfperf.worker.workload import told_lines
 
     return (told_lines(str(exc)) or [type(exc).__name__])[0]
 

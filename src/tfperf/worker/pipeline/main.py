@@ -38,7 +38,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from tfperf.core import gpu
 from tfperf.core.protocol import EXIT_ERROR
+from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup
+from tfperf.worker.pipeline import fixes as fx
+from tfperf.worker.pipeline import stages, timing
+from tfperf.worker.pipeline import target as tg
 from tfperf.worker.pipeline.target import Target, TargetError, first_line
 
 SCHEMA = 1
@@ -100,7 +105,6 @@ def paired(
 def _faster(baseline: list[float], candidate: list[float]) -> bool:
     """Whether a fix goes into the combination: significantly faster, or -- with too few
     rounds for significance -- faster by at least the threshold."""
-    from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup
 
     result = paired_speedup(baseline, candidate, threshold=DEFAULT_THRESHOLD)
     if result["verdict"] == "faster":
@@ -114,8 +118,6 @@ class _Runs:
     """Block runners for one analysis: each returns the seconds per step of one block."""
 
     def __init__(self, target: Target, steps: int) -> None:
-        from tfperf.core import gpu
-        from tfperf.worker.pipeline import timing
 
         self.steps = steps
         self.batch = timing.first_batch(target.dataset)
@@ -124,25 +126,21 @@ class _Runs:
         self.sampler = gpu.UtilSampler(self.nvml) if self.nvml is not None else None
 
     def warm_up(self) -> None:
-        from tfperf.worker.pipeline import timing
 
         if self.step is not None:
             for _ in range(3):
                 timing.run_step(self.step, self.batch)
 
     def dataset(self, ds: Any) -> Callable[[], float]:
-        from tfperf.worker.pipeline import timing
 
         return lambda: timing.dataset_block(ds, self.steps)
 
     def compute(self) -> Callable[[], float]:
-        from tfperf.worker.pipeline import timing
 
         return lambda: timing.compute_block(self.step, self.batch, self.steps)
 
     def train(self, ds: Any, sample_gpu: bool = False) -> Callable[[], float]:
         """Training steps fed by ``ds``; with ``sample_gpu``, GPU utilisation is sampled."""
-        from tfperf.worker.pipeline import timing
 
         sampler = self.sampler if sample_gpu else None
 
@@ -162,7 +160,6 @@ class _Runs:
         return self.train(ds) if self.step is not None else self.dataset(ds)
 
     def gpu_section(self, model: Any) -> dict:
-        from tfperf.core import gpu
 
         checks = gpu.model_checks(model, self.nvml is not None)
         if self.nvml is None:
@@ -201,9 +198,6 @@ def measure(
 ) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
     import tensorflow as tf
-
-    from tfperf.worker.pipeline import fixes as fx
-    from tfperf.worker.pipeline import stages
 
     progress("reading the first batch")
     runs = _Runs(target, steps)
@@ -270,8 +264,6 @@ def _measure_fixes(
     """Build every applicable fix and measure it against the user's pipeline, interleaved."""
     import psutil
 
-    from tfperf.worker.pipeline import fixes as fx
-
     candidates, skipped = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total)
     built = []
     for fix in candidates:
@@ -306,7 +298,6 @@ def _measure_combinations(
     """Measure the union of the winners and, where it differs, all structural fixes with them
     (a structural fix can pay only together with another, like batch-before-map once decoded
     images are cached)."""
-    from tfperf.worker.pipeline import fixes as fx
 
     combos = []
     if len(winners) > 1:
@@ -342,8 +333,6 @@ def _measure_combinations(
 def _prime(ds: Any, max_seconds: float = 60.0) -> None:
     """Run one epoch of a finite ``ds`` (fills any cache) or a few batches of an endless one."""
     import tensorflow as tf
-
-    from tfperf.worker.pipeline import timing
 
     card = int(ds.cardinality())
     limit = 3 if card in (int(tf.data.INFINITE_CARDINALITY),) else None
@@ -384,8 +373,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"TensorFlow cannot be imported in {sys.executable} ({exc}); install it there "
                 "(pip install tensorflow)"
             ) from exc
-
-        from tfperf.worker.pipeline import target as tg
 
         spec = "tfperf.worker.pipeline.demo:make" if args.demo else args.target
         if not spec:

@@ -28,6 +28,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tfperf.worker.pipeline.target import TargetError, first_line
+from tfperf.worker.pipeline.timing import endless
+
 _KIND_LABEL = {
     "MapDataset": "map",
     "ParallelMapDataset": "map(parallel)",
@@ -103,8 +106,6 @@ def _reduce_seconds(ds: Any, n: int) -> float:
     """Wall time to pull ``n`` elements of ``ds`` inside TensorFlow (``Dataset.reduce``)."""
     import tensorflow as tf
 
-    from tfperf.worker.pipeline.target import TargetError, first_line
-
     start = time.perf_counter()
     try:
         ds.take(n).reduce(tf.constant(0, tf.int64), lambda acc, *_: acc + 1)
@@ -122,7 +123,6 @@ def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
     iterator overhead does not swamp cheap stages. A short run of ``base_n`` elements is
     subtracted from a long one, which cancels the fixed cost of starting an iteration.
     """
-    from tfperf.worker.pipeline.timing import endless
 
     if int(ds.cardinality()) == 0:
         return None
@@ -141,7 +141,6 @@ def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
 def _batched_rate(prefix: Any, batch: int, budget_s: float) -> tuple[float | None, float | None]:
     """``(elements/s, batches/s)`` of a prefix that ends before the batch stage, timed as
     ``prefix.batch(batch)``; the element rate divided by ``batch`` when elements do not batch."""
-    from tfperf.worker.pipeline.target import TargetError
 
     try:
         bps = rate(prefix.batch(batch), budget_s)
