@@ -314,6 +314,37 @@ def _across_processes(result: dict, effect: dict, logs: np.ndarray, threshold: f
     )
 
 
+def _pair(
+    baseline_blocks: Sequence[float], candidate_blocks: Sequence[float], warnings: list[str]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The pair-by-pair ratios (valid pairs only), which pairs were valid, and how many pairs
+    there were; each thing left out is a warning."""
+    base = np.asarray(list(baseline_blocks), dtype=float)
+    cand = np.asarray(list(candidate_blocks), dtype=float)
+    if base.size != cand.size and min(base.size, cand.size) > 0:
+        warnings.append(
+            f"{base.size} baseline and {cand.size} candidate rounds; "
+            f"only the first {min(base.size, cand.size)} pairs are used"
+        )
+    m = min(base.size, cand.size)
+    base, cand = base[:m], cand[:m]
+    ok = np.isfinite(base) & np.isfinite(cand) & (base > 0) & (cand > 0)
+    if not ok.all():
+        warnings.append(f"{int((~ok).sum())} pairs with a missing or invalid time were dropped")
+    return base[ok] / cand[ok], ok, m
+
+
+def _width_warning(median: float, low: float, high: float, n: int, threshold: float) -> str | None:
+    if n < MIN_PAIRS:
+        return f"only {n} pairs; at least {MIN_PAIRS} are needed for a significant verdict"
+    if _could_change_verdict(median, low, high, threshold):
+        return (
+            f"the speedup's 95% interval ({low:.3f}..{high:.3f}) is wider than the "
+            f"{threshold:.0%} threshold; run more rounds"
+        )
+    return None
+
+
 def paired_speedup(
     baseline_blocks: Sequence[float],
     candidate_blocks: Sequence[float],
@@ -329,20 +360,8 @@ def paired_speedup(
     """
     if threshold < 0:
         raise ValueError("threshold must be >= 0")
-    base = np.asarray(list(baseline_blocks), dtype=float)
-    cand = np.asarray(list(candidate_blocks), dtype=float)
     warnings: list[str] = []
-    if base.size != cand.size and min(base.size, cand.size) > 0:
-        warnings.append(
-            f"{base.size} baseline and {cand.size} candidate rounds; "
-            f"only the first {min(base.size, cand.size)} pairs are used"
-        )
-    m = min(base.size, cand.size)
-    base, cand = base[:m], cand[:m]
-    ok = np.isfinite(base) & np.isfinite(cand) & (base > 0) & (cand > 0)
-    if not ok.all():
-        warnings.append(f"{int((~ok).sum())} pairs with a missing or invalid time were dropped")
-    ratios = base[ok] / cand[ok]
+    ratios, ok, m = _pair(baseline_blocks, candidate_blocks, warnings)
     n = int(ratios.size)
     result: dict = {
         "median": None,
@@ -359,15 +378,8 @@ def paired_speedup(
     median = float(np.median(ratios))
     low, high = median_ci(ratios)
     p = _signed_rank_p(np.log(ratios))
-    if n < MIN_PAIRS:
-        warnings.append(
-            f"only {n} pairs; at least {MIN_PAIRS} are needed for a significant verdict"
-        )
-    elif _could_change_verdict(median, low, high, threshold):
-        warnings.append(
-            f"the speedup's 95% interval ({low:.3f}..{high:.3f}) is wider than the "
-            f"{threshold:.0%} threshold; run more rounds"
-        )
+    width = _width_warning(median, low, high, n, threshold)
+    warnings.extend([width] if width else [])
     result.update(
         median=median,
         ci95=[low, high],

@@ -286,6 +286,56 @@ def _version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def _cuda_mismatch(install: Facts, build: Facts, gpu: Facts) -> Finding | None:
+    want = _version_tuple(str(build.get("cuda_version") or ""))[:2]
+    have = _version_tuple(gpu.get("cuda_driver"))[:2]
+    if not (want and have and have < want):
+        return None
+    return finding(
+        "cuda-mismatch",
+        "error",
+        "The NVIDIA driver is older than the CUDA this TensorFlow was built with",
+        f"TensorFlow {install.get('tf_version')} needs CUDA {build.get('cuda_version')}"
+        f" (cuDNN {build.get('cudnn_version')}); driver {gpu.get('driver')} "
+        f"supports up to CUDA {gpu.get('cuda_driver')}.",
+        "upgrade the NVIDIA driver, or install a TensorFlow release built for CUDA "
+        f"{gpu.get('cuda_driver')}",
+    )
+
+
+def _cudnn_mismatch(install: Facts, build: Facts) -> Finding | None:
+    want = _version_tuple(str(build.get("cudnn_version") or ""))[:1]
+    have = _version_tuple((install.get("cuda_wheels") or {}).get("cudnn"))[:1]
+    if not (want and have and want != have):
+        return None
+    return finding(
+        "cudnn-mismatch",
+        "error",
+        "The installed cuDNN is not the major version this TensorFlow was built with",
+        f"TensorFlow {install.get('tf_version')} was built with cuDNN "
+        f"{build.get('cudnn_version')}; the cuDNN wheel installed is "
+        f"{install['cuda_wheels']['cudnn']}.",
+        f"{_pip(install)} install 'tensorflow[and-cuda]=={install.get('tf_version')}' "
+        "(it pins the matching cuDNN)",
+    )
+
+
+def _gpu_not_visible(install: Facts, build: Facts, names: str) -> Finding | None:
+    if install.get("gpus_visible"):
+        return None
+    reason = install.get("gpu_error") or "TensorFlow lists no GPU device"
+    return finding(
+        "gpu-not-visible",
+        "error",
+        "TensorFlow cannot see the GPU",
+        f"GPU: {names}; {reason}; CUDA_VISIBLE_DEVICES="
+        f"{(install.get('env') or {}).get('CUDA_VISIBLE_DEVICES', '(unset)')}; build "
+        f"CUDA {build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}.",
+        f"{_pip(install)} install 'tensorflow[and-cuda]=={install.get('tf_version')}' "
+        "(the matching CUDA and cuDNN wheels), or check CUDA_VISIBLE_DEVICES",
+    )
+
+
 def rule_gpu(machine: Facts, install: Facts) -> list[Finding]:
     """A GPU the install cannot use: CPU-only build, CUDA newer than the driver, GPU not seen."""
     gpus = machine.get("gpus") or []
@@ -305,52 +355,12 @@ def rule_gpu(machine: Facts, install: Facts) -> list[Finding]:
                 "'tensorflow[and-cuda]'",
             )
         ]
-    out: list[Finding] = []
-    want = _version_tuple(str(build.get("cuda_version") or ""))[:2]
-    have = _version_tuple(gpus[0].get("cuda_driver"))[:2]
-    if want and have and have < want:
-        out.append(
-            finding(
-                "cuda-mismatch",
-                "error",
-                "The NVIDIA driver is older than the CUDA this TensorFlow was built with",
-                f"TensorFlow {install.get('tf_version')} needs CUDA {build.get('cuda_version')}"
-                f" (cuDNN {build.get('cudnn_version')}); driver {gpus[0].get('driver')} "
-                f"supports up to CUDA {gpus[0].get('cuda_driver')}.",
-                "upgrade the NVIDIA driver, or install a TensorFlow release built for CUDA "
-                f"{gpus[0].get('cuda_driver')}",
-            )
-        )
-    cudnn_want = _version_tuple(str(build.get("cudnn_version") or ""))[:1]
-    cudnn_have = _version_tuple((install.get("cuda_wheels") or {}).get("cudnn"))[:1]
-    if cudnn_want and cudnn_have and cudnn_want != cudnn_have:
-        out.append(
-            finding(
-                "cudnn-mismatch",
-                "error",
-                "The installed cuDNN is not the major version this TensorFlow was built with",
-                f"TensorFlow {install.get('tf_version')} was built with cuDNN "
-                f"{build.get('cudnn_version')}; the cuDNN wheel installed is "
-                f"{install['cuda_wheels']['cudnn']}.",
-                f"{_pip(install)} install 'tensorflow[and-cuda]=={install.get('tf_version')}' "
-                "(it pins the matching cuDNN)",
-            )
-        )
-    if not install.get("gpus_visible"):
-        reason = install.get("gpu_error") or "TensorFlow lists no GPU device"
-        out.append(
-            finding(
-                "gpu-not-visible",
-                "error",
-                "TensorFlow cannot see the GPU",
-                f"GPU: {names}; {reason}; CUDA_VISIBLE_DEVICES="
-                f"{(install.get('env') or {}).get('CUDA_VISIBLE_DEVICES', '(unset)')}; build "
-                f"CUDA {build.get('cuda_version')}, cuDNN {build.get('cudnn_version')}.",
-                f"{_pip(install)} install 'tensorflow[and-cuda]=={install.get('tf_version')}' "
-                "(the matching CUDA and cuDNN wheels), or check CUDA_VISIBLE_DEVICES",
-            )
-        )
-    return out
+    found = [
+        _cuda_mismatch(install, build, gpus[0]),
+        _cudnn_mismatch(install, build),
+        _gpu_not_visible(install, build, names),
+    ]
+    return [f for f in found if f is not None]
 
 
 def rule_duplicate_distributions(machine: Facts, install: Facts) -> list[Finding]:

@@ -251,40 +251,12 @@ def measure(
     ``labels`` names the trials (default: each config's label); ``settings.pythons`` and
     ``labels``, when given, have one entry per config.
     """
-    if not configs:
-        raise ValueError("measure() needs at least one config")
     settings = settings or Settings()
     listener = listener or Listener()
-    for name, per_config in (("settings.pythons", settings.pythons), ("labels", labels)):
-        if per_config is not None and len(per_config) != len(configs):
-            raise ValueError(f"{name} needs one entry per config ({len(configs)})")
-    trials = [
-        Trial(
-            i,
-            c,
-            BASELINE if i == 0 else CANDIDATE,
-            labels[i] if labels is not None else c.label(),
-            python=settings.python_for(i),
-        )
-        for i, c in enumerate(configs)
-    ]
+    trials = _trials(configs, settings, labels)
     same = SameModel(source_of(workload))
     try:
-        if settings.parallel_start:
-            for trial in trials:
-                _spawn(trial, workload, settings, listener, environ)
-            for trial in trials:
-                _await_ready(trial, listener, trials, same)
-        else:
-            for trial in trials:
-                _spawn(trial, workload, settings, listener, environ)
-                _await_ready(trial, listener, trials, same)
-        block_s = settings.block_seconds(len(trials))
-        for trial in trials:
-            if trial.alive:
-                trial.calls_per_block = settings.calls_per_block or calls_per_block(
-                    trial.ready, block_s
-                )
+        _start_all(trials, workload, settings, listener, environ, same)
         pids = [t.worker.pid for t in trials if t.worker is not None and t.alive]
         before = contention.snapshot(pids)
 
@@ -305,6 +277,52 @@ def measure(
             if trial.status == "running":
                 trial.status = "ok"
     return Measurement(dict(workload), trials, rounds, stopped, steady_s, other_share)
+
+
+def _trials(
+    configs: Sequence[Config], settings: Settings, labels: Sequence[str] | None
+) -> list[Trial]:
+    """One pending trial per config, the first the baseline."""
+    if not configs:
+        raise ValueError("measure() needs at least one config")
+    for name, per_config in (("settings.pythons", settings.pythons), ("labels", labels)):
+        if per_config is not None and len(per_config) != len(configs):
+            raise ValueError(f"{name} needs one entry per config ({len(configs)})")
+    return [
+        Trial(
+            i,
+            c,
+            BASELINE if i == 0 else CANDIDATE,
+            labels[i] if labels is not None else c.label(),
+            python=settings.python_for(i),
+        )
+        for i, c in enumerate(configs)
+    ]
+
+
+def _start_all(
+    trials: list[Trial],
+    workload: Mapping[str, Any],
+    settings: Settings,
+    listener: Listener,
+    environ: Mapping[str, str] | None,
+    same: SameModel,
+) -> None:
+    """Start every trial's worker (one after the other, or all at once) and size its blocks."""
+    if settings.parallel_start:
+        for trial in trials:
+            _spawn(trial, workload, settings, listener, environ)
+        for trial in trials:
+            _await_ready(trial, listener, trials, same)
+    else:
+        for trial in trials:
+            _spawn(trial, workload, settings, listener, environ)
+            _await_ready(trial, listener, trials, same)
+    block_s = settings.block_seconds(len(trials))
+    for trial in trials:
+        if trial.alive:
+            fixed = settings.calls_per_block
+            trial.calls_per_block = fixed or calls_per_block(trial.ready, block_s)
 
 
 def _new_worker(

@@ -224,68 +224,44 @@ def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     return implied
 
 
-def build_space(facts: SpaceFacts) -> Space:
-    """The pruned space for one workload on one machine (see the module docstring)."""
-    unavailable: list[dict] = []
-    threads = thread_values(max(1, facts.cores))
-    allocators: list[str] = ["system"]
+def _missing(knob: str, value: str, reason: str) -> dict[str, str]:
+    """One entry of :attr:`Space.unavailable`."""
+    return {"knob": knob, "value": value, "reason": reason}
+
+
+def _allocator_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
+    allocators = ["system"]
     for name in ("tcmalloc", "jemalloc"):
         if facts.allocators.get(name):
             allocators.append(name)
         else:
             package = facts.allocator_packages.get(name, name)
-            unavailable.append(
-                {
-                    "knob": "allocator",
-                    "value": name,
-                    "reason": f"not installed (apt-get install {package})",
-                }
-            )
-    runtimes: list[str] = ["tf"]
+            why = f"not installed (apt-get install {package})"
+            unavailable.append(_missing("allocator", name, why))
+    return allocators
+
+
+def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     if facts.model_format == "tflite":
-        runtimes = ["litert"]
-    elif facts.train:
-        unavailable.append(
-            {
-                "knob": "runtime",
-                "value": "litert/openvino",
-                "reason": "training steps run in TensorFlow only",
-            }
-        )
-    else:
-        runtimes += list(LITERT_RUNTIMES)
-        if facts.openvino:
-            runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
-            if not facts.bf16:
-                unavailable.append(
-                    {
-                        "knob": "runtime",
-                        "value": "openvino-bf16",
-                        "reason": f"{NO_BF16}: OpenVINO ignores the bf16 hint there and "
-                        "runs f32, the same as openvino-f32",
-                    }
-                )
-        else:
-            unavailable.extend(
-                {
-                    "knob": "runtime",
-                    "value": r,
-                    "reason": "not installed (pip install 'tfperf[openvino]')",
-                }
-                for r in OPENVINO_RUNTIMES
-            )
-    if facts.runtimes is not None:
-        runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
-    if len(allocators) > 1 and set(runtimes) & set(OPENVINO_RUNTIMES):
-        unavailable.append(
-            {
-                "knob": "allocator",
-                "value": "/".join(allocators[1:]) + " with OpenVINO",
-                "reason": "OpenVINO's CPU plugin aborts (free(): invalid pointer) under a "
-                "preloaded allocator, so OpenVINO runs with the system allocator",
-            }
-        )
-    precisions: list[str] = ["fp32"]
+        return ["litert"]
+    if facts.train:
+        why = "training steps run in TensorFlow only"
+        unavailable.append(_missing("runtime", "litert/openvino", why))
+        return ["tf"]
+    runtimes = ["tf", *LITERT_RUNTIMES]
+    if not facts.openvino:
+        why = "not installed (pip install 'tfperf[openvino]')"
+        unavailable.extend(_missing("runtime", r, why) for r in OPENVINO_RUNTIMES)
+        return runtimes
+    runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
+    if not facts.bf16:
+        why = f"{NO_BF16}: OpenVINO ignores the bf16 hint there and runs f32, the same as "
+        unavailable.append(_missing("runtime", "openvino-bf16", why + "openvino-f32"))
+    return runtimes
+
+
+def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
+    precisions = ["fp32"]
     if facts.model_format == "tflite":
         no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
     elif facts.train:
@@ -300,33 +276,51 @@ def build_space(facts: SpaceFacts) -> Space:
         no_bf16 = ""
         precisions.append("bf16")
     if no_bf16:
-        unavailable.append({"knob": "precision", "value": "bf16", "reason": no_bf16})
+        unavailable.append(_missing("precision", "bf16", no_bf16))
     if facts.gpu and not facts.train:
         precisions.append("mixed_float16")
-    xla: tuple[str, ...] = ("off", "jit", "auto")
-    if facts.train:
-        xla = ("off", "jit")
-        unavailable.append(
-            {
-                "knob": "xla",
-                "value": "auto",
-                "reason": "a training step takes XLA through jit_compile "
-                "(model.compile(jit_compile=True)); auto-clustering is tuned for inference only",
-            }
+    return precisions
+
+
+def _xla_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[str, ...]:
+    if facts.model_format == "tflite":
+        return ("off",)
+    if not facts.train:
+        return ("off", "jit", "auto")
+    why = (
+        "a training step takes XLA through jit_compile (model.compile(jit_compile=True)); "
+        "auto-clustering is tuned for inference only"
+    )
+    unavailable.append(_missing("xla", "auto", why))
+    return ("off", "jit")
+
+
+def build_space(facts: SpaceFacts) -> Space:
+    """The pruned space for one workload on one machine (see the module docstring)."""
+    unavailable: list[dict] = []
+    threads = thread_values(max(1, facts.cores))
+    allocators = _allocator_values(facts, unavailable)
+    runtimes = _runtime_values(facts, unavailable)
+    if facts.runtimes is not None:
+        runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
+    if len(allocators) > 1 and set(runtimes) & set(OPENVINO_RUNTIMES):
+        why = (
+            "OpenVINO's CPU plugin aborts (free(): invalid pointer) under a preloaded "
+            "allocator, so OpenVINO runs with the system allocator"
         )
+        unavailable.append(_missing("allocator", "/".join(allocators[1:]) + " with OpenVINO", why))
+    precisions = _precision_values(facts, unavailable)
+    xla = _xla_values(facts, unavailable)
     if not facts.onednn_default:
-        unavailable.append(
-            {
-                "knob": "onednn",
-                "value": "off",
-                "reason": "already TensorFlow's default on this CPU (x86 builds turn oneDNN on "
-                f"only with {'/'.join(NEURAL_FEATURES)}): onednn=on is tried instead",
-            }
+        why = (
+            "already TensorFlow's default on this CPU (x86 builds turn oneDNN on only with "
+            f"{'/'.join(NEURAL_FEATURES)}): onednn=on is tried instead"
         )
+        unavailable.append(_missing("onednn", "off", why))
     values: dict[str, tuple[Any, ...]] = {
         "runtime": tuple(runtimes),
         "precision": tuple(precisions),
-        "xla": xla if facts.model_format != "tflite" else ("off",),
+        "xla": xla,
         "onednn": (None, False) if facts.onednn_default else (None, True),
         "intra_threads": threads,
         "inter_threads": (None, 1) if facts.cores > 1 else (None,),

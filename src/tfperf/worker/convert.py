@@ -365,32 +365,30 @@ def _openvino_precision(compiled: Any) -> str | None:
     return str(name() if callable(name) else value).lower()
 
 
-def _openvino_variant(loaded: Any, config: dict) -> Any:
-    if not openvino_available():
-        raise ConversionError(
-            "OpenVINO is not installed; install it with pip install 'tfperf[openvino]'."
-        )
+def _openvino_model(loaded: Any, runtime: str, xml: Path, notes: list[str]) -> Any:
+    """The OpenVINO model of ``loaded``: read from the cache, or converted and cached."""
+    import openvino as ov  # an optional runtime: imported when a candidate asks for it
+
+    if xml.exists():
+        notes.append("reused the converted model from the cache")
+        return ov.Core().read_model(str(xml))
+    inputs = _inputs(loaded)
+    try:
+        source = loaded.source if _is_savedmodel(loaded) else loaded.model
+        example = inputs if len(inputs) > 1 else inputs[0]
+        ov_model = ov.convert_model(source, example_input=example)
+    except Exception as exc:
+        raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
+    # save_model compresses weights to fp16 unless told not to: an "f32" model read back
+    # from the cache would then carry fp16 weights (errors of 1e-3, not 1e-6).
+    ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+    return ov_model
+
+
+def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, dict]:
+    """The model compiled for the CPU at the runtime's precision, and its properties."""
     import openvino as ov
 
-
-    runtime = config["runtime"]
-    inputs = _inputs(loaded)
-    notes: list[str] = []
-    folder = _artifact_dir(loaded, runtime)
-    xml = folder / "model.xml"
-    if xml.exists():
-        ov_model = ov.Core().read_model(str(xml))
-        notes.append("reused the converted model from the cache")
-    else:
-        try:
-            source = loaded.source if _is_savedmodel(loaded) else loaded.model
-            example = inputs if len(inputs) > 1 else inputs[0]
-            ov_model = ov.convert_model(source, example_input=example)
-        except Exception as exc:
-            raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
-        # save_model compresses weights to fp16 unless told not to: an "f32" model read back
-        # from the cache would then carry fp16 weights (errors of 1e-3, not 1e-6).
-        ov.save_model(ov_model, str(xml), compress_to_fp16=False)
     properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
     if config.get("litert_threads"):
         properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
@@ -401,26 +399,38 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
             f"OpenVINO compiled the model in {ran}, not bf16: this CPU has no bf16 support, "
             "so this candidate would repeat openvino-f32."
         )
+    return compiled, properties
+
+
+def _openvino_variant(loaded: Any, config: dict) -> Any:
+    if not openvino_available():
+        raise ConversionError(
+            "OpenVINO is not installed; install it with pip install 'tfperf[openvino]'."
+        )
+    import numpy as np
+
+    runtime = config["runtime"]
+    notes: list[str] = []
+    folder = _artifact_dir(loaded, runtime)
+    xml = folder / "model.xml"
+    compiled, properties = _openvino_compiled(
+        _openvino_model(loaded, runtime, xml, notes), runtime, config
+    )
     request = compiled.create_infer_request()
     feed = _openvino_feed(compiled, loaded)
     order = _openvino_output_order(compiled, loaded)
-    shapes = [(tuple(x.shape), x.dtype.name) for x in inputs]
+    shapes = [(tuple(x.shape), x.dtype.name) for x in _inputs(loaded)]
     (folder / "run_model.py").write_text(
         _OV_SNIPPET.format(path=str(xml), properties=properties, inputs=shapes)
     )
     notes.append(f"OpenVINO CPU plugin, {properties}")
 
-    def call() -> None:
-        request.infer(feed)
-
     def outputs() -> list:
-        import numpy as np
-
         request.infer(feed)
         return [np.array(request.get_output_tensor(i).data) for i in order]
 
     return Prepared(
-        call=call,
+        call=lambda: request.infer(feed),
         outputs=outputs,
         batch=loaded.batch,
         flops_per_call=loaded.flops_per_call,

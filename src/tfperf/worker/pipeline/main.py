@@ -205,29 +205,8 @@ def measure(
     progress("compiling the training step")
     runs.warm_up()
     ds = target.dataset
-    notes = []
-    if min_block_s > 0:
-        progress("timing one block to set its length")
-        runs.steps = block_steps(runs.end_to_end(ds)(), steps, min_block_s)
-        if runs.steps != steps:
-            notes.append(
-                f"{runs.steps} steps per block instead of {steps}, so that each block lasts "
-                f"about {min_block_s:g} s (--min-block-seconds)"
-            )
-    if runs.step is None:
-        progress("measuring the pipeline")
-        blocks = {"dataset": [runs.dataset(ds)() for _ in range(rounds)]}
-    else:
-        # Compute-only blocks are the cheap baseline that the pipeline alone and the training
-        # loop each run next to; the training loop's own pairs give the input share.
-        (_, dataset), (compute, train) = paired(
-            runs.compute(),
-            [runs.dataset(ds), runs.train(ds, sample_gpu=True)],
-            rounds,
-            progress,
-            "measuring pipeline, step and both",
-        )
-        blocks = {"dataset": dataset, "compute": compute, "train": train}
+    notes = _set_block_length(runs, ds, steps, min_block_s, progress)
+    blocks = _end_to_end_blocks(runs, ds, rounds, progress)
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
     fix_rows, built, skipped = _measure_fixes(target, runs, rounds, progress)
@@ -256,6 +235,39 @@ def measure(
         "gpu": runs.gpu_section(target.model),
         "notes": notes,
     }
+
+
+def _set_block_length(
+    runs: _Runs, ds: Any, steps: int, min_block_s: float, progress: Progress
+) -> list[str]:
+    """Lengthen blocks shorter than ``min_block_s``; the note that says so."""
+    if min_block_s <= 0:
+        return []
+    progress("timing one block to set its length")
+    runs.steps = block_steps(runs.end_to_end(ds)(), steps, min_block_s)
+    if runs.steps == steps:
+        return []
+    return [
+        f"{runs.steps} steps per block instead of {steps}, so that each block lasts "
+        f"about {min_block_s:g} s (--min-block-seconds)"
+    ]
+
+
+def _end_to_end_blocks(runs: _Runs, ds: Any, rounds: int, progress: Progress) -> dict:
+    """Blocks of the pipeline alone and, with a model, of the step alone and of both."""
+    if runs.step is None:
+        progress("measuring the pipeline")
+        return {"dataset": [runs.dataset(ds)() for _ in range(rounds)]}
+    # Compute-only blocks are the cheap baseline that the pipeline alone and the training
+    # loop each run next to; the training loop's own pairs give the input share.
+    (_, dataset), (compute, train) = paired(
+        runs.compute(),
+        [runs.dataset(ds), runs.train(ds, sample_gpu=True)],
+        rounds,
+        progress,
+        "measuring pipeline, step and both",
+    )
+    return {"dataset": dataset, "compute": compute, "train": train}
 
 
 def _measure_fixes(
