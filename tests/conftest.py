@@ -1,23 +1,15 @@
-"""Shared test helpers.
-
-``run_cli`` runs the real ``tfperf`` CLI in a subprocess (the way a user does).
-``require`` skips a test whose system prerequisite is missing on a user's machine, but fails it
-under ``CI=true``, where .ci/run installs every prerequisite.
-"""
+"""Fixtures and the process-wide setup every test shares (helpers live in ``helpers.py``)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers import run_cli
 
 # A shell without job control starts background commands (`make test &`) with SIGINT ignored,
 # and every child inherits that: the Ctrl-C tests' SIGINT would then never reach tfperf. A
@@ -29,44 +21,6 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 os.environ.setdefault(
     "TFPERF_STORE", os.path.join(tempfile.mkdtemp(prefix="tfperf-tests-"), "store.sqlite")
 )
-
-
-@dataclass
-class CliResult:
-    """What one ``tfperf`` invocation produced."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_cli(
-    *args: str,
-    env: dict[str, str] | None = None,
-    timeout: float = 300,
-    cwd: str | Path | None = None,
-) -> CliResult:
-    """Run ``python -m tfperf ARGS`` with ``env`` layered over the current environment."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfperf", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-        cwd=cwd,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def require(condition: bool, reason: str) -> None:
-    """Skip when ``condition`` is false on a user's machine; fail under ``CI=true``."""
-    if condition:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"prerequisite missing in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.peak import above_peak_warning, recheck_peak
 
 LOW_PEAK = 1e-6

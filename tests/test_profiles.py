@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import require, run_cli
+from helpers import require, run_cli
 from tfperf.core.allocators import find_allocator
 from tfperf.core.errors import UserError
 from tfperf.machine.facts import collect_machine

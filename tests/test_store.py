@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import WRITER, kill_writer_after
 from tfperf.core.errors import UserError
 from tfperf.store import SCHEMA_VERSION, Store
 
@@ -144,39 +144,6 @@ def test_env_variable_selects_the_store(monkeypatch, tmp_path: Path) -> None:
     with Store.open() as store:
         assert store.path == tmp_path / "deep" / "env.sqlite"
     assert (tmp_path / "deep" / "env.sqlite").exists()
-
-
-WRITER = textwrap.dedent(
-    """
-    import sys
-    from tfperf.store import Store
-    store = Store.open(sys.argv[1])
-    run = store.new_run("bench", "killed", {"name": "mlp"}, {}, {})
-    trial = store.new_trial(run, "default", {}, "baseline")
-    i = 0
-    while True:
-        store.add_block(trial, [0.001 * (i + 1)] * 3, "steady")
-        i += 1
-        print(i, flush=True)
-    """
-)
-
-
-def kill_writer_after(script: str, store_path: Path, count: int) -> int:
-    """Run ``script`` (which prints a growing count after each commit) and SIGKILL it once it
-    has printed ``count``; returns the last count it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(store_path)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    reported = 0
-    while reported < count:
-        line = proc.stdout.readline()
-        assert line, "the writer died early"
-        reported = int(line)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(timeout=30) == -signal.SIGKILL
-    return reported
 
 
 def test_sigkill_mid_run_keeps_every_committed_block(store_path: Path) -> None:

@@ -114,7 +114,7 @@ def _fmt(value: float | None, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _render_bench(doc: dict[str, Any]) -> None:
+def render_bench(doc: dict[str, Any]) -> None:
     """The results table, notes, speedups and warnings of a bench/compare document. Off a
     terminal, tables are as wide as their labels and lines are not wrapped (see
     :func:`tfperf.report.console.print_table`)."""
@@ -409,7 +409,7 @@ def register(group: click.Group) -> None:
         candidate = Config.parse(opts["sets"], opts["envs"])
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         doc = _run(configs, opts, workload, "bench")
-        _emit(doc, opts["as_json"], _render_bench)
+        _emit(doc, opts["as_json"], render_bench)
 
     @group.command("compare")
     @click.argument("runs", nargs=-1)
@@ -453,7 +453,7 @@ def register(group: click.Group) -> None:
                     "(or give two run ids)."
                 )
             doc = _run([Config(), *candidates], opts, workload, "compare")
-            _emit(doc, opts["as_json"], _render_bench)
+            _emit(doc, opts["as_json"], render_bench)
         slower = regressions_in(doc)
         failed = failures_in(doc)
         if fail_on_regression and (slower or failed):

@@ -103,7 +103,7 @@ def _as_array(samples: Sequence[float]) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
-def _order_stat_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+def order_stat_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
     """0-based ranks ``(lo, hi)`` whose order statistics bracket the median at ``confidence``.
 
     The interval ``[x_(k), x_(n-k+1)]`` (1-based) covers the median with probability
@@ -132,7 +132,7 @@ def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     arr = np.sort(_as_array(samples))
     if arr.size == 0:
         return math.nan, math.nan
-    ranks = _order_stat_ranks(arr.size, confidence)
+    ranks = order_stat_ranks(arr.size, confidence)
     if ranks is None:
         return float(arr[0]), float(arr[-1])
     lo, hi = ranks

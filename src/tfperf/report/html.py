@@ -16,9 +16,11 @@ recomputed with :func:`tfperf.core.stats.paired_speedup` from the steady blocks 
 
 :func:`write_html` writes one self-contained HTML file: plotly's JavaScript is embedded (no
 network access is needed to view it), with the latency distribution per configuration, the
-speedups with their 95% intervals, and the share of peak FLOP/s where known.
+speedups with their 95% intervals, and the share of peak FLOP/s where known (the figures:
+:func:`latency_figure`, :func:`speedup_figure`, :func:`peak_figure`). A tune's page opens with
+its answer.
 
-numpy, scipy and plotly are imported inside the functions.
+plotly is imported inside the functions that draw.
 """
 
 from __future__ import annotations
@@ -222,7 +224,7 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _latency_figure(report: dict, samples_ms: dict[int, list[float]]):
+def latency_figure(report: dict, samples_ms: dict[int, list[float]]):
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -261,7 +263,7 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _speedup_figure(report: dict):
+def speedup_figure(report: dict):
     import plotly.graph_objects as go
 
     comps = [c for c in report["comparisons"] if c["speedup"]["median"] is not None]
@@ -310,7 +312,7 @@ def _speedup_figure(report: dict):
     return fig
 
 
-def _peak_figure(report: dict):
+def peak_figure(report: dict):
     """% of the machine's peak per config; achieved GFLOP/s alone where the peak is unknown."""
     import plotly.graph_objects as go
 
@@ -452,17 +454,17 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
     sections = [
         (
             "Latency distribution",
-            _latency_figure(report, samples_ms) if has_samples else None,
+            latency_figure(report, samples_ms) if has_samples else None,
             "No steady-state samples were recorded.",
         ),
         (
             "Speedups",
-            _speedup_figure(report) if has_speedups else None,
+            speedup_figure(report) if has_speedups else None,
             "This run has no comparison.",
         ),
         (
             "Share of peak",
-            _peak_figure(report) if has_peak else None,
+            peak_figure(report) if has_peak else None,
             "FLOP counts are unknown for this workload.",
         ),
     ]

@@ -10,73 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import require
+from helpers import fill_store, load, require
 from tfperf.core.errors import UserError
-from tfperf.core.stats import paired_speedup
 from tfperf.report.html import build_report, describe_workload, write_html
 from tfperf.store import Store
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SEGFAULT = {"reason": "worker killed by signal 11 (SIGSEGV)", "stderr_tail": "Segmentation fault"}
 
-
-def fill_store(path: Path, seed: int = 0, compare: bool = True) -> dict[str, int]:
-    """A compare run (baseline, 1.5x faster, equal, segfaulted) and a bench run, with real
-    samples drawn from a seeded generator; block medians feed ``paired_speedup``."""
-    rng = np.random.default_rng(seed)
-    ids: dict[str, int] = {}
-    with Store.open(path) as store:
-        run = store.new_run(
-            "compare",
-            "tfperf compare --workload mlp --set xla=jit",
-            {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 4},
-            {"cpu": "test cpu"},
-            {"threshold": 0.03},
-        )
-        ids["run"] = run
-        plan = {
-            "default": (1.0, "baseline"),
-            "xla=jit": (1.5, "candidate"),
-            "threads=2": (1.0, "candidate"),
-        }
-        medians: dict[str, list[float]] = {}
-        for label, (_, role) in plan.items():
-            ids[label] = store.new_trial(run, label, {"label": label}, role)
-            store.add_block(ids[label], [0.05, 0.01, 0.004], "warmup")
-        for _ in range(10):
-            drift = rng.uniform(0.9, 1.1)  # a machine whose speed wanders between rounds
-            for label, (speedup, _) in plan.items():
-                block = 0.002 / speedup * drift * rng.lognormal(0.0, 0.02, 15)
-                store.add_block(ids[label], block.tolist(), "steady")
-                medians.setdefault(label, []).append(float(np.median(block)))
-        for label, (speedup, _) in plan.items():
-            store.finish_trial(
-                ids[label], "ok", {"batch": 4, "gflops": 3.0 * speedup, "peak_gflops": 60.0}, None
-            )
-        ids["segv"] = store.new_trial(run, "allocator=broken", {}, "candidate")
-        store.finish_trial(ids["segv"], "failed", {}, SEGFAULT)
-        if compare:
-            for label in ("xla=jit", "threads=2"):
-                result = paired_speedup(medians["default"], medians[label])
-                store.add_comparison(run, ids["default"], ids[label], result)
-        store.finish_run(run, "ok", {})
-        ids["bench"] = store.new_run(
-            "bench",
-            "tfperf bench m.keras",
-            {"kind": "model", "path": "/x/m.keras", "format": "keras"},
-            {},
-            {},
-        )
-        trial = store.new_trial(ids["bench"], "default", {}, "baseline")
-        store.add_block(trial, (0.01 * rng.lognormal(0, 0.02, 30)).tolist(), "steady")
-        store.finish_trial(trial, "ok", {"batch": 1}, None)
-        store.finish_run(ids["bench"], "ok", {})
-    return ids
-
-
-def load(path: Path, run: int | str) -> dict:
-    with Store.open(path) as store:
-        return store.load_run(run)
 
 
 def test_report_document_names_and_values(store_path: Path) -> None:
@@ -149,16 +89,16 @@ def test_flop_rates_from_each_kind_of_trial_info(store_path: Path) -> None:
 
 
 def test_latency_plot_uses_boxes_on_a_log_axis_for_heavy_tails() -> None:
-    from tfperf.report.html import _latency_figure
+    from tfperf.report.html import latency_figure
 
     rng = np.random.default_rng(12)
     report = {"results": [{"trial_id": 1, "label": "a"}, {"trial_id": 2, "label": "b"}]}
     tight = {1: list(rng.lognormal(0, 0.05, 200)), 2: list(rng.lognormal(0.1, 0.05, 200))}
-    fig = _latency_figure(report, tight)
+    fig = latency_figure(report, tight)
     assert [t.type for t in fig.data] == ["violin", "violin"]
     assert fig.layout.yaxis.type == "linear"
     tailed = {k: [*v, 30.0] for k, v in tight.items()}  # one 30x stall per config
-    fig = _latency_figure(report, tailed)
+    fig = latency_figure(report, tailed)
     assert [t.type for t in fig.data] == ["box", "box"]
     assert fig.layout.yaxis.type == "log"
 
@@ -240,7 +180,7 @@ def test_html_renders_in_headless_chromium(store_path: Path, tmp_path: Path) -> 
 
 
 def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
-    from tfperf.report.html import _speedup_figure
+    from tfperf.report.html import speedup_figure
 
     def comp(base: str, cand: str, median: float) -> dict:
         return {
@@ -254,9 +194,9 @@ def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
             },
         }
 
-    one = _speedup_figure({"comparisons": [comp("default", "a", 1.2)]})
+    one = speedup_figure({"comparisons": [comp("default", "a", 1.2)]})
     assert list(one.data[0].x) == ["a"] and "vs default" in one.layout.title.text
     assert list(one.data[0].error_y.array) == pytest.approx([0.2])
     assert list(one.data[0].error_y.arrayminus) == pytest.approx([0.1])
-    two = _speedup_figure({"comparisons": [comp("default", "a", 1.2), comp("a", "b", 1.1)]})
+    two = speedup_figure({"comparisons": [comp("default", "a", 1.2), comp("a", "b", 1.1)]})
     assert list(two.data[0].x) == ["a vs default", "b vs a"]

@@ -32,10 +32,10 @@ def test_summarize_figures_and_units() -> None:
 
 def test_median_ci_ranks_match_binomial_tables() -> None:
     # Classic table values (1-based ranks): n=10 -> x(2)..x(9); n=20 -> x(6)..x(15).
-    assert stats._order_stat_ranks(10) == (1, 8)
-    assert stats._order_stat_ranks(20) == (5, 14)
-    assert stats._order_stat_ranks(6) == (0, 5)
-    assert stats._order_stat_ranks(5) is None
+    assert stats.order_stat_ranks(10) == (1, 8)
+    assert stats.order_stat_ranks(20) == (5, 14)
+    assert stats.order_stat_ranks(6) == (0, 5)
+    assert stats.order_stat_ranks(5) is None
 
 
 def test_median_ci_covers_true_median_at_least_95_percent() -> None:

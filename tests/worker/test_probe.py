@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from helpers import require
 from tfperf.core import isa, perfenv
 from tfperf.core.allocators import find_allocator
 from tfperf.doctor.install import finish_probe, install_fingerprint, start_probe

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.cli import app
 
 POISON = "raise RuntimeError('the tfperf parent process imported tensorflow')\n"

@@ -13,8 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_cli
-from test_tune_cli import tune_json
+from helpers import run_cli, tune_json
 from tfperf.core.protocol import repeat_rows
 from tfperf.store import Store
 

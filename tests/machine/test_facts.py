@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from helpers import cpu_quota_cgroup, run_in_cgroup
 from tfperf.core import isa
 from tfperf.machine import facts as machine
 
@@ -128,53 +125,6 @@ def test_affinity_limits_usable_cpus_in_a_real_child() -> None:
     assert out.returncode == 0, out.stderr
     cores = json.loads(out.stdout)
     assert cores["affinity"] == 1 and cores["usable"] == 1
-
-
-@contextlib.contextmanager
-def cpu_quota_cgroup(cpus: float) -> Iterator[Path]:
-    """A real cgroup (v1 or v2) with a CFS quota of ``cpus`` CPUs; yields its cgroup.procs.
-
-    Skips where cgroups cannot be created (not root, or a read-only cgroup filesystem).
-    """
-    root = Path(machine.CGROUP_ROOT)
-    v2 = (root / "cgroup.controllers").exists()
-    path = (root if v2 else root / "cpu") / f"tfperf-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        path.mkdir()
-    except OSError as exc:
-        pytest.skip(f"cannot create a cgroup here ({exc.strerror}): needs root")
-    try:
-        quota = int(cpus * 100_000)
-        try:
-            if v2:
-                (path / "cpu.max").write_text(f"{quota} 100000\n")
-            else:
-                (path / "cpu.cfs_period_us").write_text("100000\n")
-                (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
-        except OSError as exc:
-            pytest.skip(f"cannot set a CPU quota here ({exc.strerror})")
-        yield path / "cgroup.procs"
-    finally:
-        for _ in range(50):  # the child may take a moment to leave
-            try:
-                path.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
-
-
-def run_in_cgroup(
-    procs: Path, argv: list[str], timeout: float = 300
-) -> subprocess.CompletedProcess:
-    """Run ``argv`` (a Python command line) as a process that first joins ``procs``'s cgroup."""
-    join = (
-        "import os, sys; "
-        f"open({str(procs)!r}, 'w').write(str(os.getpid())); "
-        "os.execv(sys.argv[1], sys.argv[1:])"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", join, *argv], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_real_cgroup_quota_limits_usable_cpus() -> None:

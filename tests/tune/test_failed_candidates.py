@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conftest import require, run_cli
+from helpers import require, run_cli
 from tfperf.core.allocators import find_allocator
 from tfperf.core.config import Config
 from tfperf.core.knobs import openvino_available

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from test_report_html import fill_store
-from test_store import kill_writer_after
+from helpers import fill_store, kill_writer_after, run_cli
 
 WIDE = {"COLUMNS": "200"}  # human tables are checked without line wrapping
 

@@ -6,7 +6,7 @@ stdout or stderr is a file or a pipe (CI logs, ``| tee``), without TensorFlow.
 
 from __future__ import annotations
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.cli.tune import render_tune
 from tfperf.core.knobs import adoption, label
 from tfperf.tune.space import SpaceFacts, build_space

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import require
+from helpers import require
 from tfperf.core.allocators import find_allocator
 from tfperf.core.config import XLA_AUTO_FLAGS, Config
 from tfperf.core.errors import UserError

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import require
+from helpers import require
 
 pytestmark = [pytest.mark.slow, pytest.mark.tf]
 

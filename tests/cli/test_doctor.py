@@ -18,8 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import require, run_cli
-from test_machine import cpu_quota_cgroup, run_in_cgroup
+from helpers import cpu_quota_cgroup, require, run_cli, run_in_cgroup
 
 HAS_TF = importlib.util.find_spec("tensorflow") is not None
 

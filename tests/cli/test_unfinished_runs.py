@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
-from test_store import WRITER, kill_writer_after
+from helpers import WRITER, kill_writer_after, run_cli
 
 WIDE = {"COLUMNS": "200"}  # human tables are checked without line wrapping
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import require, run_cli
+from helpers import require, run_cli
 from tfperf.core.allocators import find_allocator
 from tfperf.machine.facts import collect_machine
 from tfperf.profiles import profile_from_tune, save_profile

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import psutil
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.machine import contention
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.store import Store
 
 WORKLOAD = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}

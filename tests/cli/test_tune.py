@@ -19,29 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli, tune_json
 from tfperf.store import Store
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
 QUICK = ("--size", "tiny", "--confirm-rounds", "8", "--knobs", "runtime")
-
-
-def tune_json(tmp_path, *args, env=None, cwd=None):
-    result = run_cli(
-        "tune",
-        *args,
-        "--json",
-        "--store",
-        str(tmp_path / "store.sqlite"),
-        "--profile-out",
-        str(tmp_path / "profile.json"),
-        env=env,
-        cwd=cwd,
-        timeout=500,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout)
 
 
 def _check_recommendation(doc):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import require
+from helpers import require
 from tfperf.core import allocators
 from tfperf.core.errors import UserError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 
 WIDE = {"COLUMNS": "200"}
 
@@ -88,10 +88,10 @@ def test_bench_records_the_run_in_the_store(bench_run):
 
 
 def test_bench_table_renders_the_same_document(bench_run, capsys):
-    from tfperf.cli.bench import _render_bench
+    from tfperf.cli.bench import render_bench
 
     doc = json.loads(bench_run[0].stdout)
-    _render_bench(doc)
+    render_bench(doc)
     out = capsys.readouterr().out
     assert f"tfperf run {doc['run_id']}" in out
     assert "onednn=off" in out and doc["comparisons"][0]["speedup"]["verdict"] in out

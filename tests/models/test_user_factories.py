@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from tfperf.core.inputbound import verdict
 
 pytestmark = pytest.mark.tf
