@@ -494,11 +494,24 @@ def _block_medians(trial: Mapping[str, Any]) -> list[float]:
     return list(trial.get("samples_s") or [])
 
 
+def _config_label(trial: Mapping[str, Any]) -> str:
+    """The trial's label as this tfperf writes it (older runs listed knobs in another order)."""
+    try:
+        return Config.from_dict(trial.get("config")).label()
+    except (UserError, TypeError, ValueError):
+        return str(trial["label"])
+
+
 def _pairs(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[tuple[dict, dict]]:
     ok_a = [t for t in run_a["trials"] if t["status"] == "ok"]
     ok_b = [t for t in run_b["trials"] if t["status"] == "ok"]
     by_label = {t["label"]: t for t in ok_b}
-    pairs = [(t, by_label[t["label"]]) for t in ok_a if t["label"] in by_label]
+    by_config = {_config_label(t): t for t in ok_b}
+    pairs = []
+    for trial in ok_a:
+        match = by_label.get(trial["label"]) or by_config.get(_config_label(trial))
+        if match is not None:
+            pairs.append((trial, match))
     if not pairs and ok_a and ok_b:
         pairs = [(ok_a[0], ok_b[0])]
     return pairs

@@ -157,3 +157,30 @@ def test_the_gate_trips_on_a_candidate_that_crashed(tmp_path):
         res.stderr
     )
     assert "Traceback" not in res.stderr
+
+
+def test_a_run_stored_with_the_old_label_order_still_pairs_by_its_config(store_path):
+    # Labels once listed knobs in another order ("intra_threads=2,xla=jit"); today's label of
+    # the same config is "xla=jit,intra_threads=2": the two runs still compare trial by trial.
+    config = {"intra_threads": 2, "xla": "jit", "env": {}}
+    with Store.open(store_path) as store:
+        runs = []
+        for label, seconds, seed in (("intra_threads=2,xla=jit", 0.010, 4),
+                                     ("xla=jit,intra_threads=2", 0.013, 5)):
+            rng = np.random.default_rng(seed)
+            run = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
+            trial = store.new_trial(run, label, config, "baseline")
+            for _ in range(12):
+                store.add_block(trial, (seconds * rng.lognormal(0, 0.03, 20)).tolist(), "steady")
+            store.finish_trial(trial, "ok", {"batch": 1}, None)
+            store.finish_run(run, "ok", {})
+            runs.append(run)
+    extra = {"intra_threads": 2, "xla": "off", "env": {}}  # another config: never its pair
+    with Store.open(store_path) as store:
+        trial = store.new_trial(runs[1], "intra_threads=2", extra, "candidate")
+        store.add_block(trial, [0.001] * 20, "steady")
+        store.finish_trial(trial, "ok", {"batch": 1}, None)
+    res = _compare(store_path, runs[0], runs[1], "--json")
+    assert res.returncode == 0, res.stderr
+    (comp,) = json.loads(res.stdout)["comparisons"]
+    assert comp["speedup"]["verdict"] == "slower"
