@@ -29,11 +29,19 @@ SLEEP_WITH_A_GRANDCHILD = (
 )
 
 
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+def gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether process ``pid`` is gone (or a zombie) within ``within_s``: a SIGKILL is
+    delivered at once, but the kernel tears a process down asynchronously."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def test_a_silent_child_meets_its_deadline_and_is_killed():
