@@ -214,6 +214,45 @@ def bench(
     return doc
 
 
+def check_options(options: BenchOptions, configs: Sequence[Config]) -> None:
+    """Raise :class:`UserError` with one sentence for options or configs that cannot run."""
+    for name, value in (("budget", options.budget_s), ("precision", options.precision),
+                        ("timeout", options.timeout_s)):
+        if not value > 0:
+            raise UserError(f"--{name} must be a positive number, not {value}.")
+    if options.threshold < 0:
+        raise UserError(f"--threshold must be 0 or more, not {options.threshold}.")
+    if options.memory_limit_bytes is not None and options.memory_limit_bytes <= 0:
+        raise UserError("--memory-limit must be a positive number of GiB.")
+    if options.processes < 1:
+        raise UserError(f"--processes must be 1 or more, not {options.processes}.")
+    for config in configs:
+        config.worker_env({})  # a missing allocator is a user error before anything starts
+
+
+def run_bench(
+    workload: Mapping[str, Any],
+    configs: Sequence[Config],
+    options: BenchOptions,
+    *,
+    store: str | None,
+    show: bool,
+    command: str,
+    kind: str,
+) -> dict[str, Any]:
+    """:func:`bench` as the command line and the library run it: the options checked, the
+    store at path ``store`` (default: the paths rules) opened and closed, progress shown on
+    stderr when ``show``. Ctrl-C raises :class:`RunInterrupted`."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.report.progress import bench_listener
+    from tfperf.store import Store
+
+    check_options(options, configs)
+    with Store.open(resolve_store_path(store)) as opened, bench_listener(show) as listener:
+        return bench(workload, configs, store=opened, options=options, listener=listener,
+                     command=command, kind=kind)
+
+
 def _record_results(run: RunRecorder, doc: dict[str, Any], result: Measurement) -> None:
     """Close each measured trial with its summary, store the comparisons, close the run."""
     for res, trial in zip(doc["results"], result.trials, strict=True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -200,3 +201,42 @@ def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
     assert list(one.data[0].error_y.arrayminus) == pytest.approx([0.1])
     two = speedup_figure({"comparisons": [comp("default", "a", 1.2), comp("a", "b", 1.1)]})
     assert list(two.data[0].x) == ["a vs default", "b vs a"]
+
+
+def test_every_report_opens_with_its_answer(store_path: Path, tmp_path: Path) -> None:
+    ids = fill_store(store_path)
+    text = write_html(load(store_path, ids["run"]), tmp_path / "r.html").read_text()
+    headings = re.findall(r"<h2>(.*?)</h2>", text)
+    assert headings[:2] == ["Answer", "Results"]
+    answer = text[text.index("<h2>Answer</h2>") : text.index("<h2>Results</h2>")]
+    assert "xla=jit vs default" in answer and "(faster)" in answer
+    assert "threads=2 vs default" in answer
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_tune_report_opens_with_the_answer_in_chromium(tmp_path: Path) -> None:
+    from helpers import run_cli
+
+    require(Path(CHROMIUM).exists(), "chromium is not installed (apt-get install chromium)")
+    store, profile = tmp_path / "s.sqlite", tmp_path / "p.json"
+    tuned = run_cli(
+        "tune", "--workload", "mlp", "--size", "tiny", "--knobs", "runtime",
+        "--runtimes", "tf,litert", "--max-trials", "1", "--confirm-rounds", "6",
+        "--store", str(store), "--profile-out", str(profile), "--json",
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    rec = json.loads(tuned.stdout)["recommendation"]
+    page = tmp_path / "tune.html"
+    shown = run_cli("report", "latest", "--store", str(store), "--html", str(page))
+    assert shown.returncode == 0, shown.stderr
+    dom = rendered_dom(page, tmp_path / "chromium")
+    headings = re.findall(r"<h2>(.*?)</h2>", dom)
+    assert headings[0] == "Answer" and "Results" in headings
+    answer = dom[dom.index("<h2>Answer</h2>") : dom.index("<h2>Results</h2>")]
+    if rec["keep_default"]:
+        assert "Keep the default." in answer and "case:" in answer
+    else:
+        assert rec["label"] in answer and "confirmed speedup (95% CI)" in answer
+        assert f"tfperf run --profile {profile}" in answer
+        assert "adopting it takes" in answer and "max relative error" in answer

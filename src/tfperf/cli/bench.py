@@ -51,65 +51,6 @@ def _memory_limit(gib: float | None) -> int | None:
     return int(gib * 2**30)
 
 
-def _check_positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise UserError(f"{name} must be a positive number, not {value}.")
-
-
-def _progress_listener() -> Any:
-    """A :class:`tfperf.runner.measure.Listener` that shows rich progress on stderr (a
-    context); off a terminal only the failed trials' lines."""
-    from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from tfperf.report.console import err_console
-    from tfperf.runner.measure import Listener
-
-    class ProgressListener(Listener):
-        def __init__(self) -> None:
-            stderr = err_console()
-            self.progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-                # A live display on a file or pipe shows nothing and leaves a blank line.
-                disable=not stderr.is_terminal,
-            )
-            self.task = self.progress.add_task("starting workers", total=None, info="")
-
-        def trial(self, trial: Any, event: str) -> None:
-            if event == "starting":
-                self.progress.update(
-                    self.task, description=f"starting {escape(trial.label)}", info=""
-                )
-            elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
-                reason = (trial.error or {}).get("reason", "failed")
-                self.progress.console.print(
-                    f"[red]{escape(trial.label)}[/]: {escape(reason)}", soft_wrap=True
-                )
-
-        def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
-            self.progress.update(
-                self.task,
-                description="measuring",
-                total=budget_s,
-                completed=min(elapsed_s, budget_s),
-                info=f"round {done}",
-            )
-
-        def __enter__(self) -> ProgressListener:
-            self.progress.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.progress.stop()
-
-    return ProgressListener()
-
-
 def _fmt(value: float | None, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -326,47 +267,33 @@ def _run(
     workload: dict[str, Any],
     kind: str,
 ) -> dict[str, Any]:
-    from tfperf.bench import BenchOptions, RunInterrupted, bench, default_processes
+    from tfperf.bench import BenchOptions, RunInterrupted, default_processes, run_bench
 
-    for name in ("budget", "precision", "timeout"):
-        _check_positive(f"--{name}", opts[name])
-    if opts["threshold"] < 0:
-        raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
     memory = _memory_limit(opts["memory_limit"])
     processes = opts["processes"]
-    if processes is None:
-        processes = default_processes(opts["budget"])
-    elif processes < 1:
-        raise UserError(f"--processes must be 1 or more, not {processes}.")
-    for config in configs:
-        config.worker_env({})  # a missing allocator is a user error before anything starts
-    store = _open_store(opts["store"])
+    options = BenchOptions(
+        budget_s=opts["budget"],
+        precision=opts["precision"],
+        threshold=opts["threshold"],
+        timeout_s=opts["timeout"],
+        memory_limit_bytes=memory,
+        peak=not opts["no_peak"],
+        parallel_start=opts["parallel_start"],
+        processes=default_processes(opts["budget"]) if processes is None else processes,
+    )
     try:
-        with _progress_listener() as progress:
-            options = BenchOptions(
-                budget_s=opts["budget"],
-                precision=opts["precision"],
-                threshold=opts["threshold"],
-                timeout_s=opts["timeout"],
-                memory_limit_bytes=memory,
-                peak=not opts["no_peak"],
-                parallel_start=opts["parallel_start"],
-                processes=processes,
-            )
-            return bench(
-                workload,
-                configs,
-                store=store,
-                options=options,
-                listener=progress,
-                command=shlex.join(["tfperf", *sys.argv[1:]]),
-                kind=kind,
-            )
+        return run_bench(
+            workload,
+            configs,
+            options,
+            store=opts["store"],
+            show=True,
+            command=shlex.join(["tfperf", *sys.argv[1:]]),
+            kind=kind,
+        )
     except RunInterrupted as exc:
         _say_interrupted(exc.run_id, exc.rounds)
         raise click.exceptions.Exit(130) from None
-    finally:
-        store.close()
 
 
 def _say_interrupted(run_id: int, rounds: int) -> None:

@@ -13,60 +13,8 @@ from __future__ import annotations
 # loads neither numpy, scipy nor plotly.
 import shlex
 import sys
-from typing import Any
 
 import click
-
-from tfperf.core.errors import UserError
-
-
-def _progress() -> Any:
-    """A :class:`tfperf.tune.tuner.Progress` that shows rich progress on stderr (a context)."""
-    from rich.markup import escape
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from tfperf.report.console import err_console
-    from tfperf.tune import Progress as TuneProgress
-
-    class RichProgress(TuneProgress):
-        def __init__(self) -> None:
-            stderr = err_console()
-            self.bar = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-                # A live display on a file or pipe shows nothing and leaves a blank line.
-                disable=not stderr.is_terminal,
-            )
-            self.task = self.bar.add_task("starting", total=None, info="")
-            self.count = 0
-
-        def phase(self, text: str) -> None:
-            self.bar.update(self.task, description=text)
-
-        def candidate(self, name: str) -> None:
-            self.bar.update(self.task, description=f"trying {name}", info=f"{self.count} tried")
-
-        def done(self, outcome: Any) -> None:
-            self.count += 1
-            if outcome.status == "measured":
-                median = (outcome.speedup or {}).get("median")
-                text = f"[green]{median:.2f}x[/]" if median else "measured"
-            else:
-                text = f"[yellow]{outcome.status}[/]: {escape(outcome.reason)}"
-            self.bar.console.print(f"  {escape(outcome.label)}: {text}", soft_wrap=True)
-
-        def __enter__(self) -> RichProgress:
-            self.bar.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.bar.stop()
-
-    return RichProgress()
 
 
 def _speedup_text(speedup: dict | None) -> str:
@@ -198,34 +146,6 @@ def render_tune(doc: dict) -> None:
     )
 
 
-QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
-"""What ``--quick`` means (explicit options win)."""
-
-
-def _runtimes(text: str | None) -> tuple[str, ...] | None:
-    if not text:
-        return None
-    from tfperf.core.knobs import RUNTIMES
-
-    names = tuple(r.strip() for r in text.split(",") if r.strip())
-    bad = [r for r in names if r not in RUNTIMES]
-    if bad:
-        raise UserError(f"unknown runtime {bad[0]!r}: use some of {', '.join(RUNTIMES)}.")
-    return names
-
-
-def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
-    """``--batch-sizes 1,8,32`` as a tuple of whole numbers >= 1 (``None`` when not given)."""
-    if text is None:
-        return None
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
-        raise UserError(
-            f"--batch-sizes {text!r} is not a list of whole numbers >= 1: write it like 1,8,32."
-        )
-    return tuple(int(t) for t in items)
-
-
 @click.command("tune")
 @click.argument("model", required=False)
 @click.option("--workload", "-w", help="A built-in workload (lstm, encoder, mobilenetv2, ...).")
@@ -337,40 +257,36 @@ def tune_command(
     as_json: bool,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
-    from tfperf.accuracy import load_labels, parse_tolerance
-    from tfperf.core.paths import resolve_store_path
+    from tfperf.accuracy import load_labels
     from tfperf.modelref import workload_from_args
     from tfperf.report.console import emit_json, err_console
-    from tfperf.tune import TuneInterrupted, TuneOptions, tune
+    from tfperf.report.progress import tune_progress
+    from tfperf.tune import TuneInterrupted, tune
+    from tfperf.tune.options import options_from_args
 
-    if confirm_rounds < 6:
-        raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
-    if quick:
-        max_trials = QUICK["max_trials"] if max_trials is None else max_trials
-        budget = QUICK["budget_s"] if budget is None else budget
-        confirm_rounds = min(confirm_rounds, QUICK["confirm_rounds"])
-    options = TuneOptions(
+    options = options_from_args(
         strategy=strategy,
+        quick=quick,
         max_trials=max_trials,
-        budget_s=budget,
-        tolerance=parse_tolerance(tolerance),
-        runtimes=_runtimes(runtimes),
-        knobs=tuple(k.strip() for k in knobs.split(",") if k.strip()) if knobs else None,
-        store_path=str(resolve_store_path(store)),
+        budget=budget,
+        tolerance=tolerance,
+        runtimes=runtimes,
+        knobs=knobs,
+        store=store,
         resume=resume,
         profile_out=profile_out,
-        artifacts_dir=out_dir,
+        out_dir=out_dir,
         confirm_rounds=confirm_rounds,
-        candidate_timeout_s=candidate_timeout,
+        candidate_timeout=candidate_timeout,
         seed=seed,
         throughput=throughput,
-        batch_sizes=_batch_sizes(batch_sizes),
+        batch_sizes=batch_sizes,
         command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
     sample_labels = load_labels(labels) if labels else None
     try:
-        with _progress() as progress:
+        with tune_progress() as progress:
             doc = tune(wl, options, labels=sample_labels, progress=progress)
     except TuneInterrupted as exc:
         err_console().print(

@@ -395,13 +395,40 @@ def _warnings_html(report: dict) -> str:
 
 
 def _answer_html(report: dict) -> str:
-    """A tune's answer, before the evidence: what to use, the confirmed speedup and its
-    interval, the error, what adopting it takes and the command; or which case a "keep the
-    default" is. Empty for runs that are not tunes or that stored no recommendation."""
+    """The answer, before the evidence. A tune: what to use, the confirmed speedup and its
+    interval, the error, what adopting it takes and the command (or which case a "keep the
+    default" is). A bench or compare: each candidate's speedup over its baseline and verdict,
+    or, with one config, its median time and rate. A pipeline: its verdict and best fix."""
     summary = report["run"].get("summary") or {}
     rec = summary.get("recommendation")
-    if report["run"].get("kind") != "tune" or not rec:
+    if report["run"].get("kind") == "tune" and rec:
+        return _tune_answer(summary, rec)
+    if report["run"].get("kind") == "pipeline" and summary.get("verdict"):
+        best = (summary.get("best_fix") or {}).get("change") or "no fix measured"
+        return _answer_table([("verdict", summary["verdict"]), ("best fix", best)])
+    if report["comparisons"]:
+        return _answer_table([
+            (f"{c['candidate']['label']} vs {c['baseline']['label']}",
+             f"{_speedup_text(c['speedup'])} ({c['speedup']['verdict']})")
+            for c in report["comparisons"]
+        ])
+    return _answer_table([
+        (r["label"], f"median {fmt(r['latency_ms'].get('p50'))} ms per call, "
+                     f"{fmt(r['throughput_per_s'])} calls/s")
+        for r in report["results"] if r["status"] == "ok" and r.get("latency_ms")
+    ])
+
+
+def _answer_table(rows: list[tuple[str, object]]) -> str:
+    if not rows:
         return ""
+    esc = html.escape
+    cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in rows if v)
+    return f"<h2>Answer</h2><table class='answer'>{cells}</table>"
+
+
+def _tune_answer(summary: dict, rec: dict) -> str:
+    """A tune's recommendation (or its "keep the default" and why)."""
     esc = html.escape
     if rec.get("keep_default"):
         items = [f"<p><b>Keep the default.</b> {esc(str(rec.get('reason')))}.</p>"]
@@ -433,10 +460,7 @@ def _answer_html(report: dict) -> str:
         ("profile", profile),
         ("apply with", apply),
     ]
-    cells = "".join(
-        f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in rows if v
-    )
-    return f"<h2>Answer</h2><table class='answer'>{cells}</table>"
+    return _answer_table(rows)
 
 
 def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:

@@ -77,3 +77,74 @@ class TuneOptions:
             "space": {k: list(v) for k, v in space_values.items()},
             "resumed_from": None if self.resume is None else str(self.resume),
         }
+
+
+QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
+"""What ``--quick`` means (explicit options win)."""
+
+
+def parse_runtimes(text: str | None) -> tuple[str, ...] | None:
+    """``--runtimes tf,litert`` as a tuple of known runtime names (``None`` when not given)."""
+    if not text:
+        return None
+    from tfperf.core.knobs import RUNTIMES
+
+    names = tuple(r.strip() for r in text.split(",") if r.strip())
+    bad = [r for r in names if r not in RUNTIMES]
+    if bad:
+        raise UserError(f"unknown runtime {bad[0]!r}: use some of {', '.join(RUNTIMES)}.")
+    return names
+
+
+def parse_batch_sizes(text: str | None) -> tuple[int, ...] | None:
+    """``--batch-sizes 1,8,32`` as a tuple of whole numbers >= 1 (``None`` when not given)."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise UserError(
+            f"--batch-sizes {text!r} is not a list of whole numbers >= 1: write it like 1,8,32."
+        )
+    return tuple(int(t) for t in items)
+
+
+def options_from_args(
+    *,
+    quick: bool = False,
+    max_trials: int | None = None,
+    budget: float | None = None,
+    tolerance: str | None = None,
+    runtimes: str | None = None,
+    knobs: str | None = None,
+    store: str | None = None,
+    out_dir: str | None = None,
+    confirm_rounds: int = 21,
+    candidate_timeout: float = 300.0,
+    batch_sizes: str | None = None,
+    **plain: Any,
+) -> TuneOptions:
+    """The :class:`TuneOptions` of the command line's (and the library's) arguments: the text
+    forms parsed, ``--quick`` applied, the store resolved; ``plain`` are fields taken as they
+    are (``strategy``, ``resume``, ``profile_out``, ``seed``, ``throughput``, ``command``)."""
+    from tfperf.accuracy import parse_tolerance
+    from tfperf.core.paths import resolve_store_path
+
+    if confirm_rounds < 6:
+        raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
+    if quick:
+        max_trials = QUICK["max_trials"] if max_trials is None else max_trials
+        budget = QUICK["budget_s"] if budget is None else budget
+        confirm_rounds = min(confirm_rounds, int(QUICK["confirm_rounds"]))
+    return TuneOptions(
+        max_trials=max_trials,
+        budget_s=budget,
+        tolerance=parse_tolerance(tolerance),
+        runtimes=parse_runtimes(runtimes),
+        knobs=tuple(k.strip() for k in knobs.split(",") if k.strip()) if knobs else None,
+        store_path=str(resolve_store_path(store)),
+        artifacts_dir=out_dir,
+        confirm_rounds=confirm_rounds,
+        candidate_timeout_s=candidate_timeout,
+        batch_sizes=parse_batch_sizes(batch_sizes),
+        **plain,
+    )

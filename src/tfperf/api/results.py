@@ -1,0 +1,256 @@
+"""What the library API returns: one typed, frozen result per command.
+
+Contract: every result wraps the very document the command prints with ``--json``
+(:meth:`Result.to_dict` returns a deep copy of it, :meth:`Result.to_json` its JSON text), so a
+script can move between the command line and the library without translating anything. Each
+result adds typed properties for what its users read most (the recommendation of a tune, the
+rows of a bench), a one-line ``repr`` that says the answer, and an HTML view for notebooks
+(``_repr_html_``). Results never hold live objects (stores, workers): they can be pickled and
+kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tfperf.core.strictjson import to_json
+
+
+@dataclass(frozen=True, repr=False)
+class Result:
+    """A command's document (``doc``), the same as its ``--json`` output."""
+
+    doc: Mapping[str, Any]
+    command: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep copy of the document (changing it leaves the result as it was)."""
+        return copy.deepcopy(dict(self.doc))
+
+    def to_json(self) -> str:
+        """The document as JSON text, as ``--json`` prints it (non-finite numbers: ``null``)."""
+        return to_json(dict(self.doc))
+
+    @property
+    def run_id(self) -> int | None:
+        """The id of the stored run (``tfperf report RUN``), when the command stores one."""
+        return self.doc.get("run_id")
+
+    def summary(self) -> str:
+        """One line: the answer."""
+        return f"{self.command} run {self.run_id}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        """``(name, value)`` pairs for the HTML view, answer first."""
+        return []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.rows()
+        )
+        return (
+            f"<div><strong>tfperf {html.escape(self.command)}</strong>: "
+            f"{html.escape(self.summary())}<table>{cells}</table></div>"
+        )
+
+
+def speedup_text(speedup: Mapping[str, Any] | None) -> str:
+    """``2.31x (2.20-2.45)``, or ``-`` when there is none."""
+    if not speedup or speedup.get("median") is None:
+        return "-"
+    low, high = speedup.get("ci95") or [None, None]
+    interval = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
+    return f"{speedup['median']:.2f}x{interval}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} ms"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Tune's answer: what to use, how much faster it is, and what adopting it takes."""
+
+    keep_default: bool
+    label: str
+    config: Mapping[str, Any]
+    speedup: float | None
+    """The confirmed median speedup over the default (``None`` when keeping the default)."""
+    ci95: tuple[float | None, float | None]
+    max_rel_error: float | None
+    adoption: str
+    reason: str
+
+
+@dataclass(frozen=True, repr=False)
+class TuneResult(Result):
+    """The result of :func:`tfperf.tune`."""
+
+    command: ClassVar[str] = "tune"
+
+    @property
+    def recommendation(self) -> Recommendation:
+        rec = self.doc["recommendation"]
+        speedup = rec.get("speedup") or {}
+        low, high = speedup.get("ci95") or [None, None]
+        return Recommendation(
+            keep_default=bool(rec["keep_default"]),
+            label=rec["label"],
+            config=dict(rec.get("config") or {}),
+            speedup=None if rec["keep_default"] else speedup.get("median"),
+            ci95=(low, high),
+            max_rel_error=rec.get("max_rel_error"),
+            adoption=rec.get("adoption_text") or "",
+            reason=rec.get("reason") or "",
+        )
+
+    @property
+    def profile(self) -> str | None:
+        """The saved profile (apply it with ``tfperf run --profile PROFILE -- CMD``)."""
+        return self.doc.get("profile")
+
+    def summary(self) -> str:
+        rec = self.recommendation
+        if rec.keep_default:
+            return f"keep the default ({rec.reason})"
+        return f"use {rec.label}: {speedup_text(self.doc['recommendation']['speedup'])} faster"
+
+    def rows(self) -> list[tuple[str, str]]:
+        rec = self.recommendation
+        raw = self.doc["recommendation"]
+        return [
+            ("answer", "keep the default" if rec.keep_default else f"use {rec.label}"),
+            ("speedup (95% CI)", speedup_text(None if rec.keep_default else raw["speedup"])),
+            ("time", f"{_ms(self.doc['default'].get('time_ms'))} -> {_ms(raw.get('time_ms'))}"),
+            ("max rel error", "-" if rec.max_rel_error is None else f"{rec.max_rel_error:.2g}"),
+            ("adopting it takes", rec.adoption or "-"),
+            ("apply", f"tfperf run --profile {self.profile} -- python your_script.py"),
+            ("trials", str(self.doc.get("trials"))),
+            ("run", str(self.run_id)),
+        ]
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One measured config of a bench."""
+
+    label: str
+    status: str
+    p50_ms: float | None
+    p99_ms: float | None
+    samples_per_s: float | None
+
+
+@dataclass(frozen=True, repr=False)
+class BenchResult(Result):
+    """The result of :func:`tfperf.bench` (and of a measuring :func:`tfperf.compare`)."""
+
+    command: ClassVar[str] = "bench"
+
+    @property
+    def results(self) -> list[BenchRow]:
+        return [
+            BenchRow(
+                label=r["label"],
+                status=r["status"],
+                p50_ms=(r.get("latency_ms") or {}).get("p50"),
+                p99_ms=(r.get("latency_ms") or {}).get("p99"),
+                samples_per_s=r.get("throughput_per_s"),
+            )
+            for r in self.doc.get("results", [])
+        ]
+
+    @property
+    def speedups(self) -> list[Mapping[str, Any]]:
+        """Each candidate against the baseline: ``speedup`` (median, ci95, verdict)."""
+        return list(self.doc.get("comparisons", []))
+
+    def summary(self) -> str:
+        parts = [f"{r.label} p50 {_ms(r.p50_ms)}" for r in self.results]
+        parts += [
+            f"{c['candidate']}: {speedup_text(c['speedup'])} {c['speedup']['verdict']}"
+            for c in self.speedups
+        ]
+        return f"run {self.run_id}: " + "; ".join(parts)
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            (r.label, f"p50 {_ms(r.p50_ms)}, p99 {_ms(r.p99_ms)} ({r.status})")
+            for r in self.results
+        ]
+        rows += [
+            (f"{c['candidate']} vs {c['baseline']}", speedup_text(c["speedup"]))
+            for c in self.speedups
+        ]
+        return rows
+
+
+@dataclass(frozen=True, repr=False)
+class CompareResult(Result):
+    """The result of :func:`tfperf.compare` given two runs (or result files)."""
+
+    command: ClassVar[str] = "compare"
+
+    @property
+    def regressions(self) -> list[str]:
+        """The configs of B significantly slower than A."""
+        return list(self.doc.get("regressions", []))
+
+    def summary(self) -> str:
+        pairs = [
+            f"{c['label_b']}: {speedup_text(c['speedup'])} {c['speedup']['verdict']}"
+            for c in self.doc.get("comparisons", [])
+        ]
+        return f"{self.doc.get('run_a')} vs {self.doc.get('run_b')}: " + "; ".join(pairs)
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            (c["label_b"], f"{speedup_text(c['speedup'])} {c['speedup']['verdict']}")
+            for c in self.doc.get("comparisons", [])
+        ] + [("warning", w) for w in self.doc.get("warnings", [])]
+
+
+@dataclass(frozen=True, repr=False)
+class DoctorResult(Result):
+    """The result of :func:`tfperf.doctor`: the machine, the install and the findings."""
+
+    command: ClassVar[str] = "doctor"
+
+    @property
+    def findings(self) -> list[Mapping[str, Any]]:
+        """Each finding: ``id``, ``severity``, ``title``, ``evidence``, ``fix``."""
+        return list(self.doc.get("findings") or [])
+
+    def summary(self) -> str:
+        ids = ", ".join(f"{f['id']} ({f['severity']})" for f in self.findings)
+        return f"{len(self.findings)} finding(s)" + (f": {ids}" if ids else "")
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [(f"{f['severity']}: {f['id']}", f"{f['title']} - fix: {f['fix']}")
+                for f in self.findings]
+
+
+@dataclass(frozen=True, repr=False)
+class PipelineResult(Result):
+    """The result of :func:`tfperf.pipeline`: the input pipeline's verdict and best fix."""
+
+    command: ClassVar[str] = "pipeline"
+
+    def summary(self) -> str:
+        best = self.doc.get("best_fix") or {}
+        return f"{self.doc.get('verdict')}; {best.get('change') or 'no fix measured'}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        best = self.doc.get("best_fix") or {}
+        return [("verdict", str(self.doc.get("verdict"))),
+                ("best fix", str(best.get("change") or "-")),
+                ("run", str(self.run_id))]
