@@ -209,7 +209,7 @@ def test_report_of_a_run_killed_with_sigkill(store_path: Path) -> None:
 def test_piped_history_prints_long_config_labels_whole(store_path: Path) -> None:
     from tfperf.store import Store
 
-    label = "runtime=litert-dynint8,litert_threads=1,allocator=tcmalloc"
+    label = "runtime=litert-dynint8,runtime_threads=1,allocator=tcmalloc"
     with Store.open(store_path) as store:
         run = store.new_run("tune", "tfperf tune", {"kind": "builtin", "name": "lstm"}, {}, {})
         trial = store.new_trial(run, label, {"runtime": "litert-dynint8"}, "candidate")
