@@ -11,7 +11,7 @@ every one).
 
     python benchmarks/tune_suite.py                       # standard sizes, every workload
     python benchmarks/tune_suite.py --size tiny --workloads mlp,lstm --exhaustive
-    python benchmarks/tune_suite.py --workloads lstm --exhaustive --knobs runtime,litert_threads
+    python benchmarks/tune_suite.py --workloads lstm --exhaustive --knobs runtime,runtime_threads
 """
 
 from __future__ import annotations

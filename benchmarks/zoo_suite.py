@@ -106,7 +106,8 @@ def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
     unavailable = [u for u in space.unavailable if u["knob"] == "runtime"]
     configs = []
     for runtime in space.values["runtime"][1:]:
-        configs += [{"runtime": runtime}, *space.neighbours({"runtime": runtime}, "litert_threads")]
+        threads = space.neighbours({"runtime": runtime}, "runtime_threads")
+        configs += [{"runtime": runtime}, *threads]
     with Store.open(store) as st:
         run = RunRecorder(st, "zoo-runtimes", "benchmarks/zoo_suite.py", work, {}, {})
         evaluator = Evaluator(work, TuneOptions(min_rounds=8, max_rounds=12), run=run)

@@ -160,10 +160,59 @@ def test_python_format_of_a_litert_profile_runs_as_printed(tmp_path):
         f"open({str(model)!r}, 'wb').write(c.convert())\n"
     )
     subprocess.run([sys.executable, "-c", build], capture_output=True, check=True)
-    profile = _profile({"runtime": "litert", "litert_threads": 1}, artifact=str(model))
+    profile = _profile({"runtime": "litert", "runtime_threads": 1}, artifact=str(model))
     profile["code"] = code_lines(profile["config"], "keras", str(model))
     snippet = render(profile, "python")
     assert "import tensorflow" not in snippet  # a converted model needs LiteRT only
     check = snippet + "interpreter.allocate_tensors(); print(len(interpreter.get_input_details()))"
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
+
+
+OLD_PROFILE = {
+    "format": "tfperf-profile",
+    "version": 1,
+    "created_at": "2026-11-20T10:00:00+00:00",
+    "workload": {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1},
+    "label": "runtime=openvino-f32,litert_threads=1",
+    "keep_default": False,
+    "config": {
+        "precision": "fp32",
+        "xla": "off",
+        "onednn": None,
+        "intra_threads": None,
+        "inter_threads": None,
+        "runtime": "openvino-f32",
+        "litert_threads": 1,
+        "allocator": "system",
+        "env": {},
+    },
+    "objective": "latency",
+    "batch": 1,
+    "speedup": {"median": 2.0, "ci95": [1.9, 2.1]},
+    "max_abs_error": 1e-6,
+    "adoption": "model",
+    "env": {},
+    "code": ["compiled = openvino.Core().compile_model('model.xml', 'CPU')"],
+    "artifact": None,
+    "machine": {"fingerprint": "c8481ba989b2", "cpu": "AMD EPYC", "cores": 2},
+    "install": {"tf_version": "2.21.0", "tf_distribution": "2.21.0"},
+}
+"""A profile as `tune --profile-out` wrote it while the runtime's thread count was named
+litert_threads."""
+
+
+def test_a_profile_with_the_former_thread_knob_name_reads_with_todays(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(OLD_PROFILE, indent=2))
+    profile = load_profile(path)
+    assert profile["config"]["runtime_threads"] == 1
+    assert "litert_threads" not in profile["config"]
+    assert profile["label"] == "runtime=openvino-f32,runtime_threads=1"
+    applied = run_cli("apply", str(path), "--format", "python")
+    assert applied.returncode == 0, applied.stderr
+    assert "runtime=openvino-f32,runtime_threads=1" in applied.stdout
+    assert "litert_threads" not in applied.stdout
+    ran = run_cli("run", "--profile", str(path), "--", sys.executable, "-c", "print('served')")
+    assert ran.returncode == 0, ran.stderr
+    assert "served" in ran.stdout

@@ -17,7 +17,8 @@ A profile is one JSON file::
 - :func:`save_profile` writes it atomically to ``path`` or, by default, to
   ``<user data dir>/profiles/<workload>-<fingerprint>.json``; :func:`load_profile` reads one
   (a path, or a name under that folder) and raises :class:`~tfperf.core.errors.UserError` for a
-  missing, unreadable or foreign file.
+  missing, unreadable or foreign file. A profile written before a knob was renamed reads back
+  with today's names in its ``config`` and ``label`` (``litert_threads`` -> ``runtime_threads``).
 - :func:`profile_env` is the environment a profile implies on *this* machine: the config's
   env knobs through :meth:`tfperf.core.config.Config.worker_env` (so ``LD_PRELOAD`` points at this
   machine's allocator; a missing allocator raises UserError naming the package), falling back
@@ -45,6 +46,7 @@ from typing import Any
 from tfperf.bench import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.knobs import current_label, current_names
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.launcher import Child, LaunchError
 
@@ -103,7 +105,7 @@ def code_lines(
             )
     if config.get("precision") == "mixed_float16":
         lines.append('keras.config.set_dtype_policy("mixed_float16")  # before building the model')
-    threads = config.get("litert_threads")
+    threads = config.get("runtime_threads")
     if runtime.startswith("litert"):
         lines.append(
             f"interpreter = ai_edge_litert.interpreter.Interpreter(model_path={artifact!r}, "
@@ -225,6 +227,10 @@ def load_profile(ref: str | Path) -> dict:
         raise UserError(
             f"{path} is a damaged profile (bad {', '.join(broken)}); run `tfperf tune` again."
         )
+    if isinstance(data.get("config"), dict):  # written before a knob was renamed
+        data["config"] = current_names(data["config"])
+    if isinstance(data.get("label"), str):
+        data["label"] = current_label(data["label"])
     return data
 
 

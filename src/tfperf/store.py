@@ -5,8 +5,9 @@ Contract
 
 - :meth:`Store.open` creates the parent directory and the schema on first use, switches the
   database to WAL mode and checks ``PRAGMA user_version`` against :data:`SCHEMA_VERSION`. A
-  store of another version, a file that is not a tfperf store, or a path that cannot be written
-  raises :class:`~tfperf.core.errors.UserError` with one sentence saying what to do.
+  store of an older version is upgraded in place (below); one of a newer version (written by a
+  newer tfperf), a file that is not a tfperf store, or a path that cannot be written raises
+  :class:`~tfperf.core.errors.UserError` with one sentence saying what to do.
 - Every write is its own transaction, committed before the method returns. A run killed at any
   moment (SIGKILL included) keeps everything written before; :meth:`Store.add_block` is meant to
   be called once per measured block for exactly that reason.
@@ -18,10 +19,29 @@ Contract
   workloads, machines, settings, configs, infos, errors, summaries and comparison results are
   JSON objects stored as text and returned as dicts.
 - Times are returned as ISO 8601 UTC strings (``started_at``, ``finished_at``).
+- Every run has a ``uuid`` (a random UUID4, unique across stores, so files exported from
+  different stores name a run unambiguously) and the ``tfperf_version`` that wrote it
+  (``None``: unknown, for runs written before schema version 2).
 
-Tables (schema version 1): ``meta(key, value)``, ``runs``, ``trials``, ``blocks`` (one row per
-measured block, samples as a JSON list of seconds), ``comparisons``. See
-``docs/results-schema.md`` for the documents built from them.
+Schema versions and upgrades
+----------------------------
+
+Version 1 is :data:`SCHEMA_V1`, kept verbatim: every store starts from it. :data:`MIGRATIONS`
+is the ordered table of steps, step ``N`` taking a store from version ``N`` to ``N + 1``;
+:data:`SCHEMA_VERSION` is where the last step ends. A new store is version 1 with every step
+applied, in the transaction that creates it, so new and upgraded stores have one schema. An
+older store is upgraded in place when opened, one step per transaction (``BEGIN IMMEDIATE``,
+then the version read again inside it, so of two processes opening an old store at once one
+upgrades it and the other finds it done); a step that fails rolls back and leaves the store at
+the version before it. Nothing is ever dropped: a step adds tables, columns or indexes and fills
+them. Before the first step, a store of at most :data:`BACKUP_MAX_BYTES` is copied (SQLite's
+online backup, under the upgrade's lock) to ``<name>.v<version>.bak`` next to it; a larger one
+is upgraded without a copy, since copying it would cost more than the guard is worth when each
+step is a transaction already.
+
+Tables (schema version 2): ``meta(key, value)``, ``runs`` (with ``uuid`` and
+``tfperf_version``), ``trials``, ``blocks`` (one row per measured block, samples as a JSON list
+of seconds), ``comparisons``. See ``docs/results-schema.md`` for the documents built from them.
 """
 
 from __future__ import annotations
@@ -32,15 +52,19 @@ import socket
 import sqlite3
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tfperf import __version__
 from tfperf.core.errors import UserError
 from tfperf.core.paths import resolve_store_path
 from tfperf.core.strictjson import to_json
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
 """How long a write waits for another process holding the store before giving up."""
 APP_ID = "tfperf"
@@ -48,8 +72,10 @@ RUNNING = "running"
 INTERRUPTED = "interrupted"
 PHASES = ("warmup", "steady")
 TRIAL_STATUSES = ("ok", "failed", "rejected")
+BACKUP_MAX_BYTES = 256 * 2**20
+"""An older store up to this size is copied to ``<name>.v<version>.bak`` before its upgrade."""
 
-_SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
@@ -100,6 +126,31 @@ CREATE INDEX comparisons_run ON comparisons(run_id);
 """
 
 
+def _v2_run_ids(conn: sqlite3.Connection) -> None:
+    """Runs get a global id and the tfperf version that wrote them (unknown for older runs)."""
+    conn.execute("ALTER TABLE runs ADD COLUMN uuid TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN tfperf_version TEXT")
+    for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
+        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+    conn.execute("CREATE UNIQUE INDEX runs_uuid ON runs(uuid)")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: ``apply`` takes a store at version ``to_version - 1`` to
+    ``to_version``, inside a transaction the caller opens and commits. It only adds and fills:
+    a store keeps every row it had."""
+
+    to_version: int
+    apply: Callable[[sqlite3.Connection], None]
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(2, _v2_run_ids),)
+"""The ordered upgrade steps from :data:`SCHEMA_V1`; a schema change adds one at the end."""
+SCHEMA_VERSION = 1 + len(MIGRATIONS)
+assert [m.to_version for m in MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
+
+
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
@@ -120,6 +171,82 @@ def _has_tables(conn: sqlite3.Connection, name: str | None = None) -> bool:
     sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
     row = conn.execute(sql + " AND name = ?", (name,)) if name else conn.execute(sql)
     return bool(row.fetchone()[0])
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, begun at once (``BEGIN IMMEDIATE``: no other writer until it
+    ends), committed when the block ends, rolled back when it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    """A new store: version 1, then every migration (inside the caller's transaction)."""
+    if _user_version(conn) != 0:
+        return  # another process created it while this one waited for the lock
+    for statement in SCHEMA_V1.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('app', ?)", (APP_ID,))
+    conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (_iso(time.time()),))
+    for migration in MIGRATIONS:
+        migration.apply(conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _upgrade(conn: sqlite3.Connection, target: Path) -> None:
+    """Apply the missing migrations to an older store, one transaction per step; the version
+    is read again inside each, so a step another process has applied is not applied twice."""
+    copied = False
+    while True:
+        with _immediate(conn):
+            version = _user_version(conn)
+            if version >= SCHEMA_VERSION:
+                return
+            if not copied:
+                _keep_copy(target, version)
+                copied = True
+            MIGRATIONS[version - 1].apply(conn)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+
+
+def _keep_copy(target: Path, version: int) -> None:
+    """Copy a store of at most :data:`BACKUP_MAX_BYTES` to ``<name>.v<version>.bak`` before
+    its upgrade. Called under the upgrade's write lock: a second connection reads the committed
+    store (WAL lets it while the lock is held), so two processes never both copy."""
+    files = [target, target.with_name(target.name + "-wal")]
+    if sum(f.stat().st_size for f in files if f.exists()) > BACKUP_MAX_BYTES:
+        return
+    copy = target.with_name(f"{target.name}.v{version}.bak")
+    partial = copy.with_name(copy.name + ".partial")
+    try:
+        partial.unlink(missing_ok=True)
+        source, dest = sqlite3.connect(target), sqlite3.connect(partial)
+        try:
+            source.backup(dest)
+            dest.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            dest.close()
+            source.close()
+        os.replace(partial, copy)
+    except (OSError, sqlite3.Error) as exc:
+        partial.unlink(missing_ok=True)
+        raise UserError(
+            f"cannot keep a copy of the store {target} before upgrading it to schema version "
+            f"{SCHEMA_VERSION} ({exc}); free some disk space next to it, or pass another "
+            "--store PATH."
+        ) from exc
 
 
 def _process_start(pid: int) -> float | None:
@@ -215,41 +342,23 @@ class Store:
 
     @staticmethod
     def _prepare(conn: sqlite3.Connection, target: Path) -> None:
-        """Check (or create) the schema; safe when several processes open a new store at once."""
+        """Check, create or upgrade the schema; safe when several processes open a store at once."""
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0 and not _has_tables(conn):
+        if _user_version(conn) == 0 and not _has_tables(conn):
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute("INSERT INTO meta VALUES ('app', ?)", (APP_ID,))
-                    conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (_iso(time.time()),))
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        # Read again: another process may have created the schema meanwhile.
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+            with _immediate(conn):
+                _create(conn)
+        # Read again: another process may have created or upgraded the schema meanwhile.
+        version = _user_version(conn)
         if version == 0:
             raise UserError(
                 f"{target} is an SQLite database but not a tfperf store; pass another --store PATH."
             )
-        if version != SCHEMA_VERSION:
-            which = "a newer" if version > SCHEMA_VERSION else "an older"
-            hint = (
-                "upgrade tfperf to read it"
-                if version > SCHEMA_VERSION
-                else "move it aside to start a new store"
-            )
+        if version > SCHEMA_VERSION:
             raise UserError(
-                f"the store {target} has schema version {version}, written by {which} tfperf "
-                f"(this one reads version {SCHEMA_VERSION}); {hint}, or pass another --store PATH."
+                f"the store {target} was written by a newer tfperf (schema version {version}; "
+                f"tfperf {__version__} reads up to {SCHEMA_VERSION}); upgrade tfperf "
+                "(`pip install -U tfperf`) or pass another --store PATH."
             )
         if not _has_tables(conn, "meta"):
             raise UserError(f"{target} is not a tfperf store; pass another --store PATH.")
@@ -257,6 +366,8 @@ class Store:
         if app is None or app[0] != APP_ID:
             raise UserError(f"{target} is not a tfperf store; pass another --store PATH.")
         conn.execute("PRAGMA journal_mode = WAL")
+        if version < SCHEMA_VERSION:
+            _upgrade(conn, target)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -288,11 +399,15 @@ class Store:
     def new_run(
         self, kind: str, command: str, workload: dict, machine: dict, settings: dict
     ) -> int:
-        """Record the start of a run; returns its id. Its status is ``running`` until finished."""
+        """Record the start of a run; returns its id. Its status is ``running`` until finished;
+        it gets a fresh ``uuid`` and this tfperf's version."""
         return self._insert(
-            "INSERT INTO runs (kind, command, workload, machine, settings, started_at,"
-            " writer_host, writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (uuid, tfperf_version, kind, command, workload, machine, settings,"
+            " started_at, writer_host, writer_pid, writer_start)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                str(uuid.uuid4()),
+                __version__,
                 kind,
                 command,
                 _dumps(workload),
@@ -375,6 +490,8 @@ class Store:
         )
         return {
             "id": row["id"],
+            "uuid": row["uuid"],
+            "tfperf_version": row["tfperf_version"],
             "kind": row["kind"],
             "command": row["command"],
             "status": INTERRUPTED if interrupted else status,

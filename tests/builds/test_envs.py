@@ -7,6 +7,8 @@ another platform, a file that is not a wheel, a path that does not exist.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -64,7 +66,7 @@ def test_file_that_is_not_a_wheel_is_refused(isolated):
 def test_missing_wheel_and_bad_spec_fail_before_installing(isolated):
     with pytest.raises(CandidateError, match="does not exist"):
         resolve_spec(str(isolated / "nowhere.whl"))
-    with pytest.raises(CandidateError, match="neither a pip requirement"):
+    with pytest.raises(UserError, match="'tensorflow cpu please' is not a pip requirement"):
         resolve_spec("tensorflow cpu please")
 
 
@@ -78,6 +80,85 @@ def test_requirements_and_wheels_get_distinct_cache_keys(isolated):
     _, k2 = resolve_spec(str(wheel))
     assert len({key, k1, k2}) == 3  # a rebuilt wheel is a new environment
     assert envs.env_dir(k1) != envs.env_dir(k2)
+
+
+def test_a_local_version_is_one_requirement(isolated):
+    reqs, key = resolve_spec("tensorflow==2.21.0+local")
+    assert reqs == ["tensorflow==2.21.0+local"]
+    assert key == "pip:tensorflow==2.21.0+local"
+
+
+def test_several_requirements_are_joined_with_ampersand(isolated):
+    both = ["tensorflow-cpu==2.15.1", "intel-extension-for-tensorflow[cpu]==2.15.0.2"]
+    reqs, key = resolve_spec(" & ".join(both))
+    assert reqs == both
+    assert resolve_spec("tensorflow==2.21.0+local&keras >= 3.5")[0] == [
+        "tensorflow==2.21.0+local",
+        "keras>=3.5",
+    ]
+    # the older '+' form names the same environment
+    assert resolve_spec("+".join(both)) == (reqs, key)
+    assert resolve_spec("tf-nightly+tf-keras-nightly")[0] == ["tf-nightly", "tf-keras-nightly"]
+
+
+def test_a_direct_reference_with_a_query_is_one_requirement(isolated):
+    spec = "tensorflow @ https://example.org/tensorflow-2.21.0-py3-none-any.whl?a=1&b=2"
+    assert resolve_spec(spec)[0] == [spec]
+
+
+def test_a_requirement_that_does_not_parse_is_named(isolated):
+    with pytest.raises(UserError, match=r"'tensorflow=2\.20' is not a pip requirement") as err:
+        resolve_spec("keras==3.5.0 & tensorflow=2.20")
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="names no requirement"):
+        resolve_spec(" & ")
+
+
+def test_the_installer_gets_a_local_version_and_each_requirement_whole(isolated, monkeypatch):
+    # A stand-in for uv that records what it was asked to install and finds no such version.
+    fake = isolated / "bin"
+    fake.mkdir()
+    calls = isolated / "calls.jsonl"
+    (fake / "uv").write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "if sys.argv[1] == 'pip':\n"
+        "    print('No solution found when resolving dependencies')\n"
+        "    sys.exit(1)\n"
+    )
+    (fake / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    spec = "tensorflow==2.21.0+local & keras >= 3.5"
+    with pytest.raises(CandidateError, match="no such version") as err:
+        ensure_env(spec)
+    assert str(err.value).startswith(spec + ": ")
+    install = [json.loads(line) for line in calls.read_text().splitlines()][-1]
+    assert install[:2] == ["pip", "install"]
+    assert install[4:6] == ["tensorflow==2.21.0+local", "keras>=3.5"]
+    assert _leftover_envs(isolated / "envs") == []
+
+
+def test_a_bad_candidate_is_one_sentence_before_anything_is_installed(isolated, cli):
+    store = isolated / "store.sqlite"
+    res = cli(
+        "builds",
+        "compare",
+        "--candidate",
+        "tensorflow-cpu==2.20.0",
+        "--candidate",
+        "keras==3.5.0 & tensorflow cpu please",
+        "--workload",
+        "mlp",
+        "--store",
+        str(store),
+        env={"TFPERF_BUILDS_CACHE": str(isolated / "envs")},
+    )
+    assert res.returncode == 2
+    assert res.stderr.startswith("error:") and res.stderr.count("\n") == 1
+    assert "'tensorflow cpu please' is not a pip requirement" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not store.exists() and _leftover_envs(isolated / "envs") == []
 
 
 def test_registered_wheel_resolves_by_name(isolated, cli):

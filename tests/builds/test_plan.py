@@ -123,6 +123,16 @@ def test_unknown_release_and_python_are_user_errors():
         make_plan("2.10.0")
     with pytest.raises(UserError, match="Python"):
         make_plan("2.15.0", python="3.13")
+    with pytest.raises(UserError, match=r"'2\.x' is not a release"):
+        make_plan("2.x")
+
+
+def test_versions_are_read_as_versions_not_split_by_hand():
+    plan = make_plan("v2.20", python="3.11.7", target="haswell")
+    assert (plan.tensorflow, plan.python) == ("2.20.0", "3.11")
+    rc = make_plan("2.21.0-rc1", target="haswell")
+    assert rc.tensorflow == "2.21.0-rc1"  # the git tag's spelling
+    assert "llvm-18/bin/clang" in plan.script
 
 
 def test_cli_plan_json_has_the_documented_keys(cli):

@@ -15,14 +15,24 @@ from tfperf.store import Store
 WORKLOAD = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
 
-def _stored_run(store: Store, seconds: float, seed: int) -> int:
-    """A run whose 'default' trial has 12 blocks of lognormal samples around ``seconds``."""
+def _add_trial(
+    store: Store, run: int, label: str, config: dict, seconds: float, seed: int, role: str
+) -> int:
+    """A finished trial of ``run`` with 12 blocks of lognormal samples around ``seconds``."""
     rng = np.random.default_rng(seed)
-    run = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
-    trial = store.new_trial(run, "default", {}, "baseline")
+    trial = store.new_trial(run, label, config, role)
     for _ in range(12):
         store.add_block(trial, (seconds * rng.lognormal(0, 0.03, 20)).tolist(), "steady")
     store.finish_trial(trial, "ok", {"batch": 1}, None)
+    return trial
+
+
+def _stored_run(
+    store: Store, seconds: float, seed: int, label: str = "default", config: dict | None = None
+) -> int:
+    """A finished run whose one trial (``default`` unless named) runs around ``seconds``."""
+    run = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
+    _add_trial(store, run, label, config or {}, seconds, seed, "baseline")
     store.finish_run(run, "ok", {})
     return run
 
@@ -163,24 +173,32 @@ def test_a_run_stored_with_the_old_label_order_still_pairs_by_its_config(store_p
     # Labels once listed knobs in another order ("intra_threads=2,xla=jit"); today's label of
     # the same config is "xla=jit,intra_threads=2": the two runs still compare trial by trial.
     config = {"intra_threads": 2, "xla": "jit", "env": {}}
-    with Store.open(store_path) as store:
-        runs = []
-        for label, seconds, seed in (("intra_threads=2,xla=jit", 0.010, 4),
-                                     ("xla=jit,intra_threads=2", 0.013, 5)):
-            rng = np.random.default_rng(seed)
-            run = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
-            trial = store.new_trial(run, label, config, "baseline")
-            for _ in range(12):
-                store.add_block(trial, (seconds * rng.lognormal(0, 0.03, 20)).tolist(), "steady")
-            store.finish_trial(trial, "ok", {"batch": 1}, None)
-            store.finish_run(run, "ok", {})
-            runs.append(run)
     extra = {"intra_threads": 2, "xla": "off", "env": {}}  # another config: never its pair
     with Store.open(store_path) as store:
-        trial = store.new_trial(runs[1], "intra_threads=2", extra, "candidate")
-        store.add_block(trial, [0.001] * 20, "steady")
-        store.finish_trial(trial, "ok", {"batch": 1}, None)
-    res = _compare(store_path, runs[0], runs[1], "--json")
+        old = _stored_run(store, 0.010, 4, "intra_threads=2,xla=jit", config)
+        new = _stored_run(store, 0.013, 5, "xla=jit,intra_threads=2", config)
+        _add_trial(store, new, "intra_threads=2", extra, 0.001, 6, "candidate")
+    res = _compare(store_path, old, new, "--json")
     assert res.returncode == 0, res.stderr
     (comp,) = json.loads(res.stdout)["comparisons"]
+    assert comp["speedup"]["verdict"] == "slower"
+
+
+def test_a_run_stored_with_the_former_thread_knob_name_pairs_with_todays(store_path):
+    # The runtime's thread count was stored as litert_threads; today it is runtime_threads.
+    before = {"runtime": "litert", "litert_threads": 2, "env": {}}
+    today = {"runtime": "litert", "runtime_threads": 2, "env": {}}
+    with Store.open(store_path) as store:
+        old = _stored_run(store, 0.010, 7, "runtime=litert,litert_threads=2", before)
+        new = store.new_run("bench", "tfperf bench", WORKLOAD, {"fingerprint": "m"}, {})
+        _add_trial(store, new, "runtime=litert", {"runtime": "litert"}, 0.001, 8, "baseline")
+        _add_trial(store, new, "runtime=litert,runtime_threads=2", today, 0.013, 9, "candidate")
+        store.finish_run(new, "ok", {})
+    res = _compare(store_path, old, new, "--json")
+    assert res.returncode == 0, res.stderr
+    (comp,) = json.loads(res.stdout)["comparisons"]
+    assert (comp["label_a"], comp["label_b"]) == (
+        "runtime=litert,litert_threads=2",
+        "runtime=litert,runtime_threads=2",
+    )
     assert comp["speedup"]["verdict"] == "slower"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import fill_store, kill_writer_after, run_cli
+from tfperf.store import SCHEMA_VERSION
 
 WIDE = {"COLUMNS": "200"}  # human tables are checked without line wrapping
 
@@ -108,12 +109,14 @@ def test_bad_input_exits_2_with_one_sentence(store_path: Path, tmp_path: Path) -
     assert_user_error(run_cli("history", "--store", str(junk)), "not a tfperf store")
 
 
-def test_store_of_another_version_is_refused(store_path: Path) -> None:
+def test_a_store_of_a_newer_tfperf_is_refused(store_path: Path) -> None:
     fill_store(store_path)
     conn = sqlite3.connect(store_path)
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    assert_user_error(run_cli("history", "--store", str(store_path)), "schema version 2")
+    res = run_cli("history", "--store", str(store_path))
+    assert_user_error(res, "written by a newer tfperf", "`pip install -U tfperf`", "--store")
+    assert res.stderr.count("\n") == 1
 
 
 def test_help_does_not_load_heavy_modules() -> None:
@@ -206,7 +209,7 @@ def test_report_of_a_run_killed_with_sigkill(store_path: Path) -> None:
 def test_piped_history_prints_long_config_labels_whole(store_path: Path) -> None:
     from tfperf.store import Store
 
-    label = "runtime=litert-dynint8,litert_threads=1,allocator=tcmalloc"
+    label = "runtime=litert-dynint8,runtime_threads=1,allocator=tcmalloc"
     with Store.open(store_path) as store:
         run = store.new_run("tune", "tfperf tune", {"kind": "builtin", "name": "lstm"}, {}, {})
         trial = store.new_trial(run, label, {"runtime": "litert-dynint8"}, "candidate")

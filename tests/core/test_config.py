@@ -11,7 +11,7 @@ from helpers import require
 from tfperf.core.allocators import find_allocator
 from tfperf.core.config import XLA_AUTO_FLAGS, Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import PRECISIONS, RUNTIMES
+from tfperf.core.knobs import PRECISIONS, RUNTIMES, label
 
 
 def test_parse_reads_every_kind_of_knob():
@@ -83,6 +83,22 @@ def test_labels_name_the_changes():
     assert Config.parse(["onednn=off"], []).label() == "onednn=off"
     label = Config.parse(["xla=jit", "intra_threads=2"], ["A=1"]).label()
     assert label == "xla=jit,intra_threads=2,env:A=1"  # the knob table's order, as tune names them
+
+
+def test_the_runtime_thread_count_is_read_under_its_former_name_too():
+    # It was litert_threads until it also set OpenVINO's count: scripts, profiles and stored
+    # runs written then keep working, and everything reads back under today's name.
+    assert Config.parse(["runtime=openvino-f32", "litert_threads=2"]) == Config.parse(
+        ["runtime=openvino-f32", "runtime_threads=2"]
+    )
+    cfg = Config.parse(["runtime=openvino-f32", "litert-threads=1"])
+    assert cfg.label() == "runtime=openvino-f32,runtime_threads=1"
+    stored = {"runtime": "litert", "litert_threads": 2, "env": {}}
+    assert Config.from_dict(stored).runtime_threads == 2
+    assert "litert_threads" not in Config.from_dict(stored).to_dict()
+    both = {"runtime": "litert", "litert_threads": 2, "runtime_threads": 4}
+    assert Config.from_dict(both).runtime_threads == 4  # today's name wins
+    assert label({"runtime": "litert", "litert_threads": 2}) == "runtime=litert,runtime_threads=2"
 
 
 def test_round_trip_keeps_unknown_keys():

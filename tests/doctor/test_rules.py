@@ -176,7 +176,16 @@ def test_two_distributions() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "old"), [("2.21.0", False), ("2.18.1", False), ("2.17.0", True), ("2.8.4", True)]
+    ("version", "old"),
+    [
+        ("2.21.0", False),
+        ("2.18.1", False),
+        ("2.17.0", True),
+        ("2.8.4", True),
+        ("2.17.0rc1", True),
+        ("2.22.0-dev20250101", False),  # a nightly's version, as tf.__version__ spells it
+        ("not-a-version", False),
+    ],
 )
 def test_old_release(version: str, old: bool) -> None:
     m, i = facts(install={"tf_version": version})

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tfperf
 from helpers import fill_store, load, require
 from tfperf.core.errors import UserError
 from tfperf.report.html import build_report, describe_workload, write_html
@@ -26,6 +27,8 @@ def test_report_document_names_and_values(store_path: Path) -> None:
     report = build_report(doc)
     assert report["schema_version"] == 1
     assert report["run"]["kind"] == "compare" and report["run"]["status"] == "ok"
+    assert report["run"]["uuid"] == doc["run"]["uuid"] and len(report["run"]["uuid"]) == 36
+    assert report["run"]["tfperf_version"] == tfperf.__version__
     results = {r["label"]: r for r in report["results"]}
     base = results["default"]
     assert base["n"] == 150 and base["batch"] == 4

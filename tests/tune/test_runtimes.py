@@ -39,4 +39,4 @@ def test_keras_model_tuned_on_litert_only_measures_plain_litert(tmp_path, keras_
     assert candidate["label"] == "runtime=litert"
     assert candidate["status"] == "measured"
     assert candidate["config"]["runtime"] == "litert"
-    assert candidate["config"]["litert_threads"] is None
+    assert candidate["config"]["runtime_threads"] is None

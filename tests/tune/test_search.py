@@ -29,7 +29,7 @@ EFFECTS = {
     ("runtime", "litert-fp16"): 0.32,
     ("runtime", "litert-dynint8"): 0.50,
     ("runtime", "litert-int8"): 0.9,
-    ("litert_threads", 2): 0.80,
+    ("runtime_threads", 2): 0.80,
     ("allocator", "tcmalloc"): 0.90,
     ("xla", "jit"): 0.60,
     ("onednn", False): 1.5,
@@ -84,7 +84,7 @@ def test_staged_search_reaches_the_best_point_of_the_space():
     assert result.stopped == "converged"
     best = exhaustive_best(space, EFFECTS)
     assert true_time(result.incumbent, EFFECTS) == pytest.approx(best)
-    assert result.incumbent == {"runtime": "litert", "litert_threads": 2, "allocator": "tcmalloc"}
+    assert result.incumbent == {"runtime": "litert", "runtime_threads": 2, "allocator": "tcmalloc"}
     # every step taken was significant: each incumbent change came from a "faster" verdict
     assert all(
         o.vs_incumbent["verdict"] == "faster"
@@ -205,7 +205,7 @@ def test_a_budget_that_stops_mid_knob_keeps_the_best_step_measured_so_far():
 
 def test_optuna_on_a_tflite_model_never_measures_the_default_as_a_candidate():
     space = build_space(FACTS.__class__(cores=2, bf16=True, model_format="tflite"))
-    result = Search(space, Synthetic({("litert_threads", 2): 0.8}), max_trials=10, seed=0).run(
+    result = Search(space, Synthetic({("runtime_threads", 2): 0.8}), max_trials=10, seed=0).run(
         "optuna"
     )
     assert result.outcomes
@@ -226,7 +226,7 @@ def test_a_space_without_tensorflow_measures_its_runtime_alone_first(runtime_fir
     # plain LiteRT (every knob at its default), not only LiteRT with a knob turned
     assert result.outcomes[0].label == "runtime=litert"
     assert [o.label for o in result.outcomes].count("runtime=litert") == 1
-    assert result.incumbent == {"runtime": "litert", "litert_threads": 2, "allocator": "tcmalloc"}
+    assert result.incumbent == {"runtime": "litert", "runtime_threads": 2, "allocator": "tcmalloc"}
 
 
 def test_one_trial_on_a_runtime_only_space_is_the_runtime_itself():

@@ -50,7 +50,7 @@ def test_full_space_crosses_knobs_only_with_the_runtimes_they_act_on():
         if runtime != "tf":
             assert not {"onednn", "xla", "precision", "intra_threads", "inter_threads"} & set(p)
         else:
-            assert "litert_threads" not in p
+            assert "runtime_threads" not in p
     assert space.applicable("allocator", {"runtime": "litert"})
     assert space.applicable("allocator", {})
     assert not space.applicable("onednn", {"runtime": "litert"})
@@ -62,21 +62,21 @@ def test_each_runtime_tries_the_thread_counts_it_does_not_take_by_itself():
     # LiteRT's interpreter runs on one thread unless told, TensorFlow's pools on every CPU of
     # the affinity mask: trying those counts again would measure the default twice.
     space = build_space(replace(FULL, cores=2, schedulable=2))
-    assert [label(c) for c in space.neighbours({"runtime": "litert"}, "litert_threads")] == [
-        "runtime=litert,litert_threads=2"
+    assert [label(c) for c in space.neighbours({"runtime": "litert"}, "runtime_threads")] == [
+        "runtime=litert,runtime_threads=2"
     ]
-    assert space.canonical({"runtime": "litert-int8", "litert_threads": 1}) == {
+    assert space.canonical({"runtime": "litert-int8", "runtime_threads": 1}) == {
         "runtime": "litert-int8"
     }
     assert [label(c) for c in space.neighbours({}, "intra_threads")] == ["intra_threads=1"]
-    openvino = space.neighbours({"runtime": "openvino-f32"}, "litert_threads")
-    assert {c["litert_threads"] for c in openvino} == {1, 2}  # OpenVINO picks its own count
+    openvino = space.neighbours({"runtime": "openvino-f32"}, "runtime_threads")
+    assert {c["runtime_threads"] for c in openvino} == {1, 2}  # OpenVINO picks its own count
     # Under a cgroup quota of 4 CPUs in an affinity of 16, TensorFlow's default is 16 threads,
     # so 4 (every CPU the quota gives) is worth a try; the steps between on a large machine.
     quota = build_space(replace(FULL, cores=4, schedulable=16))
     assert {c.get("intra_threads") for c in quota.neighbours({}, "intra_threads")} == {1, 2, 4}
     big = build_space(replace(FULL, cores=32, schedulable=32))
-    assert big.values["litert_threads"] == (None, 1, 8, 16, 32)
+    assert big.values["runtime_threads"] == (None, 1, 8, 16, 32)
 
 
 def test_openvino_bf16_only_where_the_cpu_has_bf16():
@@ -142,19 +142,19 @@ def test_a_tflite_model_gets_litert_knobs_from_its_default():
     space = build_space(FULL_TFLITE)
     assert space.default_runtime() == "litert"
     moves = [c for knob in space.knobs() for c in space.neighbours({}, knob)]
-    assert {c.get("litert_threads") for c in moves} >= {4, 8}  # 1 is its default
-    assert {"runtime": "litert", "litert_threads": 4} in moves
+    assert {c.get("runtime_threads") for c in moves} >= {4, 8}  # 1 is its default
+    assert {"runtime": "litert", "runtime_threads": 4} in moves
     # the allocator alone needs no runtime named: adopting it stays env only
     assert {"allocator": "tcmalloc"} in moves and adoption({"allocator": "tcmalloc"}) == "env"
     assert {label(c) for c in moves} <= {label(p) for p in space.points()}
     assert not {"onednn", "intra_threads", "inter_threads", "xla", "precision"} & {
         k for c in moves for k in c
     }
-    assert space.applicable("litert_threads", {})
+    assert space.applicable("runtime_threads", {})
     assert not space.applicable("onednn", {})
     # a TensorFlow model keeps TensorFlow as its default runtime
     assert build_space(FULL).applicable("onednn", {})
-    assert not build_space(FULL).applicable("litert_threads", {})
+    assert not build_space(FULL).applicable("runtime_threads", {})
     # a TensorFlow model restricted to LiteRT still names it: {} is TensorFlow there
     only = build_space(SpaceFacts(cores=8, allocators=FULL.allocators, runtimes=("litert",)))
     assert only.neighbours({}, "allocator") == [
@@ -195,11 +195,11 @@ def test_adoption_is_the_hardest_part_of_a_config():
 
 
 def test_configs_normalise_and_round_trip_through_config():
-    messy = {"runtime": "litert", "onednn": False, "litert_threads": 1, "allocator": "system"}
-    assert normalize(messy) == {"runtime": "litert", "litert_threads": 1}
+    messy = {"runtime": "litert", "onednn": False, "runtime_threads": 1, "allocator": "system"}
+    assert normalize(messy) == {"runtime": "litert", "runtime_threads": 1}
     # a label names every knob given; tune names its configs after normalising them
-    assert label(normalize(messy)) == "runtime=litert,litert_threads=1"
-    assert label(messy) == "onednn=off,runtime=litert,litert_threads=1"
+    assert label(normalize(messy)) == "runtime=litert,runtime_threads=1"
+    assert label(messy) == "onednn=off,runtime=litert,runtime_threads=1"
     assert label({"onednn": False}) == "onednn=off" == Config.parse(["onednn=off"]).label()
     assert label({}) == "default"
     full = to_config_dict({"xla": "jit", "intra_threads": 1})
@@ -240,6 +240,8 @@ def test_restrict_keeps_other_knobs_at_their_default():
     assert all(set(p) <= {"runtime", "allocator"} for p in space.points())
     with pytest.raises(UserError):
         build_space(FULL).restrict(("speed",))
+    former = build_space(FULL).restrict(("runtime", "litert_threads"))  # --knobs, old scripts
+    assert former.knobs() == build_space(FULL).restrict(("runtime", "runtime_threads")).knobs()
 
 
 def test_the_batch_knob_exists_only_in_a_throughput_tune():

@@ -55,7 +55,7 @@ def test_quantized_litert_variants_run_and_reuse_the_cache():
     reference = prepare_loaded(loaded, {}).outputs()
     errors = {}
     for runtime in ("litert-dynint8", "litert-fp16", "litert-int8"):
-        prepared = prepare_loaded(loaded, {"runtime": runtime, "litert_threads": 1})
+        prepared = prepare_loaded(loaded, {"runtime": runtime, "runtime_threads": 1})
         prepared.call()
         errors[runtime] = compare_outputs(reference, prepared.outputs())["max_rel_error"]
         again = prepare_loaded(loaded, {"runtime": runtime})
@@ -185,7 +185,7 @@ def test_openvino_variants_when_installed():
     errors = {}
     runtimes = ("openvino-f32", "openvino-bf16") if cpu_has_bf16() else ("openvino-f32",)
     for runtime in runtimes:
-        prepared = prepare_loaded(loaded, {"runtime": runtime, "litert_threads": 1})
+        prepared = prepare_loaded(loaded, {"runtime": runtime, "runtime_threads": 1})
         prepared.call()
         errors[runtime] = compare_outputs(reference, prepared.outputs())["max_rel_error"]
         assert artifact_from_notes(prepared.notes).endswith("model.xml")

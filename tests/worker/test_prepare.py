@@ -229,7 +229,7 @@ def test_tflite_runs_on_litert_under_the_default_config(files):
     loaded = load_workload(workload)
     assert isinstance(loaded, Loaded) and loaded.format == "tflite"
     assert loaded.model == str(root / "m.tflite") and loaded.input_names == ["ids", "x"]
-    default = {"runtime": "tf", "precision": "fp32", "xla": "jit", "litert_threads": 1}
+    default = {"runtime": "tf", "precision": "fp32", "xla": "jit", "runtime_threads": 1}
     prepared = prepare(workload, default)
     assert "LiteRT, 1 thread(s)" in prepared.notes
     assert "xla does not apply to LiteRT" in prepared.notes
@@ -240,10 +240,10 @@ def test_tflite_runs_on_litert_under_the_default_config(files):
     ("config", "threads_note"),
     [
         ({"intra_threads": 2, "inter_threads": 1}, "LiteRT, default threads"),
-        ({"intra_threads": 2, "litert_threads": 1}, "LiteRT, 1 thread(s)"),
+        ({"intra_threads": 2, "runtime_threads": 1}, "LiteRT, 1 thread(s)"),
     ],
 )
-def test_tflite_thread_count_is_litert_threads_not_intra_threads(files, config, threads_note):
+def test_tflite_thread_count_is_runtime_threads_not_intra_threads(files, config, threads_note):
     root, expected = files
     workload = resolve_model(str(root / "m.tflite"), inputs=str(root / "in.npz"))
     prepared = prepare(workload, config)
@@ -251,7 +251,7 @@ def test_tflite_thread_count_is_litert_threads_not_intra_threads(files, config, 
     assert not any("2 thread" in n for n in prepared.notes)
     ignored = [n for n in prepared.notes if "does not apply to LiteRT" in n]
     assert ignored == [
-        f"{k} does not apply to LiteRT: LiteRT's thread count is litert_threads"
+        f"{k} does not apply to LiteRT: LiteRT's thread count is runtime_threads"
         for k in ("intra_threads", "inter_threads")
         if k in config
     ]

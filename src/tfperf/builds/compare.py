@@ -2,6 +2,8 @@
 
 Contract of :func:`compare_builds`:
 
+- Every candidate SPEC is checked first (:func:`tfperf.builds.envs.check_spec`): a requirement
+  that does not parse is a :class:`UserError` naming it, before anything is installed.
 - Each candidate SPEC gets its environment from :func:`tfperf.builds.envs.ensure_env`; one that
   cannot be installed is reported as ``{"spec", "status": "failed", "reason"}`` (one line on
   stderr as it happens, when there are several) and the others go on. None installable ->
@@ -42,6 +44,7 @@ from tfperf.builds.envs import (
     CandidateEnv,
     CandidateError,
     cache_root,
+    check_spec,
     ensure_env,
 )
 from tfperf.core import stats
@@ -49,6 +52,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.paths import resolve_store_path
 from tfperf.core.stats import DEFAULT_THRESHOLD
+from tfperf.core.versions import same_release
 from tfperf.core.workloads import builtin_workload
 from tfperf.machine.facts import collect_machine
 from tfperf.report.console import console, err_console
@@ -173,6 +177,8 @@ def compare_builds(
 
     if not candidates:
         raise UserError("give at least one --candidate (a pip requirement or a wheel path).")
+    for spec in candidates:  # a typo is found before minutes of installing the others
+        check_spec(spec)
     with tempfile.TemporaryDirectory(prefix="tfperf-builds-") as tmp:
         wl = resolve_workload(workload, model, size, batch)
         envs, failed = prepare_candidates(candidates)
@@ -212,11 +218,6 @@ def compare_builds(
             _record_result(run, listener.trial_ids, result)
             result.update(run_id=run.run_id, store=str(st.path))
         return result
-
-
-def _same_release(got: str, expected: str) -> bool:
-    """``2.20.0`` matches ``2.20.0``; nightlies (``2.21.0-dev2025..``) match by prefix."""
-    return got == expected or got.split("-")[0] == expected.split(".dev")[0].split("-")[0]
 
 
 def _check_outputs(trials: list[Any]) -> dict[int, dict[str, Any]]:
@@ -302,7 +303,7 @@ class _Progress(Listener):
     def refuse(self, trial: Any, ready: dict[str, Any]) -> WorkerFailed | None:
         want = self.expected[trial.index]
         got = (ready.get("install") or {}).get("tf_version")
-        if want is None or got is None or _same_release(got, want):
+        if want is None or got is None or same_release(got, want):
             return None
         return WorkerFailed(
             f"worker imported TensorFlow {got}, not the candidate's {want}; the parent's "

@@ -4,9 +4,14 @@ Contract: :func:`ensure_env` turns a candidate SPEC into a ready :class:`Candida
 :class:`CandidateError` whose message is one line naming the spec and why it cannot be
 installed. A SPEC is
 
-- a pip requirement: ``tensorflow-cpu==2.20.0``, ``tf-nightly``,
-  ``intel-extension-for-tensorflow[cpu]`` (extra requirements separated by ``+``, e.g.
-  ``tensorflow-cpu==2.15.1+intel-extension-for-tensorflow[cpu]==2.15.0.2``);
+- one or several pip requirements (PEP 508, parsed by ``packaging``): ``tensorflow-cpu==2.20.0``,
+  ``tf-nightly``, ``tensorflow==2.21.0+local`` (a local version), several joined with ``&``:
+  ``tensorflow-cpu==2.15.1 & intel-extension-for-tensorflow[cpu]==2.15.0.2``. The older
+  separator ``+`` is still read where the text is not one requirement
+  (``tensorflow-cpu==2.15.1+intel-extension-for-tensorflow[cpu]==2.15.0.2``); a ``+`` right
+  after an ``==`` version is a local version label (PEP 440). A requirement that does not parse
+  raises :class:`~tfperf.core.errors.UserError` naming it (:func:`check_spec` checks a spec
+  without installing or reading anything);
 - a local wheel path (``./tensorflow_cpu-2.21.0-cp311-cp311-linux_x86_64.whl``);
 - the name a wheel was registered under (:func:`register_wheel`, which ``build.sh`` of
   ``tfperf builds plan`` calls as its last step).
@@ -38,6 +43,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 import tfperf
 from tfperf.core.errors import UserError
@@ -157,11 +164,68 @@ def _python_tag() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*([<>=!~@].*)?$")
+REQUIREMENT_SEPARATOR = "&"
+"""Joins several requirements in one candidate (``&`` appears in no PEP 508 requirement but a
+URL's query or a quoted marker string, and a spec that parses whole is taken whole)."""
+
+
+def _parse(text: str) -> Requirement | str:
+    """The requirement ``text`` names, or why it names none (packaging's first line)."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        return str(exc).splitlines()[0]
+
+
+def _piece_requirements(spec: str, piece: str) -> list[Requirement]:
+    """One ``&``-separated piece: a requirement, or the older ``+``-joined ones."""
+    whole = _parse(piece)
+    if isinstance(whole, Requirement):
+        return [whole]
+    parts = [_parse(p.strip()) for p in piece.split("+")]
+    if len(parts) > 1 and all(isinstance(p, Requirement) for p in parts):
+        return parts  # type: ignore[return-value]
+    raise UserError(
+        f"--candidate {spec!r}: {piece!r} is not a pip requirement ({whole}); write one like "
+        "'tensorflow-cpu==2.20.0', join several with ' & ', or give a wheel path."
+    )
+
+
+def parse_requirements(spec: str) -> list[Requirement]:
+    """The requirements a candidate SPEC names (see the module docstring). Raises
+    :class:`~tfperf.core.errors.UserError` naming the first one that does not parse."""
+    whole = _parse(spec.strip())
+    if isinstance(whole, Requirement):  # a local version label, or a '&' in a URL or marker
+        return [whole]
+    pieces = [p.strip() for p in spec.split(REQUIREMENT_SEPARATOR) if p.strip()]
+    if not pieces:
+        raise UserError(f"--candidate {spec!r} names no requirement; give one or a wheel path.")
+    return [req for piece in pieces for req in _piece_requirements(spec, piece)]
+
+
+def _names_wheel(spec: str) -> bool:
+    """Whether ``spec`` names a wheel (registered, or a path) rather than requirements; a
+    direct reference (``name @ https://.../x.whl``) is a requirement."""
+    if spec in registered():
+        return True
+    if "@" in spec and isinstance(_parse(spec), Requirement):
+        return False
+    return spec.endswith(".whl") or os.sep in spec or spec.startswith(".")
+
+
+def check_spec(spec: str) -> None:
+    """Raise :class:`~tfperf.core.errors.UserError` when ``spec``'s requirements do not parse;
+    installs and reads nothing, so every candidate is checked before the first install."""
+    spec = spec.strip()
+    if not spec:
+        raise UserError("a --candidate is empty; give a pip requirement or a wheel path.")
+    if not _names_wheel(spec):
+        parse_requirements(spec)
 
 
 def resolve_spec(spec: str) -> tuple[list[str], str]:
-    """``spec`` -> (pip requirements, cache key material). Raises :class:`CandidateError`."""
+    """``spec`` -> (pip requirements, cache key material). Raises :class:`CandidateError`, or
+    :class:`~tfperf.core.errors.UserError` for a requirement that does not parse."""
     spec = spec.strip()
     if not spec:
         raise CandidateError(spec, "empty candidate spec")
@@ -171,13 +235,10 @@ def resolve_spec(spec: str) -> tuple[list[str], str]:
         if not Path(spec_path).is_file():
             raise CandidateError(spec, f"registered wheel {spec_path} no longer exists")
         return _wheel_requirement(spec, Path(spec_path))
-    if spec.endswith(".whl") or os.sep in spec or spec.startswith("."):
+    if _names_wheel(spec):
         return _wheel_requirement(spec, Path(spec).expanduser())
-    reqs = [r.strip() for r in spec.split("+") if r.strip()]
-    bad = [r for r in reqs if not _REQUIREMENT.match(r)]
-    if bad:
-        raise CandidateError(spec, f"{bad[0]!r} is neither a pip requirement nor a wheel path")
-    return reqs, "pip:" + "+".join(reqs)
+    reqs = [str(req) for req in parse_requirements(spec)]
+    return reqs, "pip:" + f" {REQUIREMENT_SEPARATOR} ".join(reqs)
 
 
 def _wheel_requirement(spec: str, path: Path) -> tuple[list[str], str]:

@@ -30,6 +30,7 @@ from tfperf.builds.releases import (
 )
 from tfperf.core.errors import UserError
 from tfperf.core.strictjson import to_json
+from tfperf.core.versions import parse
 from tfperf.runner import launcher
 
 BAZEL_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}
@@ -83,6 +84,12 @@ class BuildPlan:
         }
 
 
+def _minor(python: str) -> str:
+    """``--python 3.11.7`` -> ``"3.11"``: wheels are built per minor version."""
+    version = parse(python, "--python", "3.11")
+    return f"{version.major}.{version.minor}"
+
+
 def make_plan(
     tensorflow: str = DEFAULT_TENSORFLOW,
     cuda: bool = False,
@@ -99,13 +106,13 @@ def make_plan(
     release = release_info(tensorflow)
     version = full_version(tensorflow)
     current = f"{sys.version_info.major}.{sys.version_info.minor}"
-    py = python or pick_python(release, current)
+    py = _minor(python) if python else pick_python(release, current)
     if py not in release.pythons():
         raise UserError(
             f"TensorFlow {version} supports Python {release.python_min}-{release.python_max}; "
             f"pass --python with one of {', '.join(release.pythons())}."
         )
-    clang_major = release.clang.split(".")[0]
+    clang_major = release.clang_major
     cpu = cpu_flags(target, "clang", release.clang, host_features)
     notes = list(cpu.notes)
     if not release.verified:
@@ -165,7 +172,7 @@ def _compute_capabilities() -> str:
 def render_script(plan: BuildPlan, tfperf_python: str) -> str:
     """The bash recipe (``build.sh``)."""
     r = plan.release
-    clang_major = r.clang.split(".")[0]
+    clang_major = r.clang_major
     bazel_arch = BAZEL_ARCH[plan.cpu.family]
     configure_lines = "\n".join(
         f'export {k}="{v}"' if k != "PYTHON_BIN_PATH" else f"export {k}={v}"
@@ -232,7 +239,7 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
     return "\n".join(body)
 
 
-def _tools_step(plan: BuildPlan, clang_major: str) -> str:
+def _tools_step(plan: BuildPlan, clang_major: int) -> str:
     pkgs = f"git curl ca-certificates patchelf python{plan.python}-dev python{plan.python}-venv"
     return "\n".join(
         [
@@ -319,7 +326,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
     Use: ``docker build --output type=local,dest=wheels .`` in the plan folder, then
     ``tfperf builds register wheels/<wheel> --name NAME``.
     """
-    clang_major = plan.release.clang.split(".")[0]
+    clang_major = plan.release.clang_major
     return "\n".join(
         [
             "# syntax=docker/dockerfile:1",

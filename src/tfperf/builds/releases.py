@@ -28,7 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 from tfperf.core.errors import UserError
+from tfperf.core.versions import parse, release
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,13 @@ class Release:
 
     def pythons(self) -> list[str]:
         """Every supported ``3.x`` version, oldest first."""
-        lo = int(self.python_min.split(".")[1])
-        hi = int(self.python_max.split(".")[1])
+        lo, hi = Version(self.python_min).minor, Version(self.python_max).minor
         return [f"3.{m}" for m in range(lo, hi + 1)]
+
+    @property
+    def clang_major(self) -> int:
+        """``18`` for Clang ``18.1.8`` (the ``llvm-N`` package, archspec's flags)."""
+        return Version(self.clang).major
 
 
 _WHEEL_NEW = "//tensorflow/tools/pip_package:wheel"
@@ -79,9 +86,9 @@ DEFAULT_TENSORFLOW = "2.21.0"
 
 def release_info(version: str) -> Release:
     """The :class:`Release` for ``version`` (``"2.20.0"`` or ``"2.20"``)."""
-    parts = version.strip().lstrip("v").split(".")
-    minor = ".".join(parts[:2])
-    if len(parts) < 2 or minor not in RELEASES:
+    numbers = release(version)
+    minor = ".".join(str(n) for n in numbers[:2])
+    if len(numbers) < 2 or minor not in RELEASES:
         supported = ", ".join(RELEASES)
         raise UserError(
             f"TensorFlow {version!r} is not a release tfperf can plan a build for; "
@@ -91,9 +98,14 @@ def release_info(version: str) -> Release:
 
 
 def full_version(version: str) -> str:
-    """``"2.20"`` -> ``"2.20.0"``; a full version is returned unchanged."""
-    parts = version.strip().lstrip("v").split(".")
-    return ".".join(parts + ["0"] * (3 - len(parts)))
+    """``"2.20"`` -> ``"2.20.0"``; a full version is returned as written (``v`` dropped), so a
+    tag such as ``2.21.0-rc1`` keeps its spelling."""
+    text = version.strip().lstrip("v")
+    parsed = parse(text, "TensorFlow", DEFAULT_TENSORFLOW)
+    if len(parsed.release) >= 3:
+        return text
+    numbers = [*parsed.release, 0, 0][:3]
+    return ".".join(map(str, numbers)) + str(parsed)[len(parsed.base_version) :]
 
 
 def pick_python(release: Release, current: str) -> str:

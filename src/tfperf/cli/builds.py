@@ -157,7 +157,8 @@ def register_cmd(wheel: str, name: str | None, as_json: bool) -> None:
     "candidates",
     multiple=True,
     required=True,
-    help="pip requirement, wheel path or registered name; repeat for several.",
+    help="pip requirement(s), several joined with ' & ' (quoted), a wheel path or a registered "
+    "name; repeat for several candidates.",
 )
 @click.option("--workload", default=None, help="Built-in workload name.")
 @click.argument("model", required=False)

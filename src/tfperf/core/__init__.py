@@ -8,5 +8,6 @@ Pure Python, no TensorFlow, no tfperf package above it: the knob table and the t
 facts both sides read about this host: instruction sets (:mod:`~tfperf.core.isa`), TensorFlow's
 CPU log (:mod:`~tfperf.core.tflog`), allocators (:mod:`~tfperf.core.allocators`), the speed
 variables of an environment (:mod:`~tfperf.core.perfenv`), GPU sampling (:mod:`~tfperf.core.gpu`)
-and the input-bound rules (:mod:`~tfperf.core.inputbound`).
+and the input-bound rules (:mod:`~tfperf.core.inputbound`); version numbers read through
+``packaging`` (:mod:`~tfperf.core.versions`, parent side only).
 """

@@ -13,8 +13,10 @@ Contract:
   allocator's ``LD_PRELOAD``, ``xla=auto``, thread counts, ``env``) to a base environment.
   Call-level knobs (thread pools) and model transformations (``xla=jit``, precision, runtime)
   are applied inside the worker.
-- The knobs, their parsers and defaults are those of :data:`tfperf.core.knobs.KNOBS`; a key
-  this tfperf does not know (from a newer one) is kept in ``extra``.
+- The knobs, their parsers and defaults are those of :data:`tfperf.core.knobs.KNOBS`; a knob's
+  former name (``--set litert_threads=2``, an old profile's or stored run's config) is read as
+  today's (:data:`tfperf.core.knobs.RENAMED`); a key this tfperf does not know (from a newer
+  one) is kept in ``extra``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from tfperf.core.allocators import preload_env
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import CONFIG_KNOBS, KNOBS, label, show_value
+from tfperf.core.knobs import CONFIG_KNOBS, KNOBS, current_name, current_names, label, show_value
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 XLA_AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
@@ -48,7 +50,7 @@ class Config:
     xla: str = "off"
     runtime: str = "tf"
     precision: str = "fp32"
-    litert_threads: int | None = None
+    runtime_threads: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Knobs this module does not know (added by :func:`register_knob` or by a newer tfperf)."""
@@ -61,7 +63,7 @@ class Config:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
         """Build from a config dict; missing keys take their defaults, unknown keys are kept."""
-        data = dict(data or {})
+        data = current_names(data or {})
         env = data.pop("env", None) or {}
         if not isinstance(env, Mapping):
             raise UserError("the config's 'env' must be a mapping of variable names to values.")
@@ -78,7 +80,7 @@ class Config:
         values: dict[str, Any] = {}
         for item in sets:
             key, value = _split(item, "--set")
-            key = key.strip().lower().replace("-", "_")
+            key = current_name(key.strip().lower().replace("-", "_"))
             if key not in CONFIG_KNOBS:
                 valid = ", ".join(sorted(CONFIG_KNOBS))
                 raise UserError(f"unknown knob {key!r} in --set {item!r}: use one of {valid}.")

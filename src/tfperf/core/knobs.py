@@ -13,7 +13,11 @@ TensorFlow), then the knobs of the runtime chosen.
 
 A config here is a plain mapping of knob values; :func:`label` names one (``"default"``, or
 ``"xla=jit,onednn=off"`` in table order), :func:`normalize` keeps only the knobs that differ
-from their default and act on its runtime, :func:`adoption` says what adopting it takes.
+from their default and act on its runtime, :func:`adoption` says what adopting it takes. A knob
+that was renamed keeps being read under its former name (:data:`RENAMED`): every config that
+enters tfperf -- a ``--set``, a profile, a stored run's config -- passes through
+:func:`current_names` (in :func:`changed` and ``Config.from_dict``), so labels, comparisons
+and workers only ever see today's names.
 :class:`tfperf.core.config.Config` is the typed config a worker runs. Both sides of the process
 boundary read this table: the worker builds exactly the runtimes and precisions listed here.
 """
@@ -133,8 +137,9 @@ KNOBS: dict[str, Knob] = {
             "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
         ),
         Knob(
-            "litert_threads", None, parse_threads, INTERPRETERS, "model", "model",
-            "the interpreter's thread count",
+            "runtime_threads", None, parse_threads, INTERPRETERS, "model", "model",
+            "threads of the runtime other than TensorFlow (LiteRT's interpreter, OpenVINO's "
+            "INFERENCE_NUM_THREADS)",
         ),
         Knob(
             "allocator", "system", choice(*ALLOCATORS), PRELOADABLE, "env", "env",
@@ -147,6 +152,27 @@ KNOBS: dict[str, Knob] = {
 CONFIG_KNOBS = tuple(name for name, knob in KNOBS.items() if knob.in_config)
 """The knobs of a worker's config, in table order."""
 
+RENAMED: dict[str, str] = {"litert_threads": "runtime_threads"}
+"""Former knob names -> today's. Profiles, stored runs and scripts written with a former name
+keep working: :func:`current_name` and :func:`current_names` read them, nothing writes them."""
+
+
+def current_name(name: str) -> str:
+    """Today's name of knob ``name`` (``litert_threads`` -> ``runtime_threads``)."""
+    return RENAMED.get(name, name)
+
+
+def current_names(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with every former knob name replaced by today's; where a config holds both,
+    today's wins unless it is unset (``None``)."""
+    out = dict(config)
+    for old, new in RENAMED.items():
+        if old in out:
+            value = out.pop(old)
+            if out.get(new) is None:
+                out[new] = value
+    return out
+
 
 def show_value(value: Any) -> str:
     """A knob's value as written in ``--set`` and in labels (``True`` -> ``on``)."""
@@ -157,8 +183,17 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
+def current_label(text: str) -> str:
+    """A label written with former knob names, in today's
+    (``runtime=litert,litert_threads=1`` -> ``runtime=litert,runtime_threads=1``)."""
+    parts = (part.partition("=") for part in text.split(","))
+    return ",".join(current_name(key) + sep + value for key, sep, value in parts)
+
+
 def changed(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The table's knobs of ``config`` that differ from their default, in table order."""
+    """The table's knobs of ``config`` that differ from their default, in table order (a knob
+    under a former name counts under today's)."""
+    config = current_names(config)
     return {
         name: config[name]
         for name, knob in KNOBS.items()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.allocators import ALLOCATOR_PACKAGES
+from tfperf.core.versions import release
 
 Finding = dict[str, Any]
 Facts = dict[str, Any]
@@ -281,14 +282,9 @@ def rule_omp_no_effect(machine: Facts, install: Facts) -> list[Finding]:
     ]
 
 
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    parts = re.findall(r"\d+", text or "")[:3]
-    return tuple(int(p) for p in parts)
-
-
 def _cuda_mismatch(install: Facts, build: Facts, gpu: Facts) -> Finding | None:
-    want = _version_tuple(str(build.get("cuda_version") or ""))[:2]
-    have = _version_tuple(gpu.get("cuda_driver"))[:2]
+    want = release(build.get("cuda_version"))[:2]
+    have = release(gpu.get("cuda_driver"))[:2]
     if not (want and have and have < want):
         return None
     return finding(
@@ -304,8 +300,8 @@ def _cuda_mismatch(install: Facts, build: Facts, gpu: Facts) -> Finding | None:
 
 
 def _cudnn_mismatch(install: Facts, build: Facts) -> Finding | None:
-    want = _version_tuple(str(build.get("cudnn_version") or ""))[:1]
-    have = _version_tuple((install.get("cuda_wheels") or {}).get("cudnn"))[:1]
+    want = release(build.get("cudnn_version"))[:1]
+    have = release((install.get("cuda_wheels") or {}).get("cudnn"))[:1]
     if not (want and have and want != have):
         return None
     return finding(
@@ -388,7 +384,7 @@ def rule_old_release(machine: Facts, install: Facts) -> list[Finding]:
     """A TensorFlow release far behind the newest one tfperf knows."""
     if not _ok(install):
         return []
-    version = _version_tuple(install.get("tf_version"))
+    version = release(install.get("tf_version"))
     if len(version) < 2:
         return []
     latest = LATEST_KNOWN_RELEASE

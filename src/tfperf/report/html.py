@@ -183,6 +183,8 @@ def build_report(doc: dict) -> dict:
             key: run.get(key)
             for key in (
                 "id",
+                "uuid",
+                "tfperf_version",
                 "kind",
                 "command",
                 "status",

@@ -256,7 +256,7 @@ class Search:
         The default (``{}``, what every candidate is measured against) runs on the space's bare
         runtime. When the space leaves that runtime out (``--runtimes litert`` on a Keras
         model), its configs run on its first runtime, and a knob's neighbours of the default
-        change a knob on top of it (``runtime=litert,litert_threads=1``): the runtime alone
+        change a knob on top of it (``runtime=litert,runtime_threads=1``): the runtime alone
         (``runtime=litert``) would never be measured, and with a single runtime the runtime is
         not even a knob. Returns that config, or ``{}`` where the default or the runtime knob
         already covers it.

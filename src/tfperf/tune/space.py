@@ -45,6 +45,7 @@ from tfperf.core.knobs import (
     KNOBS,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
+    current_name,
     label,
     normalize,
     openvino_available,
@@ -159,6 +160,7 @@ class Space:
 
     def restrict(self, knobs: tuple[str, ...]) -> Space:
         """This space with only ``knobs`` tuned (the others kept at their default)."""
+        knobs = tuple(current_name(k) for k in knobs)
         unknown = [k for k in knobs if k not in KNOBS]
         if unknown:
 
@@ -219,7 +221,7 @@ def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     TensorFlow's pools to one thread per CPU the process may run on (its affinity, which a
     cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
     of its values is implied."""
-    implied: dict[str, dict[str, Any]] = {r: {"litert_threads": 1} for r in LITERT_RUNTIMES}
+    implied: dict[str, dict[str, Any]] = {r: {"runtime_threads": 1} for r in LITERT_RUNTIMES}
     implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
     return implied
 
@@ -324,7 +326,7 @@ def build_space(facts: SpaceFacts) -> Space:
         "onednn": (None, False) if facts.onednn_default else (None, True),
         "intra_threads": threads,
         "inter_threads": (None, 1) if facts.cores > 1 else (None,),
-        "litert_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
+        "runtime_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
         "allocator": tuple(allocators),
     }
     values["batch"] = _batch_values(facts, unavailable)

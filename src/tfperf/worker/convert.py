@@ -10,14 +10,14 @@ Contract
 - ``runtime="litert"`` / ``"litert-dynint8"`` / ``"litert-fp16"`` / ``"litert-int8"``: the model
   is converted with ``tf.lite.TFLiteConverter`` (fp32; dynamic-range int8 weights; fp16
   weights; full int8 calibrated on the sample inputs, float inputs and outputs kept) and run
-  by LiteRT with ``litert_threads`` threads. Conversions are tried in this order: a concrete
+  by LiteRT with ``runtime_threads`` threads. Conversions are tried in this order: a concrete
   function with the sample inputs' fixed shapes (XNNPACK then takes the whole graph, and an
   LSTM's tensor lists only lower with a static batch); the Keras model or SavedModel as saved
   (dynamic batch); each with builtin ops, then with TensorFlow ops inside LiteRT
   (``SELECT_TF_OPS``, which needs an interpreter with the flex delegate). What was done is
   said in ``Prepared.notes``.
 - ``runtime="openvino-f32"`` / ``"openvino-bf16"``: ``openvino.convert_model`` and a CPU
-  compiled model with that inference precision (and ``litert_threads`` as its thread count when
+  compiled model with that inference precision (and ``runtime_threads`` as its thread count when
   given). Raises :class:`ConversionError` ("not installed") without the ``openvino`` package,
   and for ``openvino-bf16`` when OpenVINO compiles in another precision (a CPU without bf16).
 - ``runtime="tf"`` with ``precision="bf16"``: a Keras model is cloned under the
@@ -319,7 +319,7 @@ def _write_artifact(folder: Path, name: str, data: bytes, snippet: str) -> Path:
 def _litert_variant(loaded: Any, config: dict) -> Any:
 
     runtime = config["runtime"]
-    threads = config.get("litert_threads")
+    threads = config.get("runtime_threads")
     folder = _artifact_dir(loaded, runtime)
     path = folder / "model.tflite"
     meta_path = folder / "notes.json"
@@ -390,8 +390,8 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
     import openvino as ov
 
     properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
-    if config.get("litert_threads"):
-        properties["INFERENCE_NUM_THREADS"] = str(config["litert_threads"])
+    if config.get("runtime_threads"):
+        properties["INFERENCE_NUM_THREADS"] = str(config["runtime_threads"])
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
     ran = _openvino_precision(compiled)
     if runtime.endswith("bf16") and ran is not None and "bf16" not in ran:
@@ -551,7 +551,7 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
                 raise ConversionError("a .tflite model is already converted; use runtime=litert.")
 
             return litert_prepared(
-                loaded.model, loaded.inputs, config.get("litert_threads"), notes=loaded.notes
+                loaded.model, loaded.inputs, config.get("runtime_threads"), notes=loaded.notes
             )
         return _litert_variant(loaded, config)
     if runtime in OPENVINO_RUNTIMES:

@@ -9,10 +9,10 @@ Contract (see ``docs/ARCHITECTURE.md``):
   (``jit_compile=True`` when ``config["xla"] == "jit"``), its outputs materialised so that a
   call has really finished; a training workload times a ``tf.function`` SGD step (sparse
   cross-entropy on the logits every built-in classifier returns). A
-  ``.tflite`` model runs on LiteRT with ``config["litert_threads"]`` threads
+  ``.tflite`` model runs on LiteRT with ``config["runtime_threads"]`` threads
   (:func:`litert_prepared`; ``None``: LiteRT's default). ``intra_threads`` and
   ``inter_threads`` size TensorFlow's thread pools and are *not* read for LiteRT: the CLI
-  exposes the interpreter's count as its own knob (``--set litert_threads=N``), as tune's
+  exposes the interpreter's count as its own knob (``--set runtime_threads=N``), as tune's
   space does, so a measured LiteRT config always says which count it ran with. A TensorFlow
   knob set for a LiteRT run (xla, threads, oneDNN) is named in ``Prepared.notes`` as ignored
   (:func:`ignored_by_litert`).
@@ -63,7 +63,7 @@ def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
         return litert_prepared(
             loaded.model,
             loaded.inputs,
-            config.get("litert_threads"),
+            config.get("runtime_threads"),
             notes=[*loaded.notes, *ignored_by_litert(config)],
         )
     if precision == "fp32" and runtime == "tf":
@@ -85,6 +85,6 @@ def ignored_by_litert(config: dict[str, Any]) -> list[str]:
     notes = []
     for knob, default in _TF_ONLY_KNOBS.items():
         if config.get(knob, default) != default:
-            hint = ": LiteRT's thread count is litert_threads" if "threads" in knob else ""
+            hint = ": LiteRT's thread count is runtime_threads" if "threads" in knob else ""
             notes.append(f"{knob} does not apply to LiteRT{hint}")
     return notes
