@@ -56,60 +56,6 @@ def _check_positive(name: str, value: float) -> None:
         raise UserError(f"{name} must be a positive number, not {value}.")
 
 
-def _progress_listener() -> Any:
-    """A :class:`tfperf.runner.measure.Listener` that shows rich progress on stderr (a
-    context); off a terminal only the failed trials' lines."""
-    from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from tfperf.report.console import err_console
-    from tfperf.runner.measure import Listener
-
-    class ProgressListener(Listener):
-        def __init__(self) -> None:
-            stderr = err_console()
-            self.progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-                # A live display on a file or pipe shows nothing and leaves a blank line.
-                disable=not stderr.is_terminal,
-            )
-            self.task = self.progress.add_task("starting workers", total=None, info="")
-
-        def trial(self, trial: Any, event: str) -> None:
-            if event == "starting":
-                self.progress.update(
-                    self.task, description=f"starting {escape(trial.label)}", info=""
-                )
-            elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
-                reason = (trial.error or {}).get("reason", "failed")
-                self.progress.console.print(
-                    f"[red]{escape(trial.label)}[/]: {escape(reason)}", soft_wrap=True
-                )
-
-        def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
-            self.progress.update(
-                self.task,
-                description="measuring",
-                total=budget_s,
-                completed=min(elapsed_s, budget_s),
-                info=f"round {done}",
-            )
-
-        def __enter__(self) -> ProgressListener:
-            self.progress.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.progress.stop()
-
-    return ProgressListener()
-
-
 def _fmt(value: float | None, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -327,6 +273,7 @@ def _run(
     kind: str,
 ) -> dict[str, Any]:
     from tfperf.bench import BenchOptions, RunInterrupted, bench, default_processes
+    from tfperf.cli.progress import bench_progress
 
     for name in ("budget", "precision", "timeout"):
         _check_positive(f"--{name}", opts[name])
@@ -342,7 +289,7 @@ def _run(
         config.worker_env({})  # a missing allocator is a user error before anything starts
     store = _open_store(opts["store"])
     try:
-        with _progress_listener() as progress:
+        with bench_progress() as progress:
             options = BenchOptions(
                 budget_s=opts["budget"],
                 precision=opts["precision"],

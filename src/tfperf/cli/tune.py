@@ -13,60 +13,11 @@ from __future__ import annotations
 # loads neither numpy, scipy nor plotly.
 import shlex
 import sys
-from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from tfperf.core.errors import UserError
-
-
-def _progress() -> Any:
-    """A :class:`tfperf.tune.tuner.Progress` that shows rich progress on stderr (a context)."""
-    from rich.markup import escape
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from tfperf.report.console import err_console
-    from tfperf.tune import Progress as TuneProgress
-
-    class RichProgress(TuneProgress):
-        def __init__(self) -> None:
-            stderr = err_console()
-            self.bar = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                console=stderr,
-                transient=True,
-                # A live display on a file or pipe shows nothing and leaves a blank line.
-                disable=not stderr.is_terminal,
-            )
-            self.task = self.bar.add_task("starting", total=None, info="")
-            self.count = 0
-
-        def phase(self, text: str) -> None:
-            self.bar.update(self.task, description=text)
-
-        def candidate(self, name: str) -> None:
-            self.bar.update(self.task, description=f"trying {name}", info=f"{self.count} tried")
-
-        def done(self, outcome: Any) -> None:
-            self.count += 1
-            if outcome.status == "measured":
-                median = (outcome.speedup or {}).get("median")
-                text = f"[green]{median:.2f}x[/]" if median else "measured"
-            else:
-                text = f"[yellow]{outcome.status}[/]: {escape(outcome.reason)}"
-            self.bar.console.print(f"  {escape(outcome.label)}: {text}", soft_wrap=True)
-
-        def __enter__(self) -> RichProgress:
-            self.bar.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.bar.stop()
-
-    return RichProgress()
 
 
 def _speedup_text(speedup: dict | None) -> str:
@@ -198,8 +149,8 @@ def render_tune(doc: dict) -> None:
     )
 
 
-QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
-"""What ``--quick`` means (explicit options win)."""
+QUICK = {"max_trials": 8, "budget": 120.0, "confirm_rounds": 10}
+"""What ``--quick`` means (options given on the command line win)."""
 
 
 def _runtimes(text: str | None) -> tuple[str, ...] | None:
@@ -338,6 +289,7 @@ def tune_command(
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
+    from tfperf.cli.progress import tune_progress
     from tfperf.core.paths import resolve_store_path
     from tfperf.modelref import workload_from_args
     from tfperf.report.console import emit_json, err_console
@@ -346,9 +298,11 @@ def tune_command(
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
-    if quick:
-        max_trials = QUICK["max_trials"] if max_trials is None else max_trials
-        budget = QUICK["budget_s"] if budget is None else budget
+    if quick:  # a flag beats the configuration file's values
+        ctx = click.get_current_context()
+        typed = {n: ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE for n in QUICK}
+        max_trials = max_trials if typed["max_trials"] else QUICK["max_trials"]
+        budget = budget if typed["budget"] else QUICK["budget"]
         confirm_rounds = min(confirm_rounds, QUICK["confirm_rounds"])
     options = TuneOptions(
         strategy=strategy,
@@ -370,7 +324,7 @@ def tune_command(
     )
     sample_labels = load_labels(labels) if labels else None
     try:
-        with _progress() as progress:
+        with tune_progress() as progress:
             doc = tune(wl, options, labels=sample_labels, progress=progress)
     except TuneInterrupted as exc:
         err_console().print(
@@ -417,18 +371,19 @@ def apply_command(profile: str, fmt: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_command(profile: str, command: tuple[str, ...]) -> int:
     """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
-    from tfperf.profiles import load_profile, mismatch_warnings, run_with_profile
+    from tfperf.cli.verbosity import detail, note
+    from tfperf.profiles import load_profile, mismatch_warnings, profile_env, run_with_profile
     from tfperf.report.console import err_console
 
     data = load_profile(profile)
     for warning in mismatch_warnings(data):
         err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if data.get("code"):
-        err_console().print(
+        note(
             "[dim]note: this profile also needs code changes that tfperf run cannot make: "
-            f"{'; '.join(data['code'])}[/]",
-            soft_wrap=True,
+            f"{'; '.join(data['code'])}[/]"
         )
+    detail(" ".join(["tfperf run sets", *(f"{k}={v}" for k, v in profile_env(data).items())]))
     code = run_with_profile(data, command)
     raise click.exceptions.Exit(code)
 
