@@ -53,8 +53,8 @@ class Setting:
     name: str
     check: Callable[[Any, Path], Any]
     """The value a command's option gets; raises ``ValueError(what it must be)``."""
-    default: str
-    """The built-in default, as ``tfperf doctor -v`` shows it."""
+    default: str | Callable[[], str]
+    """The built-in default, as ``tfperf doctor -v`` shows it (or a function that says it)."""
     env: str | None = None
     """An environment variable that beats the file."""
 
@@ -133,7 +133,7 @@ def _default_store() -> str:
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
-        Setting("store", _store, "", env="TFPERF_STORE"),
+        Setting("store", _store, _default_store, env="TFPERF_STORE"),
         Setting("tolerance", _tolerance, "rel=0.02, top1=0.99 (tune)"),
         Setting("budget", _seconds, "30 s (bench, compare, builds compare); none (tune)"),
         Setting("max_trials", _count, "none: tune runs until its search converges"),
@@ -151,8 +151,10 @@ def find_config(start: Path) -> Path | None:
         if own.is_file():
             return own
         project = folder / PYPROJECT
-        if project.is_file() and "tfperf" in (_read(project).get("tool") or {}):
-            return project
+        if project.is_file():
+            tool = _read(project).get("tool")
+            if isinstance(tool, dict) and "tfperf" in tool:
+                return project
     return None
 
 
@@ -175,13 +177,15 @@ def load(start: Path | None = None) -> ConfigFile:
     table = data["tool"]["tfperf"] if path.name == PYPROJECT else data
     if not isinstance(table, dict):
         raise UserError(f"tool.tfperf in {path} must be a table: write [tool.tfperf].")
-    config = ConfigFile(path)
+    named = ConfigFile(path)  # names the file in messages
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
     for key, value in table.items():
         if isinstance(value, dict):
-            config.sections[key] = _checked(value, config, key)
+            sections[key] = _checked(value, named, key)
         else:
-            config.top.update(_checked({key: value}, config, None))
-    return config
+            top.update(_checked({key: value}, named, None))
+    return ConfigFile(path, top, sections)
 
 
 def _checked(table: Mapping[str, Any], config: ConfigFile, section: str | None) -> dict:
@@ -251,7 +255,7 @@ def _check_section(
     command = group.commands.get(section)
     if command is None:
         raise UserError(
-            f"[{section}] in {config.where()} names no tfperf command: use one of "
+            f"the table {config.where(section)} names no tfperf command: use one of "
             f"{', '.join(sorted(group.commands))}."
         )
     for key in values:
@@ -297,5 +301,5 @@ def _row(
         return Row(name + suffix, env, f"environment {setting.env}")
     if value is not None:
         return Row(name + suffix, str(value), where)
-    default = _default_store() if name == "store" else setting.default
+    default = setting.default() if callable(setting.default) else setting.default
     return Row(name + suffix, default, "default")
