@@ -103,7 +103,7 @@ def test_tune_off_a_terminal_prints_one_line_per_finished_trial(tmp_path):
 
 @pytest.mark.tf
 @pytest.mark.slow
-def test_bench_off_a_terminal_says_each_worker_ready_and_verbose_each_block(tmp_path):
+def test_verbose_bench_off_a_terminal_says_each_worker_ready_and_each_block(tmp_path):
     result = run_cli(
         "bench",
         "--workload",

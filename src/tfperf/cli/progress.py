@@ -10,9 +10,9 @@ Contract: :func:`tune_progress` is the :class:`tfperf.tune.Progress` of ``tfperf
   runs on its budget. Lines for finished things print above it.
 - Off a terminal (CI logs, pipes, files) nothing is animated: the same lines alone, one per
   finished tune trial (``trial 3/12  runtime=litert-dynint8  1.92 ms  4.10x  ok``) and, for
-  bench, one per worker ready or failed.
-- ``-q``: none of it. ``-v``: also each phase of a tune, every measured block of a bench and
-  the last lines of a failed worker's log.
+  bench, one per trial that failed (the others finish together, in the results table).
+- ``-q``: none of it. ``-v``: also each phase of a tune, each bench worker ready and every
+  block it measured, and the last lines of a failed worker's log.
 
 Nothing here imports TensorFlow; rich is imported when a display is made.
 """
@@ -222,7 +222,7 @@ class _BenchListener(Listener):
             self.bar.update(self.task, description=f"starting {trial.label}", info="")
         elif event == "ready":
             cold = "" if trial.cold_start_s is None else f", cold start {trial.cold_start_s:.2f} s"
-            self.lines.say(f"{trial.label}: ready{cold}")
+            self.lines.detail(f"{trial.label}: ready{cold}")
         elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
             reason = (trial.error or {}).get("reason", "failed")
             self.lines.say(f"{trial.label}: failed: {reason}", "red")
