@@ -236,19 +236,18 @@ def run_bench(
     options: BenchOptions,
     *,
     store: str | None,
-    show: bool,
+    listener: Listener | None,
     command: str,
     kind: str,
 ) -> dict[str, Any]:
     """:func:`bench` as the command line and the library run it: the options checked, the
-    store at path ``store`` (default: the paths rules) opened and closed, progress shown on
-    stderr when ``show``. Ctrl-C raises :class:`RunInterrupted`."""
+    store at path ``store`` (default: the paths rules) opened and closed. Ctrl-C raises
+    :class:`RunInterrupted`."""
     from tfperf.core.paths import resolve_store_path
-    from tfperf.report.progress import bench_listener
     from tfperf.store import Store
 
     check_options(options, configs)
-    with Store.open(resolve_store_path(store)) as opened, bench_listener(show) as listener:
+    with Store.open(resolve_store_path(store)) as opened:
         return bench(workload, configs, store=opened, options=options, listener=listener,
                      command=command, kind=kind)
 

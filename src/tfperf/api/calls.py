@@ -70,6 +70,7 @@ def bench(
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``)."""
     from tfperf.bench import run_bench
     from tfperf.core.config import Config
+    from tfperf.progress import NORMAL, QUIET, at_level, bench_progress
 
     candidate = Config.parse(_knob_args(set), _knob_args(env))
     configs = [Config()] + ([candidate] if candidate != Config() else [])
@@ -78,8 +79,9 @@ def bench(
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
         wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                           size=size, scratch=Path(scratch))
-        doc = run_bench(wl, configs, options, store=_path(store), show=progress,
-                        command="tfperf.bench()", kind="bench")
+        with at_level(NORMAL if progress else QUIET), bench_progress() as listener:
+            doc = run_bench(wl, configs, options, store=_path(store), listener=listener,
+                            command="tfperf.bench()", kind="bench")
     return _logged(BenchResult(doc), mlflow)
 
 
@@ -131,7 +133,7 @@ def tune(
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``)."""
     from tfperf.accuracy import load_labels
-    from tfperf.report.progress import tune_progress
+    from tfperf.progress import NORMAL, QUIET, at_level, tune_progress
     from tfperf.tune import tune as run_tune
     from tfperf.tune.options import options_from_args
 
@@ -147,7 +149,7 @@ def tune(
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
         wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                           size=size, scratch=Path(scratch))
-        with tune_progress(progress) as shown:
+        with at_level(NORMAL if progress else QUIET), tune_progress() as shown:
             doc = run_tune(wl, options, labels=sample_labels, progress=shown)
     return _logged(TuneResult(doc), mlflow)
 

@@ -268,29 +268,30 @@ def _run(
     kind: str,
 ) -> dict[str, Any]:
     from tfperf.bench import BenchOptions, RunInterrupted, default_processes, run_bench
+    from tfperf.progress import bench_progress
 
-    memory = _memory_limit(opts["memory_limit"])
     processes = opts["processes"]
     options = BenchOptions(
         budget_s=opts["budget"],
         precision=opts["precision"],
         threshold=opts["threshold"],
         timeout_s=opts["timeout"],
-        memory_limit_bytes=memory,
+        memory_limit_bytes=_memory_limit(opts["memory_limit"]),
         peak=not opts["no_peak"],
         parallel_start=opts["parallel_start"],
         processes=default_processes(opts["budget"]) if processes is None else processes,
     )
     try:
-        return run_bench(
-            workload,
-            configs,
-            options,
-            store=opts["store"],
-            show=True,
-            command=shlex.join(["tfperf", *sys.argv[1:]]),
-            kind=kind,
-        )
+        with bench_progress() as progress:
+            return run_bench(
+                workload,
+                configs,
+                options,
+                store=opts["store"],
+                listener=progress,
+                command=shlex.join(["tfperf", *sys.argv[1:]]),
+                kind=kind,
+            )
     except RunInterrupted as exc:
         _say_interrupted(exc.run_id, exc.rounds)
         raise click.exceptions.Exit(130) from None

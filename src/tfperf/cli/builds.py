@@ -61,8 +61,9 @@ def plan_cmd(
 ) -> None:
     """Write a pinned recipe (script + Dockerfile) to build TensorFlow for this CPU."""
     from tfperf.builds.plan import make_plan, run_plan, write_plan
+    from tfperf.cli.verbosity import note
     from tfperf.core.errors import UserError
-    from tfperf.report.console import console, emit_json, err_console
+    from tfperf.report.console import console, emit_json
 
     if dry_run and not run_it:
         raise UserError("--dry-run only applies with --run; add --run.")
@@ -83,8 +84,8 @@ def plan_cmd(
     )
     con.print(f"  Bazel {plan.release.bazel}, {plan.cpu.compiler}, Python {plan.python}")
     con.print(f"  copts: {' '.join(plan.copts)}", soft_wrap=True)
-    for note in plan.notes:
-        err_console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
+    for text in plan.notes:
+        note(f"[yellow]note:[/] {text}")
     if "files" in doc:
         for kind, path in doc["files"].items():
             con.print(f"  {kind}: {path}")
@@ -107,9 +108,10 @@ def plan_cmd(
 def _run_with_progress(
     run_plan: Any, files: dict[str, str], folder: str, dry_run: bool, quiet: bool
 ) -> dict[str, Any]:
-    """Run build.sh with a rich progress bar on stderr (one tick per step)."""
+    """Run build.sh with a rich progress bar on stderr (one tick per step; none with -q)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from tfperf.cli.verbosity import QUIET, level
     from tfperf.report.console import err_console
 
     with Progress(
@@ -119,6 +121,7 @@ def _run_with_progress(
         TimeElapsedColumn(),
         console=err_console(),
         transient=quiet,
+        disable=level() == QUIET,
     ) as progress:
         task = progress.add_task("build.sh", total=None)
 
@@ -127,7 +130,7 @@ def _run_with_progress(
                 progress.update(
                     task, completed=step - 1, total=total, description=line.split("] ", 1)[-1][:60]
                 )
-            elif not quiet:
+            elif not quiet and level() > QUIET:
                 progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
         result = run_plan(folder, dry_run=dry_run, on_line=on_line)
@@ -193,6 +196,7 @@ def compare_cmd(
 ) -> None:
     """Measure the same workload in this environment (baseline) and in each candidate build."""
     from tfperf.builds.compare import compare_builds, render_compare
+    from tfperf.cli.verbosity import QUIET, level
     from tfperf.core.errors import UserError
     from tfperf.report.console import emit_json
 
@@ -208,7 +212,7 @@ def compare_cmd(
         budget_s=budget,
         calls=calls,
         store=store,
-        progress=not as_json,
+        progress=not as_json and level() > QUIET,
     )
     if as_json:
         emit_json(result)

@@ -140,6 +140,29 @@ def render(doc: dict[str, Any]) -> None:
         out.print("  nothing to fix")
 
 
+def render_settings() -> None:
+    """The settings table of ``tfperf doctor -v``: each setting, its value and its source
+    (a flag given to a command beats them all)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tfperf.cli.settings import describe, load
+    from tfperf.report.console import console, print_table
+
+    config = load()
+    out = console()
+    out.print()
+    out.print("[bold underline]Settings[/] (a flag given to a command beats every source)")
+    table = Table(box=None, pad_edge=False)
+    for col in ("setting", "value", "source"):
+        table.add_column(col, overflow="fold")
+    for row in describe(config):
+        table.add_row(*(escape(cell) for cell in (row.setting, row.value, row.source)))
+    print_table(table, out)
+    found = str(config.path) if config.path else "none found (tfperf.toml, [tool.tfperf])"
+    out.print(f"configuration file: {found}", markup=False, soft_wrap=True)
+
+
 def register(group: click.Group) -> None:
     """Add ``doctor`` to ``group``."""
 
@@ -166,15 +189,19 @@ def register(group: click.Group) -> None:
     )
     def doctor(as_json: bool, fail_on: str | None, timeout: float, python: str | None) -> int:
         """Audit this machine and its TensorFlow install, and say what to fix."""
+        from tfperf.cli.verbosity import VERBOSE, level
         from tfperf.doctor.audit import fails_on, run_doctor
-        from tfperf.report.console import emit_json, err_console
+        from tfperf.progress import status
+        from tfperf.report.console import emit_json
 
-        with err_console().status("Importing TensorFlow in a probe, reading machine facts..."):
+        with status("Importing TensorFlow in a probe, reading machine facts..."):
             doc = run_doctor(timeout=timeout, python=python)
         if as_json:
             emit_json(doc)
         else:
             render(doc)
+            if level() >= VERBOSE:
+                render_settings()
         install = doc["install"]
         if install.get("status") == "not_installed":
             py = python or sys.executable

@@ -146,7 +146,8 @@ def register(group: click.Group) -> None:
         "optimizer"} (or a tuple in that order) to time a real training step.
         """
         from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
-        from tfperf.report.console import emit_json, err_console
+        from tfperf.progress import status
+        from tfperf.report.console import emit_json
 
         options = PipelineOptions(
             steps=steps,
@@ -157,12 +158,12 @@ def register(group: click.Group) -> None:
             store=store,
         )
         command = shlex.join(["tfperf", *sys.argv[1:]])
-        with err_console().status("starting the pipeline worker") as status:
+        with status("starting the pipeline worker") as shown:
             doc = analyze_pipeline(
                 target,
                 demo=demo,
                 options=options,
-                on_progress=lambda line: status.update(line),
+                on_progress=shown.update,
                 command=command,
             )
         if as_json:

@@ -15,6 +15,7 @@ import shlex
 import sys
 
 import click
+from click.core import ParameterSource
 
 
 def _speedup_text(speedup: dict | None) -> str:
@@ -259,12 +260,18 @@ def tune_command(
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels
     from tfperf.modelref import workload_from_args
+    from tfperf.progress import tune_progress
     from tfperf.report.console import emit_json, err_console
-    from tfperf.report.progress import tune_progress
     from tfperf.tune import TuneInterrupted, tune
     from tfperf.tune.options import options_from_args
 
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
+    if quick:  # --quick beats the configuration file's limits, not the ones typed beside it
+        ctx = click.get_current_context()
+        typed = {n: ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE for n in
+                 ("max_trials", "budget")}
+        max_trials = max_trials if typed["max_trials"] else None
+        budget = budget if typed["budget"] else None
     options = options_from_args(
         strategy=strategy,
         quick=quick,
@@ -333,18 +340,19 @@ def apply_command(profile: str, fmt: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_command(profile: str, command: tuple[str, ...]) -> int:
     """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
-    from tfperf.profiles import load_profile, mismatch_warnings, run_with_profile
+    from tfperf.cli.verbosity import detail, note
+    from tfperf.profiles import load_profile, mismatch_warnings, profile_env, run_with_profile
     from tfperf.report.console import err_console
 
     data = load_profile(profile)
     for warning in mismatch_warnings(data):
         err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     if data.get("code"):
-        err_console().print(
+        note(
             "[dim]note: this profile also needs code changes that tfperf run cannot make: "
-            f"{'; '.join(data['code'])}[/]",
-            soft_wrap=True,
+            f"{'; '.join(data['code'])}[/]"
         )
+    detail(" ".join(["tfperf run sets", *(f"{k}={v}" for k, v in profile_env(data).items())]))
     code = run_with_profile(data, command)
     raise click.exceptions.Exit(code)
 

@@ -53,16 +53,27 @@ def confirm_processes(rounds: int) -> int:
 
 
 class Progress:
-    """Receives progress events (the CLI shows them with rich); every method may be ignored."""
+    """Receives progress events (the CLI shows them); every method may be ignored.
 
-    def start(self, total: int | None) -> None:
-        """The search starts; ``total`` is the trial limit when known."""
+    In order: :meth:`phase` (the default starts), :meth:`start` (the search's limits), then
+    for each candidate :meth:`candidate` and :meth:`done`, and :meth:`phase` again (the
+    confirmation). A resumed tune's replayed candidates are not told one by one: ``start``
+    counts them.
+    """
+
+    def start(
+        self, total: int | None, budget_s: float | None = None, resumed: int = 0
+    ) -> None:
+        """The search starts: ``total`` is its trial limit and ``budget_s`` its time limit
+        (``None``: none), ``resumed`` the finished candidates of the tune it resumes (counted
+        in ``total``)."""
 
     def candidate(self, name: str) -> None:
         """A candidate is being tried."""
 
     def done(self, outcome: Outcome) -> None:
-        """A candidate finished."""
+        """A candidate finished (measured, rejected or failed; ``outcome.info["error"]``
+        holds a failed worker's record)."""
 
     def phase(self, text: str) -> None:
         """A phase without a candidate (starting the default, confirming)."""

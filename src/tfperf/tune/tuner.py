@@ -191,7 +191,7 @@ def search(
     for outcome in cache.values():
         trial = evaluator.run.trial(outcome.label, to_config_dict(outcome.config), "candidate")
         evaluator.finish_trial(trial, outcome)
-    progress.start(options.max_trials)
+    progress.start(options.max_trials, options.budget_s, resumed=len(cache))
     result = Search(
         space,
         evaluator,
