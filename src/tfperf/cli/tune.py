@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from tfperf.cli.export import export_option, export_run, export_target
 from tfperf.core.errors import UserError
 
 
@@ -310,6 +311,7 @@ def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --strategy optuna.")
 @click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@export_option
 def tune_command(
     model: str | None,
     workload: str | None,
@@ -335,6 +337,7 @@ def tune_command(
     seed: int,
     store: str | None,
     as_json: bool,
+    export: str | None,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
@@ -345,6 +348,7 @@ def tune_command(
 
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
+    export_target(export)
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
     if quick:
         max_trials = QUICK["max_trials"] if max_trials is None else max_trials
@@ -385,6 +389,7 @@ def tune_command(
         emit_json(doc)
     else:
         render_tune(doc)
+    export_run(export, options.store_path, doc["run_id"])
 
 
 @click.command("apply")
