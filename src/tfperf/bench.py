@@ -43,10 +43,13 @@ Contract:
 - Ctrl-C (``KeyboardInterrupt``) once the run is in the store raises :class:`RunInterrupted`
   (a ``KeyboardInterrupt`` that names the run and its finished rounds) after the workers are
   closed and the run is stored as ``interrupted`` with every block measured so far.
-- :func:`compare_runs` compares two stored runs trial by trial (same label; or the two
-  baselines). The runs were not interleaved, so the comparison is unpaired: the ratio of the
-  medians of the per-block medians, a bootstrap 95% interval, a Mann-Whitney test, and the same
-  verdict rule. ``regressions`` lists the labels where run B is significantly slower.
+- :func:`compare_runs` compares two runs trial by trial (same label, or the same config under
+  an older label order; else the first trials), each a :class:`tfperf.report.export.RunResult`
+  from the store or from a result file written on any machine: the statistic runs on the raw
+  blocks either way. The runs were not interleaved, so the comparison is unpaired: the ratio of
+  the medians of the per-block medians, a bootstrap 95% interval, a Mann-Whitney test, and the
+  same verdict rule. ``regressions`` lists the labels where run B is significantly slower; a
+  warning says when the runs measured different workloads or ran on different machines.
 
 Nothing here imports TensorFlow.
 """
@@ -72,8 +75,9 @@ from tfperf.core.errors import UserError
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.doctor.install import install_fingerprint
 from tfperf.machine import contention
-from tfperf.machine.facts import collect_machine
+from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
+from tfperf.report.export import RunResult, TrialResult
 from tfperf.runner.identity import model_digests
 from tfperf.runner.measure import Listener, Measurement, Settings, Trial, measure
 from tfperf.runner.recorder import MeasureRecorder, RunRecorder
@@ -118,15 +122,6 @@ def workload_fingerprint(workload: Mapping[str, Any]) -> str:
                 for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
                     digest.update(chunk)
     return digest.hexdigest()[:12]
-
-
-def machine_summary(machine: Mapping[str, Any]) -> dict[str, Any]:
-    """The few machine facts a result carries (the store keeps the whole record)."""
-    return {
-        "fingerprint": machine.get("fingerprint"),
-        "cpu": (machine.get("cpu") or {}).get("model"),
-        "cores": (machine.get("cores") or {}).get("usable"),
-    }
 
 
 @dataclass(frozen=True)
@@ -521,33 +516,37 @@ def unpaired_speedup(
     return out
 
 
-def _block_medians(trial: Mapping[str, Any]) -> list[float]:
+def _block_medians(trial: TrialResult) -> list[float]:
+    """What an unpaired speedup compares: the medians of the steady blocks, or the raw samples
+    of a trial with fewer than 6 blocks."""
     medians = [
         statistics.median(b["samples_s"])
-        for b in trial.get("blocks", [])
+        for b in trial.blocks
         if b.get("phase") == "steady" and b.get("samples_s")
     ]
     if len(medians) >= 6:
         return medians
-    return list(trial.get("samples_s") or [])
+    return trial.steady_samples()
 
 
-def _config_label(trial: Mapping[str, Any]) -> str:
+def _config_label(trial: TrialResult) -> str:
     """The trial's label as this tfperf writes it (older runs listed knobs in another order)."""
     try:
-        return Config.from_dict(trial.get("config")).label()
+        return Config.from_dict(trial.config).label()
     except (UserError, TypeError, ValueError):
-        return str(trial["label"])
+        return trial.label
 
 
-def _pairs(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[tuple[dict, dict]]:
-    ok_a = [t for t in run_a["trials"] if t["status"] == "ok"]
-    ok_b = [t for t in run_b["trials"] if t["status"] == "ok"]
-    by_label = {t["label"]: t for t in ok_b}
+def _pairs(run_a: RunResult, run_b: RunResult) -> list[tuple[TrialResult, TrialResult]]:
+    """Trials of A and B paired by label, or by config (as today's label writes it); the two
+    first trials when nothing pairs."""
+    ok_a = [t for t in run_a.trials if t.status == "ok"]
+    ok_b = [t for t in run_b.trials if t.status == "ok"]
+    by_label = {t.label: t for t in ok_b}
     by_config = {_config_label(t): t for t in ok_b}
     pairs = []
     for trial in ok_a:
-        match = by_label.get(trial["label"]) or by_config.get(_config_label(trial))
+        match = by_label.get(trial.label) or by_config.get(_config_label(trial))
         if match is not None:
             pairs.append((trial, match))
     if not pairs and ok_a and ok_b:
@@ -555,49 +554,55 @@ def _pairs(run_a: Mapping[str, Any], run_b: Mapping[str, Any]) -> list[tuple[dic
     return pairs
 
 
-def compare_runs(
-    store: Any, run_a: int | str, run_b: int | str, threshold: float = DEFAULT_THRESHOLD
-) -> dict[str, Any]:
-    """Compare stored run B against run A; see the module docstring."""
+def _compare_warnings(a: RunResult, b: RunResult, same_machine: bool) -> list[str]:
+    warnings = []
+    if (a.run.get("workload") or {}) != (b.run.get("workload") or {}):
+        warnings.append("the two runs measured different workloads (or different model files)")
+    if not same_machine:
+        cpu_a, cpu_b = (machine_summary(r.machine)["cpu"] or "unknown" for r in (a, b))
+        warnings.append(
+            f"the two runs ran on different machines (A: {cpu_a}, B: {cpu_b}): the figures "
+            "compare different hardware as well as the configs"
+        )
+    return warnings
 
-    a, b = store.load_run(run_a), store.load_run(run_b)
-    ra, rb = a["run"], b["run"]
+
+def compare_runs(
+    a: RunResult, b: RunResult, threshold: float = DEFAULT_THRESHOLD
+) -> dict[str, Any]:
+    """Compare run B against run A, each a stored run or a result file
+    (:func:`tfperf.report.export.load_result`); see the module docstring."""
     pairs = _pairs(a, b)
     if not pairs:
         raise UserError(
-            f"runs {ra['id']} and {rb['id']} have no successful trials to compare; "
-            "pick runs from `tfperf history` whose trials finished ok."
+            f"{a.origin} and {b.origin} have no successful trials to compare; "
+            "pick runs (or result files) whose trials finished ok."
         )
-    warnings = []
-    if (ra.get("workload") or {}) != (rb.get("workload") or {}):
-        warnings.append("the two runs measured different workloads (or different model files)")
-    if (ra.get("machine") or {}).get("fingerprint") != (rb.get("machine") or {}).get("fingerprint"):
-        warnings.append("the two runs ran on different machines")
-    comparisons = []
-    for ta, tb in pairs:
-        batch_a = int((ta.get("info") or {}).get("batch") or 1)
-        batch_b = int((tb.get("info") or {}).get("batch") or 1)
-        comparisons.append(
-            {
-                "label_a": ta["label"],
-                "label_b": tb["label"],
-                "trial_a": ta["id"],
-                "trial_b": tb["id"],
-                "a": stats.summarize(ta["samples_s"], batch=batch_a),
-                "b": stats.summarize(tb["samples_s"], batch=batch_b),
-                "speedup": unpaired_speedup(_block_medians(ta), _block_medians(tb), threshold),
-            }
-        )
-    regressions = [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"]
+    comparisons = [
+        {
+            "label_a": ta.label,
+            "label_b": tb.label,
+            "trial_a": ta.id,
+            "trial_b": tb.id,
+            "a": stats.summarize(ta.steady_samples(), batch=ta.batch),
+            "b": stats.summarize(tb.steady_samples(), batch=tb.batch),
+            "speedup": unpaired_speedup(_block_medians(ta), _block_medians(tb), threshold),
+        }
+        for ta, tb in pairs
+    ]
+    fingerprints = {machine_summary(r.machine)["fingerprint"] for r in (a, b)}
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "compare-runs",
-        "run_a": ra["id"],
-        "run_b": rb["id"],
+        "run_a": a.run.get("id"),
+        "run_b": b.run.get("id"),
+        "source_a": a.origin,
+        "source_b": b.origin,
+        "same_machine": len(fingerprints) == 1,
         "threshold": threshold,
         "comparisons": comparisons,
-        "regressions": regressions,
-        "warnings": warnings,
+        "regressions": [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"],
+        "warnings": _compare_warnings(a, b, len(fingerprints) == 1),
     }
 
 

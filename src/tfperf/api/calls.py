@@ -161,13 +161,12 @@ def compare(
     """Compare run (or result file) ``b`` against ``a``, config by config (``tfperf compare A
     B``); ``result.regressions`` lists B's configs significantly slower than A's."""
     from tfperf.bench import compare_runs
-    from tfperf.core.paths import resolve_store_path
-    from tfperf.store import Store
+    from tfperf.report.export import load_result
 
     if threshold < 0:
         raise UserError(f"threshold must be 0 or more, not {threshold}.")
-    with Store.open(resolve_store_path(_path(store))) as opened:
-        return CompareResult(compare_runs(opened, _ref(a), _ref(b), threshold))
+    first, second = (load_result(str(_ref(ref)), _path(store)) for ref in (a, b))
+    return CompareResult(compare_runs(first, second, threshold))
 
 
 def pipeline(

@@ -2,9 +2,10 @@
 
 ``tfperf bench`` measures one workload (a built-in or the user's model) under the default
 config and, with ``--set``/``--env``, one candidate config, interleaved. ``tfperf compare``
-either compares two stored runs (``RUN_A RUN_B``) or measures several candidates against the
-default in one interleaved run (each ``--set``/``--env`` is one candidate; join knobs of one
-candidate with commas: ``--set onednn=off,intra_threads=2``).
+either compares two runs (``A B``, each a stored run or a result file from ``--export``) or
+measures several candidates against the default in one interleaved run (each
+``--set``/``--env`` is one candidate; join knobs of one candidate with commas: ``--set
+onednn=off,intra_threads=2``). Both take ``--export FILE`` (:mod:`tfperf.cli.export`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import click
 
+from tfperf.cli.export import export_option, export_run, export_table, export_target
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -255,6 +257,7 @@ def _measure_options(fn: Any) -> Any:
             help="Store file (default: TFPERF_STORE or the user data dir).",
         ),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+        export_option,
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -333,11 +336,13 @@ def register(group: click.Group) -> None:
         measured side by side."""
         from tfperf.core.config import Config
 
+        export_target(opts["export"])
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         doc = _run(configs, opts, workload, "bench")
         _emit(doc, opts["as_json"], render_bench)
+        export_run(opts["export"], opts["store"], doc["run_id"])
 
     @group.command("compare")
     @click.argument("runs", nargs=-1)
@@ -351,53 +356,71 @@ def register(group: click.Group) -> None:
     def compare_cmd(
         runs: tuple[str, ...], model: str | None, fail_on_regression: bool, **opts: Any
     ) -> None:
-        """Compare two stored runs (RUN_A RUN_B, ids from `tfperf history` or 'latest'), or
-        measure candidates against the default in one interleaved run (--workload NAME or
-        --model MODEL, each --set/--env one candidate; join knobs with commas)."""
-        from tfperf.bench import compare_runs, failures_in, regressions_in
-        from tfperf.core.config import Config
+        """Compare two runs A B, each a run id of the store ('latest' too) or a .json result
+        file written by --export on any machine; or measure candidates against the default in
+        one interleaved run (--workload NAME or --model MODEL, each --set/--env one candidate;
+        join knobs with commas)."""
+        export_target(opts["export"])
+        doc = _compare_two(runs, model, opts) if runs else _compare_measured(model, opts)
+        _gate(doc, fail_on_regression)
 
-        if runs:
-            if len(runs) != 2 or opts["workload"] or model:
-                raise UserError(
-                    "give either two run ids (tfperf compare RUN_A RUN_B) or a workload "
-                    "with candidates (tfperf compare --workload NAME --set KEY=VALUE)."
-                )
-            if opts["threshold"] < 0:
-                raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
-            store = _open_store(opts["store"])
-            try:
-                doc = compare_runs(store, runs[0], runs[1], opts["threshold"])
-            finally:
-                store.close()
-            _emit(doc, opts["as_json"], _render_runs)
-        else:
-            workload = _workload_of(opts, model)
-            candidates = [Config.parse(s.split(","), []) for s in opts["sets"]]
-            candidates += [Config.parse([], [e]) for e in opts["envs"]]
-            if not candidates:
-                raise UserError(
-                    "name at least one candidate with --set KEY=VALUE or --env KEY=VALUE "
-                    "(or give two run ids)."
-                )
-            doc = _run([Config(), *candidates], opts, workload, "compare")
-            _emit(doc, opts["as_json"], render_bench)
-        slower = regressions_in(doc)
-        failed = failures_in(doc)
-        if fail_on_regression and (slower or failed):
-            found = [f"significantly slower: {', '.join(slower)}"] if slower else []
-            found += [f"failed: {', '.join(failed)}"] if failed else []
-            raise FailOnTriggered("; ".join(found) + ".")
+
+def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
+    """``tfperf compare A B``: two stored runs or result files, compared and shown."""
+    from tfperf.bench import compare_runs
+    from tfperf.report.export import comparison_table, load_result
+
+    if len(runs) != 2 or opts["workload"] or model:
+        raise UserError(
+            "give either two run ids or result files (tfperf compare A B) or a workload with "
+            "candidates (tfperf compare --workload NAME --set KEY=VALUE)."
+        )
+    if opts["threshold"] < 0:
+        raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
+    a, b = (load_result(ref, opts["store"]) for ref in runs)
+    doc = compare_runs(a, b, opts["threshold"])
+    _emit(doc, opts["as_json"], _render_runs)
+    if opts["export"]:
+        export_table(comparison_table(doc), opts["export"])
+    return doc
+
+
+def _compare_measured(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
+    """``tfperf compare --workload NAME --set ...``: candidates measured against the default."""
+    from tfperf.core.config import Config
+
+    workload = _workload_of(opts, model)
+    candidates = [Config.parse(s.split(","), []) for s in opts["sets"]]
+    candidates += [Config.parse([], [e]) for e in opts["envs"]]
+    if not candidates:
+        raise UserError(
+            "name at least one candidate with --set KEY=VALUE or --env KEY=VALUE "
+            "(or give two run ids)."
+        )
+    doc = _run([Config(), *candidates], opts, workload, "compare")
+    _emit(doc, opts["as_json"], render_bench)
+    export_run(opts["export"], opts["store"], doc["run_id"])
+    return doc
+
+
+def _gate(doc: dict[str, Any], fail_on_regression: bool) -> None:
+    """``--fail-on-regression``: exit 1 when a config is significantly slower or failed."""
+    from tfperf.bench import failures_in, regressions_in
+
+    slower = regressions_in(doc)
+    failed = failures_in(doc)
+    if fail_on_regression and (slower or failed):
+        found = [f"significantly slower: {', '.join(slower)}"] if slower else []
+        found += [f"failed: {', '.join(failed)}"] if failed else []
+        raise FailOnTriggered("; ".join(found) + ".")
 
 
 def _render_runs(doc: dict[str, Any]) -> None:
-    """Two stored runs compared, trial by trial."""
+    """Two runs compared (stored runs or result files), trial by trial."""
     from rich.markup import escape
 
-    from tfperf.report.console import console
-
-    out = console()
-    out.print(f"run {doc['run_a']} (A) vs run {doc['run_b']} (B)")
+    _line(f"A: {escape(doc['source_a'])}")
+    _line(f"B: {escape(doc['source_b'])}")
     for c in doc["comparisons"]:
         a, b = c["a"]["latency_ms"], c["b"]["latency_ms"]
         _line(

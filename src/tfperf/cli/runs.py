@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from tfperf.cli.export import export_option, export_run, export_table, export_target
+
 HISTORY_SCHEMA_VERSION = 1
 
 
@@ -254,10 +256,21 @@ def register(group: click.Group) -> None:
     @_STORE_OPTION
     @click.option("--limit", type=int, default=50, show_default=True, help="Runs to list.")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    @export_option
     @click.argument("run", required=False)
-    def history_cmd(store: str | None, limit: int, as_json: bool, run: str | None) -> None:
-        """List the recorded runs, or the trials of RUN (an id or 'latest')."""
+    def history_cmd(
+        store: str | None, limit: int, as_json: bool, export: str | None, run: str | None
+    ) -> None:
+        """List the recorded runs, or the trials of RUN (an id or 'latest'). With --export,
+        also write the listed runs (one summary each), or RUN's whole result, to a file."""
+        export_target(export)
         _show(history(store=store, limit=limit, run=run), as_json, _print_history)
+        if run is not None:
+            export_run(export, store, run)
+        elif export:
+            from tfperf.report.export import history_table
+
+            export_table(history_table(store, limit), export)
 
     @group.command("report")
     @click.argument("run")

@@ -17,6 +17,8 @@ import sys
 import click
 from click.core import ParameterSource
 
+from tfperf.cli.export import export_option, export_run, export_target
+
 
 def _speedup_text(speedup: dict | None) -> str:
     if not speedup or speedup.get("median") is None:
@@ -231,6 +233,7 @@ def render_tune(doc: dict) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --strategy optuna.")
 @click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@export_option
 def tune_command(
     model: str | None,
     workload: str | None,
@@ -256,6 +259,7 @@ def tune_command(
     seed: int,
     store: str | None,
     as_json: bool,
+    export: str | None,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels
@@ -265,6 +269,7 @@ def tune_command(
     from tfperf.tune import TuneInterrupted, tune
     from tfperf.tune.options import options_from_args
 
+    export_target(export)
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
     if quick:  # --quick beats the configuration file's limits, not the ones typed beside it
         ctx = click.get_current_context()
@@ -308,6 +313,7 @@ def tune_command(
         emit_json(doc)
     else:
         render_tune(doc)
+    export_run(export, options.store_path, doc["run_id"])
 
 
 @click.command("apply")

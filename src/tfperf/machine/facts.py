@@ -16,6 +16,8 @@ reads ``/proc``, ``/sys`` and cgroup files directly and takes well under 0.3 s. 
   empty when there is no NVIDIA GPU or no driver.
 - ``allocators_available``: ``{"tcmalloc": path | None, "jemalloc": path | None}``.
 - ``os``: kernel and distribution; ``fingerprint``: a short stable hash of the hardware facts.
+
+:func:`machine_summary` is the part of that record a result document carries.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import os
 import platform
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +259,14 @@ def collect_machine() -> dict[str, Any]:
     }
     machine["fingerprint"] = fingerprint(machine)
     return machine
+
+
+def machine_summary(machine: Mapping[str, Any]) -> dict[str, Any]:
+    """The few machine facts a result carries (the store keeps the whole record); a record
+    that lacks one (an old or hand-written one) gives ``None`` for it."""
+    cpu, cores = machine.get("cpu"), machine.get("cores")
+    return {
+        "fingerprint": machine.get("fingerprint"),
+        "cpu": cpu.get("model") if isinstance(cpu, Mapping) else cpu,
+        "cores": cores.get("usable") if isinstance(cores, Mapping) else cores,
+    }

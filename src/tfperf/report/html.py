@@ -77,11 +77,20 @@ def _flop_rates(info: dict, p50_ms: float | None, run_peak: dict) -> tuple[float
     return gflops, peak
 
 
+def trial_batch(info: dict, default: int) -> int:
+    """A trial's samples per call: its info's ``batch``, else a tune candidate's (its
+    ``outcome``) or confirmation's (``candidate_batch``), else the workload's ``default``."""
+    outcome = (info.get("outcome") or {}).get("info") or {}
+    confirmation = info.get("confirmation") or {}
+    found = info.get("batch") or outcome.get("batch") or confirmation.get("candidate_batch")
+    return int(found or default or 1)
+
+
 def _result(trial: dict, default_batch: int, run_peak: dict) -> dict:
 
     info = trial.get("info") or {}
     warmup = trial.get("warmup_s") or []
-    batch = int(info.get("batch") or default_batch or 1)
+    batch = trial_batch(info, default_batch)
     summary = summarize(trial["samples_s"], batch=batch)
     gflops, peak = _flop_rates(info, summary["latency_ms"]["p50"], run_peak)
     share = gflops / peak if gflops and peak else None

@@ -32,6 +32,7 @@ from tfperf.core.errors import UserError
 from tfperf.core.knobs import label, normalize
 from tfperf.core.protocol import artifact_from_notes, repeat_rows
 from tfperf.core.stats import paired_speedup
+from tfperf.doctor.install import install_fingerprint
 from tfperf.runner.handle import WorkerFailed
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import Rounds, block_info
@@ -139,11 +140,20 @@ class Evaluator:
     def close(self) -> None:
         """Close every worker and the baseline trial."""
         if self.run is not None and self.baseline_trial is not None:
-            self.run.finish_trial(self.baseline_trial, "ok", {"role": "default"})
+            self.run.finish_trial(self.baseline_trial, "ok", self._default_info())
             self.baseline_trial = None
         self.workers.close()
 
     # ------------------------------------------------------------------ the default
+    def _default_info(self) -> dict:
+        """The baseline trial's info: its batch and TensorFlow install (with its fingerprint,
+        as bench records it), which an exported result carries."""
+        info: dict[str, Any] = {"role": "default", "batch": self.default_batch}
+        install = (self.default_ready or {}).get("install")
+        if install:
+            info["install"] = dict(install, fingerprint=install_fingerprint(install))
+        return info
+
     def start_default(self) -> dict:
         """Start the default worker and take the reference outputs; its ``ready`` message.
 
