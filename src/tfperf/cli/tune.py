@@ -310,6 +310,9 @@ def _batch_sizes(text: str | None) -> tuple[int, ...] | None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --strategy optuna.")
 @click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
+)
 def tune_command(
     model: str | None,
     workload: str | None,
@@ -335,11 +338,13 @@ def tune_command(
     seed: int,
     store: str | None,
     as_json: bool,
+    to_mlflow: bool,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels, parse_tolerance
     from tfperf.core.paths import resolve_store_path
     from tfperf.modelref import workload_from_args
+    from tfperf.report import mlflow_log
     from tfperf.report.console import emit_json, err_console
     from tfperf.tune import TuneInterrupted, TuneOptions, tune
 
@@ -369,6 +374,8 @@ def tune_command(
         command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
     sample_labels = load_labels(labels) if labels else None
+    if to_mlflow:
+        mlflow_log.require_mlflow()  # before measuring, not after
     try:
         with _progress() as progress:
             doc = tune(wl, options, labels=sample_labels, progress=progress)
@@ -385,6 +392,8 @@ def tune_command(
         emit_json(doc)
     else:
         render_tune(doc)
+    if to_mlflow:
+        mlflow_log.log_and_tell(doc, options.store_path)
 
 
 @click.command("apply")
