@@ -5,7 +5,7 @@ CPU quota, a tune's JSON).
 ``run_cli`` runs the real ``tfperf`` CLI in a subprocess (the way a user does). ``require``
 skips a test whose system prerequisite is missing on a user's machine, but fails it under
 ``CI=true``, where .ci/run installs every prerequisite. ``mlflow_tracking`` makes a real local
-MLflow tracking store the current one.
+MLflow tracking store the current one, and ``mlflow_files`` lists what a run of it holds.
 """
 
 from __future__ import annotations
@@ -246,3 +246,11 @@ def mlflow_tracking(folder: Path) -> Iterator[str]:
         for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
             patch.delenv(name, raising=False)
         yield uri
+
+
+def mlflow_files(client, run_id: str, folder: str | None = None) -> list[str]:
+    """Every file of MLflow run ``run_id`` (below ``folder``), as MLflow's ``client`` lists them."""
+    found = []
+    for item in client.list_artifacts(run_id, folder):
+        found += mlflow_files(client, run_id, item.path) if item.is_dir else [item.path]
+    return sorted(found)

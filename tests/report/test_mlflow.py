@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import fill_store, load, mlflow_tracking
+from helpers import fill_store, load, mlflow_files, mlflow_tracking
 from tfperf.core.errors import UserError
 from tfperf.report.html import build_report
 from tfperf.report.mlflow_log import NotLogged, log_run, metric_key, require_mlflow, run_record
@@ -79,13 +79,6 @@ def measured_doc(path: Path, run: int, kind: str) -> dict:
     }
 
 
-def artifacts(client, run_id: str, folder: str | None = None) -> list[str]:
-    found = []
-    for item in client.list_artifacts(run_id, folder):
-        found += artifacts(client, run_id, item.path) if item.is_dir else [item.path]
-    return found
-
-
 def test_a_compare_run_is_logged_with_its_figures_report_and_document(tracking, stored):
     from mlflow.tracking import MlflowClient
 
@@ -115,7 +108,7 @@ def test_a_compare_run_is_logged_with_its_figures_report_and_document(tracking, 
     assert "speedup" not in metrics and "tfperf.verdict" not in tags
     assert tags["tfperf.kind"] == "compare" and tags["tfperf.verdict.xla-jit"] == "faster"
     assert tags["mlflow.note.content"] == "tfperf compare --workload mlp --set xla=jit"
-    assert sorted(artifacts(client, run_id)) == ["report.html", "tfperf.json"]
+    assert mlflow_files(client, run_id) == ["report.html", "tfperf.json"]
     folder = client.download_artifacts(run_id, "", str(Path.cwd() / f"down-{run_id}"))
     assert f"tfperf run {ids['run']}" in (Path(folder) / "report.html").read_text()
     assert json.loads((Path(folder) / "tfperf.json").read_text()) == doc

@@ -1,2 +1,3 @@
-"""What people and programs read: consoles and JSON (:mod:`~tfperf.report.console`), and a
-run's report document and self-contained HTML page (:mod:`~tfperf.report.html`)."""
+"""What people and programs read: consoles and JSON (:mod:`~tfperf.report.console`), a run's
+report document and self-contained HTML page (:mod:`~tfperf.report.html`), and a finished run
+logged to MLflow (:mod:`~tfperf.report.mlflow_log`)."""
