@@ -4,12 +4,14 @@ CPU quota, a tune's JSON).
 
 ``run_cli`` runs the real ``tfperf`` CLI in a subprocess (the way a user does). ``require``
 skips a test whose system prerequisite is missing on a user's machine, but fails it under
-``CI=true``, where .ci/run installs every prerequisite.
+``CI=true``, where .ci/run installs every prerequisite. ``mlflow_tracking`` makes a real local
+MLflow tracking store the current one, and ``mlflow_files`` lists what a run of it holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -226,3 +228,29 @@ def run_in_cgroup(
     return subprocess.run(
         [sys.executable, "-c", join, *argv], capture_output=True, text=True, timeout=timeout
     )
+
+
+@contextlib.contextmanager
+def mlflow_tracking(folder: Path) -> Iterator[str]:
+    """A real local MLflow tracking store (SQLite) in ``folder``, MLflow's tracking URI for this
+    process and its children, with ``folder`` as the working directory (MLflow keeps a local
+    store's artifacts under ``./mlruns``); yields the URI. Skips where MLflow is missing."""
+    require(
+        importlib.util.find_spec("mlflow") is not None,
+        'MLflow is not installed: pip install "tfperf[mlflow]"',
+    )
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        for name in ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
+            patch.delenv(name, raising=False)
+        yield uri
+
+
+def mlflow_files(client, run_id: str, folder: str | None = None) -> list[str]:
+    """Every file of MLflow run ``run_id`` (below ``folder``), as MLflow's ``client`` lists them."""
+    found = []
+    for item in client.list_artifacts(run_id, folder):
+        found += mlflow_files(client, run_id, item.path) if item.is_dir else [item.path]
+    return sorted(found)

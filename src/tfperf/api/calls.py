@@ -72,6 +72,7 @@ def bench(
     from tfperf.core.config import Config
     from tfperf.progress import NORMAL, QUIET, at_level, bench_progress
 
+    _mlflow_ready(mlflow)
     candidate = Config.parse(_knob_args(set), _knob_args(env))
     configs = [Config()] + ([candidate] if candidate != Config() else [])
     options = _bench_options(budget, precision, threshold, timeout, memory_limit, no_peak,
@@ -82,7 +83,7 @@ def bench(
         with at_level(NORMAL if progress else QUIET), bench_progress() as listener:
             doc = run_bench(wl, configs, options, store=_path(store), listener=listener,
                             command="tfperf.bench()", kind="bench")
-    return _logged(BenchResult(doc), mlflow)
+    return _logged(BenchResult(doc), mlflow, store)
 
 
 def _bench_options(budget: float, precision: float, threshold: float, timeout: float,
@@ -146,12 +147,13 @@ def tune(
         batch_sizes=_csv(batch_sizes), command="tfperf.tune()",
     )
     sample_labels = load_labels(os.fspath(labels)) if labels is not None else None
+    _mlflow_ready(mlflow)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
         wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                           size=size, scratch=Path(scratch))
         with at_level(NORMAL if progress else QUIET), tune_progress() as shown:
             doc = run_tune(wl, options, labels=sample_labels, progress=shown)
-    return _logged(TuneResult(doc), mlflow)
+    return _logged(TuneResult(doc), mlflow, store)
 
 
 def compare(
@@ -212,10 +214,25 @@ def _csv(value: str | Sequence[Any] | None) -> str | None:
     return ",".join(str(v) for v in value)
 
 
-def _logged(result: Any, mlflow: bool) -> Any:
-    """``result``, logged to MLflow first when asked."""
+def _mlflow_ready(mlflow: bool) -> None:
+    """With ``mlflow``, fail before measuring when MLflow cannot be imported."""
     if mlflow:
-        from tfperf.report.mlflow_log import log_run
+        from tfperf.report.mlflow_log import require_mlflow
 
-        log_run(result.to_dict())
+        require_mlflow()
+
+
+def _logged(result: Any, mlflow: bool, store: PathLike | None) -> Any:
+    """``result``, logged to MLflow first when asked. A failure to log is a warning that names
+    the stored run (nothing measured is lost), and the result is returned all the same."""
+    if mlflow:
+        import warnings
+
+        from tfperf.core.paths import resolve_store_path
+        from tfperf.report.mlflow_log import NotLogged, log_run
+
+        try:
+            log_run(result.to_dict(), store=resolve_store_path(_path(store)))
+        except NotLogged as exc:
+            warnings.warn(str(exc), RuntimeWarning, stacklevel=3)
     return result

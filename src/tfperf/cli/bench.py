@@ -330,19 +330,27 @@ def register(group: click.Group) -> None:
     @group.command("bench")
     @click.argument("model", required=False)
     @_measure_options
-    def bench_cmd(model: str | None, **opts: Any) -> None:
+    @click.option(
+        "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
+    )
+    def bench_cmd(model: str | None, to_mlflow: bool, **opts: Any) -> None:
         """Measure a workload: a built-in (--workload NAME) or MODEL (.keras, SavedModel dir,
         .tflite, module:function). With --set/--env, the default config and that config are
         measured side by side."""
         from tfperf.core.config import Config
+        from tfperf.report import mlflow_log
 
         export_target(opts["export"])
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         configs = [Config()] + ([candidate] if candidate != Config() else [])
+        if to_mlflow:
+            mlflow_log.require_mlflow()  # before measuring, not after
         doc = _run(configs, opts, workload, "bench")
         _emit(doc, opts["as_json"], render_bench)
         export_run(opts["export"], opts["store"], doc["run_id"])
+        if to_mlflow:
+            mlflow_log.log_and_tell(doc, opts["store"])
 
     @group.command("compare")
     @click.argument("runs", nargs=-1)

@@ -234,6 +234,9 @@ def render_tune(doc: dict) -> None:
 @click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @export_option
+@click.option(
+    "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
+)
 def tune_command(
     model: str | None,
     workload: str | None,
@@ -260,11 +263,13 @@ def tune_command(
     store: str | None,
     as_json: bool,
     export: str | None,
+    to_mlflow: bool,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels
     from tfperf.modelref import workload_from_args
     from tfperf.progress import tune_progress
+    from tfperf.report import mlflow_log
     from tfperf.report.console import emit_json, err_console
     from tfperf.tune import TuneInterrupted, tune
     from tfperf.tune.options import options_from_args
@@ -297,6 +302,8 @@ def tune_command(
         command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
     sample_labels = load_labels(labels) if labels else None
+    if to_mlflow:
+        mlflow_log.require_mlflow()  # before measuring, not after
     try:
         with tune_progress() as progress:
             doc = tune(wl, options, labels=sample_labels, progress=progress)
@@ -314,6 +321,8 @@ def tune_command(
     else:
         render_tune(doc)
     export_run(export, options.store_path, doc["run_id"])
+    if to_mlflow:
+        mlflow_log.log_and_tell(doc, options.store_path)
 
 
 @click.command("apply")
