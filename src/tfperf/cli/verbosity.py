@@ -65,17 +65,15 @@ def add_options(command: click.Command) -> None:
             add_options(sub)
 
 
-def note(markup: str) -> None:
-    """Print ``markup`` on stderr unless ``-q`` was given."""
+def note(text: str, *, markup: bool = True, style: str | None = None) -> None:
+    """Print ``text`` (rich markup unless ``markup=False``) on stderr unless ``-q`` was given."""
     from tfperf.report.console import err_console
 
     if level() > QUIET:
-        err_console().print(markup, soft_wrap=True)
+        err_console().print(text, style=style, soft_wrap=True, markup=markup, highlight=False)
 
 
 def detail(text: str) -> None:
     """Print plain ``text`` on stderr with ``-v`` only."""
-    from tfperf.report.console import err_console
-
     if level() >= VERBOSE:
-        err_console().print(text, soft_wrap=True, markup=False, highlight=False)
+        note(text, markup=False, style="dim")
