@@ -58,34 +58,41 @@ def at_level(wanted: int) -> Iterator[None]:
         _forced.pop()
 
 
+def note(text: str, *, markup: bool = True, style: str | None = None) -> None:
+    """Print ``text`` (rich markup unless ``markup=False``) on stderr unless quiet."""
+    if level() > QUIET:
+        err_console().print(text, style=style, soft_wrap=True, markup=markup, highlight=False)
+
+
+def detail(text: str) -> None:
+    """Print plain ``text`` on stderr when verbose only."""
+    if level() >= VERBOSE:
+        note(text, markup=False, style="dim")
+
+
 TAIL_LINES = 8
 """Lines of a failed worker's log that ``-v`` shows."""
 _STYLE = {"rejected": "yellow", "failed": "red"}
 
 
-class _Lines:
-    """Where finished things are told: above the live display, or plain lines on stderr."""
+def say(text: str, style: str | None = None) -> None:
+    """One plain line on stderr (above a live display), unless ``-q``."""
+    note(text, markup=False, style=style)
 
-    def __init__(self, bar: Any = None) -> None:
-        self.level = level()
-        self.bar = bar
-        self.out = bar.console if bar is not None else err_console()
 
-    def say(self, text: str, style: str | None = None) -> None:
-        if self.level > QUIET:
-            self.out.print(text, style=style, soft_wrap=True, markup=False, highlight=False)
+def tail(error: dict | None) -> None:
+    """``-v``: the last lines of a failed worker's log."""
+    lines = ((error or {}).get("stderr_tail") or "").strip().splitlines()[-TAIL_LINES:]
+    for line in lines:
+        detail(f"    | {line}")
 
-    def detail(self, text: str) -> None:
-        if self.level >= VERBOSE:
-            self.say(text, style="dim")
 
-    def tail(self, error: dict | None) -> None:
-        """``-v``: the last lines of a failed worker's log."""
-        lines = ((error or {}).get("stderr_tail") or "").strip().splitlines()[-TAIL_LINES:]
-        for line in lines:
-            self.detail(f"    | {line}")
+class _Display:
+    """A context that runs a rich live display, when there is one."""
 
-    def __enter__(self) -> _Lines:
+    bar: Any = None
+
+    def __enter__(self) -> Any:
         if self.bar is not None:
             self.bar.start()
         return self
@@ -119,7 +126,7 @@ def trial_line(number: str, outcome: Any) -> str:
     return f"trial {number}  {outcome.label}  {ms}  {speedup}  {status}"
 
 
-class _TuneState(TuneProgress):
+class _TuneState(_Display, TuneProgress):
     """A tune's progress (the module docstring); the bar, when live, reads it."""
 
     def __init__(self) -> None:
@@ -131,7 +138,6 @@ class _TuneState(TuneProgress):
         self.started: float | None = None
         self.searching = False
         self.bar, self.task = _tune_bar(self) if _live() else (None, None)
-        self.lines = _Lines(self.bar)
 
     def number(self, n: int) -> str:
         return f"{n}/{self.total}" if self.total else str(n)
@@ -149,14 +155,14 @@ class _TuneState(TuneProgress):
         median = (outcome.speedup or {}).get("median")
         if outcome.status == "measured" and median and (self.best is None or median > self.best):
             self.best = median
-        self.lines.say(trial_line(self.number(self.count), outcome), _STYLE.get(outcome.status))
-        self.lines.tail((outcome.info or {}).get("error"))
+        say(trial_line(self.number(self.count), outcome), _STYLE.get(outcome.status))
+        tail((outcome.info or {}).get("error"))
         best = "" if self.best is None else f"best {self.best:.2f}x"
         self._update(completed=self.count if self.total else None, info=best)
 
     def phase(self, text: str) -> None:
         self.searching = False  # the default starts before the search, the confirmation after
-        self.lines.detail(text)
+        detail(text)
         self._update(description=text)
 
     def eta(self) -> float | None:
@@ -179,13 +185,6 @@ class _TuneState(TuneProgress):
     def _update(self, **fields: Any) -> None:
         if self.bar is not None:
             self.bar.update(self.task, **{k: v for k, v in fields.items() if v is not None})
-
-    def __enter__(self) -> _TuneState:
-        self.lines.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.lines.__exit__(*exc)
 
 
 def _tune_bar(state: _TuneState) -> tuple[Any, Any]:
@@ -228,7 +227,7 @@ def tune_progress() -> TuneProgress:
     return _TuneState()
 
 
-class _BenchListener(Listener):
+class _BenchListener(_Display, Listener):
     """bench's and compare's progress (the module docstring)."""
 
     def __init__(self) -> None:
@@ -246,28 +245,26 @@ class _BenchListener(Listener):
             )
             self.task = bar.add_task("starting workers", total=None, info="")
         self.bar = bar
-        self.lines = _Lines(bar)
 
     def trial(self, trial: Any, event: str) -> None:
         if event == "starting" and self.bar is not None:
             self.bar.update(self.task, description=f"starting {trial.label}", info="")
         elif event == "ready":
             cold = "" if trial.cold_start_s is None else f", cold start {trial.cold_start_s:.2f} s"
-            self.lines.detail(f"{trial.label}: ready{cold}")
+            detail(f"{trial.label}: ready{cold}")
         elif event == "failed" and not trial.ended_by_bad_input:  # the CLI says it once
             reason = (trial.error or {}).get("reason", "failed")
-            self.lines.say(f"{trial.label}: failed: {reason}", "red")
-            self.lines.tail(trial.error)
+            say(f"{trial.label}: failed: {reason}", "red")
+            tail(trial.error)
 
     def block(self, trial: Any, samples_s: list[float], phase: str, info: dict) -> None:
         if not samples_s:
             return
-        median = sorted(samples_s)[len(samples_s) // 2] * 1e3
+        median_ms = sorted(samples_s)[len(samples_s) // 2] * 1e3
         where = f" round {info['round']}" if "round" in info else ""
         where += f" process {info['process']}" if info.get("process") else ""
-        self.lines.detail(
-            f"{trial.label}: {phase} block{where}: {len(samples_s)} calls, median {median:.3g} ms"
-        )
+        calls = len(samples_s)
+        detail(f"{trial.label}: {phase} block{where}: {calls} calls, median {median_ms:.3g} ms")
 
     def round(self, done: int, elapsed_s: float, budget_s: float) -> None:
         if self.bar is not None:
@@ -279,13 +276,6 @@ class _BenchListener(Listener):
                 info=f"round {done}",
             )
 
-    def __enter__(self) -> _BenchListener:
-        self.lines.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.lines.__exit__(*exc)
-
 
 def bench_progress() -> Listener:
     """The progress display of ``tfperf bench`` and ``tfperf compare`` (a context)."""
@@ -295,12 +285,11 @@ def bench_progress() -> Listener:
 class _Status:
     """What :func:`status` yields: ``update(text)`` moves the spinner and, with ``-v``, says it."""
 
-    def __init__(self, lines: _Lines, spinner: Any = None) -> None:
-        self.lines = lines
+    def __init__(self, spinner: Any = None) -> None:
         self.spinner = spinner
 
     def update(self, text: str) -> None:
-        self.lines.detail(text)
+        detail(text)
         if self.spinner is not None:
             self.spinner.update(text)
 
@@ -309,10 +298,9 @@ class _Status:
 def status(text: str) -> Iterator[_Status]:
     """A spinner with ``text`` on stderr in a terminal; with ``-v`` every text is also a line
     of its own; with ``-q`` nothing."""
-    lines = _Lines()
-    lines.detail(text)
+    detail(text)
     if not _live():
-        yield _Status(lines)
+        yield _Status()
         return
     with err_console().status(text) as spinner:
-        yield _Status(lines, spinner)
+        yield _Status(spinner)

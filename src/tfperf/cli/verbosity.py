@@ -17,7 +17,7 @@ import click
 
 from tfperf.core.errors import UserError
 from tfperf.progress import LEVEL_KEY as _KEY
-from tfperf.progress import NORMAL, QUIET, VERBOSE, level
+from tfperf.progress import NORMAL, QUIET, VERBOSE, detail, level, note
 
 __all__ = ["NORMAL", "QUIET", "VERBOSE", "add_options", "detail", "level", "note"]
 
@@ -58,19 +58,3 @@ def add_options(command: click.Command) -> None:
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             add_options(sub)
-
-
-def note(markup: str) -> None:
-    """Print ``markup`` on stderr unless ``-q`` was given."""
-    from tfperf.report.console import err_console
-
-    if level() > QUIET:
-        err_console().print(markup, soft_wrap=True)
-
-
-def detail(text: str) -> None:
-    """Print plain ``text`` on stderr with ``-v`` only."""
-    from tfperf.report.console import err_console
-
-    if level() >= VERBOSE:
-        err_console().print(text, soft_wrap=True, markup=False, highlight=False)
