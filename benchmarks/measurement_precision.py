@@ -36,7 +36,7 @@ CONTROL_ENV = "TFPERF_CONTROL_COPY=1"
 
 def one_repeat(store, workload: dict, budget: float, block_s: float | None, processes: int) -> dict:
     """One interleaved bench run of default, its control copy and onednn=off."""
-    from tfperf.bench import BenchOptions, bench
+    from tfperf.benchmark import BenchOptions, bench
     from tfperf.core.config import Config
 
     configs = [Config(), Config.parse([], [CONTROL_ENV]), Config.parse(["onednn=off"], [])]
@@ -89,7 +89,7 @@ def main() -> int:
         help="worker processes per config (default: tfperf bench's choice for the budget)",
     )
     args = parser.parse_args()
-    from tfperf.bench import default_processes
+    from tfperf.benchmark import default_processes
     from tfperf.store import Store
 
     processes = args.processes or default_processes(args.budget)

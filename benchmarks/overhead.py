@@ -69,7 +69,7 @@ def worker_costs(workload: dict, calls: list[int], blocks: int) -> dict:
 
 def whole_bench(workload: dict, budget: float) -> tuple[float, dict]:
     """Wall seconds of ``bench(workload, [default], budget)`` and its document."""
-    from tfperf.bench import BenchOptions, bench
+    from tfperf.benchmark import BenchOptions, bench
     from tfperf.core.config import Config
     from tfperf.store import Store
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
+from tfperf.input_pipeline.analyze import PipelineOptions, analyze_pipeline
 
 GOAL = 2.0
 

@@ -45,9 +45,9 @@ def _exhaustive(workload: dict, space, chosen: dict, store_path: str) -> dict:
     from tfperf.core.knobs import label, normalize
     from tfperf.runner.recorder import RunRecorder
     from tfperf.store import Store
-    from tfperf.tune import TuneOptions
-    from tfperf.tune.evaluate import Evaluator
-    from tfperf.tune.search import MEASURED
+    from tfperf.tuning import TuneOptions
+    from tfperf.tuning.evaluate import Evaluator
+    from tfperf.tuning.search import MEASURED
 
     with Store.open(store_path) as store:
         run = RunRecorder(store, "tune-exhaustive", "benchmarks/tune_suite.py", workload, {}, {})
@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from tfperf.core.workloads import builtin_workload
     from tfperf.machine.facts import collect_machine
-    from tfperf.tune import TuneOptions, tune
-    from tfperf.tune.space import build_space, machine_facts
+    from tfperf.tuning import TuneOptions, tune
+    from tfperf.tuning.space import build_space, machine_facts
 
     store = args.store or str(Path(tempfile.mkdtemp(prefix="tune-suite-")) / "store.sqlite")
     machine = collect_machine()

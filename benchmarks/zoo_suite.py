@@ -56,7 +56,7 @@ def workload(name: str, tiny: bool) -> dict:
 
 
 def tune_once(work: dict, store: str, name: str, k: int) -> dict:
-    from tfperf.tune import TuneOptions, tune
+    from tfperf.tuning import TuneOptions, tune
 
     started = time.monotonic()
     options = TuneOptions(
@@ -97,10 +97,10 @@ def runtimes_alone(work: dict, store: str, chosen: dict) -> dict:
     from tfperf.machine.facts import collect_machine
     from tfperf.runner.recorder import RunRecorder
     from tfperf.store import Store
-    from tfperf.tune import TuneOptions
-    from tfperf.tune.evaluate import Evaluator
-    from tfperf.tune.search import MEASURED
-    from tfperf.tune.space import build_space, machine_facts
+    from tfperf.tuning import TuneOptions
+    from tfperf.tuning.evaluate import Evaluator
+    from tfperf.tuning.search import MEASURED
+    from tfperf.tuning.space import build_space, machine_facts
 
     space = build_space(machine_facts(collect_machine(), "factory"))
     unavailable = [u for u in space.unavailable if u["knob"] == "runtime"]

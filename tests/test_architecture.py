@@ -38,14 +38,14 @@ def test_every_contract_holds():
 
 
 def test_a_leak_fails_naming_the_offending_import(tmp_path):
-    # The parent's bench module importing TensorFlow, and a layer importing the one above it.
+    # The parent's benchmark module importing TensorFlow, and a layer importing the one above it.
     copy = tmp_path / "src"
     shutil.copytree(REPO / "src" / "tfperf", copy / "tfperf")
-    bench = copy / "tfperf" / "bench.py"
+    bench = copy / "tfperf" / "benchmark.py"
     bench.write_text(bench.read_text() + "\nimport tensorflow  # a leak\n")
     store = copy / "tfperf" / "store.py"
-    store.write_text(store.read_text() + "\nfrom tfperf import bench as _upward  # a leak\n")
+    store.write_text(store.read_text() + "\nfrom tfperf import benchmark as _upward  # a leak\n")
     result = lint(copy)
     assert result.returncode != 0
-    assert "tfperf.bench -> tensorflow" in result.stdout
-    assert "tfperf.store -> tfperf.bench" in result.stdout
+    assert "tfperf.benchmark -> tensorflow" in result.stdout
+    assert "tfperf.store -> tfperf.benchmark" in result.stdout

@@ -21,7 +21,7 @@ from tfperf.profiles import (
     save_profile,
     tf_distribution_version,
 )
-from tfperf.tune.space import to_config_dict
+from tfperf.tuning.space import to_config_dict
 
 
 def _profile(config: dict, **changes) -> dict:

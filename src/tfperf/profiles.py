@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tfperf.bench import machine_summary
+from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import current_label, current_names

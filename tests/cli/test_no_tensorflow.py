@@ -40,7 +40,8 @@ def test_command_help_never_imports_tensorflow(poisoned: dict[str, str], command
 def test_doctor_library_modules_do_not_import_tensorflow() -> None:
     code = (
         "import sys\n"
-        "import tfperf.cli, tfperf.doctor.audit, tfperf.doctor.install, tfperf.doctor.rules\n"
+        "import tfperf.cli, tfperf.diagnosis.audit, tfperf.diagnosis.install\n"
+        "import tfperf.diagnosis.rules\n"
         "import tfperf.machine.facts\n"
         "import tfperf.worker.probe, tfperf.core.tflog, tfperf.core.allocators, tfperf.core.isa\n"
         "heavy = [m for m in ('tensorflow', 'numpy', 'scipy', 'plotly') if m in sys.modules]\n"

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from helpers import run_cli
-from tfperf.progress import trial_line, tune_progress
-from tfperf.tune.search import Outcome
+from tfperf.progress.displays import trial_line, tune_progress
+from tfperf.tuning.search import Outcome
 
 TRIAL = re.compile(
     r"^trial (\d+)/(\d+)  (\S+)  (\S+ ms|-)  (\S+x|-)  (ok|rejected: .+|failed: .+)$"

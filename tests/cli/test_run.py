@@ -8,7 +8,7 @@ from helpers import require, run_cli
 from tfperf.core.allocators import find_allocator
 from tfperf.machine.facts import collect_machine
 from tfperf.profiles import profile_from_tune, save_profile
-from tfperf.tune.space import to_config_dict
+from tfperf.tuning.space import to_config_dict
 
 SHOW = (
     "import os, sys; maps = open('/proc/self/maps').read(); "

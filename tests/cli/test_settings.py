@@ -111,10 +111,10 @@ def test_a_bad_configuration_file_is_one_sentence_and_exit_2(tmp_path, text, nee
 
 
 def test_a_bad_value_in_pyproject_names_its_table(tmp_path):
-    _write(tmp_path, "pyproject.toml", "[tool.tfperf.tune]\nmax-trials = 0\n")
+    _write(tmp_path, "pyproject.toml", "[tool.tfperf.tuning]\nmax-trials = 0\n")
     result = run_cli("history", cwd=tmp_path, timeout=60)
     assert result.returncode == 2
-    assert "[tool.tfperf.tune]" in result.stderr and "max-trials = 0" in result.stderr
+    assert "[tool.tfperf.tuning]" in result.stderr and "max-trials = 0" in result.stderr
 
 
 def test_describe_says_where_each_setting_comes_from(tmp_path):

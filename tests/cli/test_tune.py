@@ -258,7 +258,7 @@ def test_resume_after_sigkill_keeps_every_finished_trial(tmp_path):
 def test_constant_reference_outputs_are_flagged():
     import numpy as np
 
-    from tfperf.tune.evaluate import Evaluator
+    from tfperf.tuning.evaluate import Evaluator
 
     evaluator = Evaluator({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1})
     try:

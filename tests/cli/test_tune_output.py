@@ -9,11 +9,11 @@ from __future__ import annotations
 from helpers import run_cli
 from tfperf.cli.tune import render_tune
 from tfperf.core.knobs import adoption, label
-from tfperf.tune.space import SpaceFacts, build_space
+from tfperf.tuning.space import SpaceFacts, build_space
 
 
 def _doc(configs: list[dict]) -> dict:
-    """A tune result over ``configs`` in the shape :func:`tfperf.tune.tuner.tune` returns."""
+    """A tune result over ``configs`` in the shape :func:`tfperf.tuning.tuner.tune` returns."""
     rows = [
         {
             "label": label(c),

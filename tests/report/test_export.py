@@ -165,7 +165,7 @@ def test_a_missing_folder_is_created(stored, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> tuple[Path, int]:
     """The tiny mlp measured for real: the default and intra_threads=1, interleaved."""
-    from tfperf.bench import BenchOptions, bench
+    from tfperf.benchmark import BenchOptions, bench
     from tfperf.core.config import Config
     from tfperf.store import Store
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tfperf.bench import BenchOptions, bench
+from tfperf.benchmark import BenchOptions, bench
 from tfperf.core.config import Config
 from tfperf.report.html import build_report
 from tfperf.runner.measure import Listener

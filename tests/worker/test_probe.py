@@ -15,7 +15,7 @@ import pytest
 from helpers import require
 from tfperf.core import isa, perfenv
 from tfperf.core.allocators import find_allocator
-from tfperf.doctor.install import finish_probe, install_fingerprint, start_probe
+from tfperf.diagnosis.install import finish_probe, install_fingerprint, start_probe
 from tfperf.worker import probe
 
 pytestmark = pytest.mark.tf

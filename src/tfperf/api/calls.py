@@ -2,8 +2,9 @@
 
 Contract: each function takes the command's options as keyword arguments under the command
 line's names (``--max-trials`` is ``max_trials=``, ``--set`` is ``set=``), with the same
-defaults, because both build the same option records (:class:`~tfperf.tune.TuneOptions`,
-:class:`~tfperf.bench.BenchOptions`, :class:`~tfperf.pipeline.analyze.PipelineOptions`) and
+defaults, because both build the same option records (:class:`~tfperf.tuning.TuneOptions`,
+:class:`~tfperf.benchmark.BenchOptions`,
+:class:`~tfperf.input_pipeline.analyze.PipelineOptions`) and
 call the same library functions. Each returns a typed result from :mod:`tfperf.api.results`
 whose ``to_dict()`` is the command's ``--json`` document. Bad input raises
 :class:`~tfperf.core.errors.UserError` (the command line's one sentence, exit 2). ``progress``
@@ -28,7 +29,7 @@ PathLike = str | os.PathLike
 
 def doctor(*, timeout: float = 120, python: str | None = None) -> DoctorResult:
     """Audit this machine and its TensorFlow install (``tfperf doctor``)."""
-    from tfperf.doctor.audit import run_doctor
+    from tfperf.diagnosis.audit import run_doctor
 
     return DoctorResult(run_doctor(timeout=timeout, python=python))
 
@@ -68,9 +69,10 @@ def bench(
 ) -> BenchResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``)."""
-    from tfperf.bench import run_bench
+    from tfperf.benchmark import run_bench
     from tfperf.core.config import Config
-    from tfperf.progress import NORMAL, QUIET, at_level, bench_progress
+    from tfperf.progress import NORMAL, QUIET, at_level
+    from tfperf.progress.displays import bench_progress
 
     _mlflow_ready(mlflow)
     candidate = Config.parse(_knob_args(set), _knob_args(env))
@@ -89,7 +91,7 @@ def bench(
 def _bench_options(budget: float, precision: float, threshold: float, timeout: float,
                    memory_limit: float | None, no_peak: bool, parallel_start: bool,
                    processes: int | None) -> Any:
-    from tfperf.bench import BenchOptions, default_processes
+    from tfperf.benchmark import BenchOptions, default_processes
 
     return BenchOptions(
         budget_s=budget,
@@ -134,9 +136,10 @@ def tune(
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``)."""
     from tfperf.accuracy import load_labels
-    from tfperf.progress import NORMAL, QUIET, at_level, tune_progress
-    from tfperf.tune import tune as run_tune
-    from tfperf.tune.options import options_from_args
+    from tfperf.progress import NORMAL, QUIET, at_level
+    from tfperf.progress.displays import tune_progress
+    from tfperf.tuning import tune as run_tune
+    from tfperf.tuning.options import options_from_args
 
     options = options_from_args(
         strategy=strategy, quick=quick, max_trials=max_trials, budget=budget,
@@ -162,7 +165,7 @@ def compare(
 ) -> CompareResult:
     """Compare run (or result file) ``b`` against ``a``, config by config (``tfperf compare A
     B``); ``result.regressions`` lists B's configs significantly slower than A's."""
-    from tfperf.bench import compare_runs
+    from tfperf.benchmark import compare_runs
     from tfperf.report.export import load_result
 
     if threshold < 0:
@@ -186,7 +189,7 @@ def pipeline(
     returning the dataset, or ``demo=True``) and measure its fixes (``tfperf pipeline``)."""
     from dataclasses import replace
 
-    from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
+    from tfperf.input_pipeline.analyze import PipelineOptions, analyze_pipeline
 
     options = PipelineOptions(steps=steps, rounds=rounds, stage_seconds=stage_seconds,
                               store=_path(store))

@@ -93,7 +93,7 @@ class Recommendation:
 
 @dataclass(frozen=True, repr=False)
 class TuneResult(Result):
-    """The result of :func:`tfperf.tune`."""
+    """The result of :func:`tfperf.tuning`."""
 
     command: ClassVar[str] = "tune"
 
@@ -152,7 +152,7 @@ class BenchRow:
 
 @dataclass(frozen=True, repr=False)
 class BenchResult(Result):
-    """The result of :func:`tfperf.bench` (and of a measuring :func:`tfperf.compare`)."""
+    """The result of :func:`tfperf.benchmark` (and of a measuring :func:`tfperf.compare`)."""
 
     command: ClassVar[str] = "bench"
 
@@ -221,7 +221,7 @@ class CompareResult(Result):
 
 @dataclass(frozen=True, repr=False)
 class DoctorResult(Result):
-    """The result of :func:`tfperf.doctor`: the machine, the install and the findings."""
+    """The result of :func:`tfperf.diagnosis`: the machine, the install and the findings."""
 
     command: ClassVar[str] = "doctor"
 
@@ -241,7 +241,7 @@ class DoctorResult(Result):
 
 @dataclass(frozen=True, repr=False)
 class PipelineResult(Result):
-    """The result of :func:`tfperf.pipeline`: the input pipeline's verdict and best fix."""
+    """The result of :func:`tfperf.input_pipeline`: the input pipeline's verdict and best fix."""
 
     command: ClassVar[str] = "pipeline"
 

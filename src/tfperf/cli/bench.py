@@ -1,4 +1,4 @@
-"""CLI commands ``bench`` and ``compare``: thin wrappers over :mod:`tfperf.bench`.
+"""CLI commands ``bench`` and ``compare``: thin wrappers over :mod:`tfperf.benchmark`.
 
 ``tfperf bench`` measures one workload (a built-in or the user's model) under the default
 config and, with ``--set``/``--env``, one candidate config, interleaved. ``tfperf compare``
@@ -270,8 +270,8 @@ def _run(
     workload: dict[str, Any],
     kind: str,
 ) -> dict[str, Any]:
-    from tfperf.bench import BenchOptions, RunInterrupted, default_processes, run_bench
-    from tfperf.progress import bench_progress
+    from tfperf.benchmark import BenchOptions, RunInterrupted, default_processes, run_bench
+    from tfperf.progress.displays import bench_progress
 
     processes = opts["processes"]
     options = BenchOptions(
@@ -375,7 +375,7 @@ def register(group: click.Group) -> None:
 
 def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
     """``tfperf compare A B``: two stored runs or result files, compared and shown."""
-    from tfperf.bench import compare_runs
+    from tfperf.benchmark import compare_runs
     from tfperf.report.export import comparison_table, load_result
 
     if len(runs) != 2 or opts["workload"] or model:
@@ -413,7 +413,7 @@ def _compare_measured(model: str | None, opts: dict[str, Any]) -> dict[str, Any]
 
 def _gate(doc: dict[str, Any], fail_on_regression: bool) -> None:
     """``--fail-on-regression``: exit 1 when a config is significantly slower or failed."""
-    from tfperf.bench import failures_in, regressions_in
+    from tfperf.benchmark import failures_in, regressions_in
 
     slower = regressions_in(doc)
     failed = failures_in(doc)

@@ -1,4 +1,5 @@
-"""``tfperf doctor``: :func:`tfperf.doctor.audit.run_doctor` for people (rich) or programs (JSON).
+"""``tfperf doctor``: :func:`tfperf.diagnosis.audit.run_doctor` for people (rich) or programs
+(JSON).
 
 Exit codes: 0 ok; 1 when ``--fail-on warn|error`` is met; 2 when TensorFlow is not installed
 (after printing the machine section) or on bad options. A TensorFlow that fails or crashes on
@@ -190,7 +191,7 @@ def register(group: click.Group) -> None:
     def doctor(as_json: bool, fail_on: str | None, timeout: float, python: str | None) -> int:
         """Audit this machine and its TensorFlow install, and say what to fix."""
         from tfperf.cli.verbosity import VERBOSE, level
-        from tfperf.doctor.audit import fails_on, run_doctor
+        from tfperf.diagnosis.audit import fails_on, run_doctor
         from tfperf.progress import status
         from tfperf.report.console import emit_json
 

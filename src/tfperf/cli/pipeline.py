@@ -1,6 +1,6 @@
 """CLI: ``tfperf pipeline module:function | --demo`` — is training waiting for its input?
 
-A thin layer over :func:`tfperf.pipeline.analyze.analyze_pipeline`: it shows the worker's
+A thin layer over :func:`tfperf.input_pipeline.analyze.analyze_pipeline`: it shows the worker's
 progress on stderr and renders the report (or prints it with ``--json``).
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from tfperf.pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
+from tfperf.input_pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -145,7 +145,7 @@ def register(group: click.Group) -> None:
         MODULE:FUNCTION returns a tf.data.Dataset, or a dict {"dataset", "model", "loss",
         "optimizer"} (or a tuple in that order) to time a real training step.
         """
-        from tfperf.pipeline.analyze import PipelineOptions, analyze_pipeline
+        from tfperf.input_pipeline.analyze import PipelineOptions, analyze_pipeline
         from tfperf.progress import status
         from tfperf.report.console import emit_json
 

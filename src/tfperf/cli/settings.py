@@ -10,7 +10,7 @@ Contract
 - The keys are option names (:data:`SETTINGS`: ``store``, ``tolerance``, ``budget``,
   ``max_trials``, ``processes``, ``runtimes``; ``max-trials`` is the same key). A key at the top
   applies to every command that has that option; a table named after a command
-  (``[tool.tfperf.tune]``, ``[tune]`` in ``tfperf.toml``) overrides it for that command (and a
+  (``[tool.tfperf.tuning]``, ``[tune]`` in ``tfperf.toml``) overrides it for that command (and a
   group's, ``[builds]``, for its subcommands). A relative ``store`` is relative to the file's
   folder.
 - :func:`load` reads and checks the file: an unknown key, a value of the wrong type or an

@@ -1,4 +1,4 @@
-"""CLI commands ``tune``, ``apply`` and ``run``: thin wrappers over :mod:`tfperf.tune.tuner` and
+"""CLI commands ``tune``, ``apply`` and ``run``: thin wrappers over :mod:`tfperf.tuning.tuner` and
 :mod:`tfperf.profiles`.
 
 ``tfperf tune`` finds the fastest configuration whose outputs stay within tolerance and saves
@@ -268,11 +268,11 @@ def tune_command(
     """Find the fastest configuration of a model whose outputs stay correct, and save it."""
     from tfperf.accuracy import load_labels
     from tfperf.modelref import workload_from_args
-    from tfperf.progress import tune_progress
+    from tfperf.progress.displays import tune_progress
     from tfperf.report import mlflow_log
     from tfperf.report.console import emit_json, err_console
-    from tfperf.tune import TuneInterrupted, tune
-    from tfperf.tune.options import options_from_args
+    from tfperf.tuning import TuneInterrupted, tune
+    from tfperf.tuning.options import options_from_args
 
     export_target(export)
     wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)

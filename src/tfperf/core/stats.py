@@ -246,7 +246,7 @@ def verdict(median: float, low: float, high: float, p: float, n: int, t: float) 
     ``[low, high]``, two-sided p-value ``p`` from ``n`` pairs (or samples) and threshold ``t``.
 
     Shared by the paired comparison here and the unpaired one of stored runs
-    (:func:`tfperf.bench.unpaired_speedup`).
+    (:func:`tfperf.benchmark.unpaired_speedup`).
     """
     if n < MIN_PAIRS:
         return "inconclusive"

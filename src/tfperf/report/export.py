@@ -11,7 +11,7 @@ Contract
   the baseline with its 95% interval (the run's stored comparison, or one recomputed from its
   blocks), the accuracy a tune measured, and every raw block (seconds per call, per block, per
   phase). :func:`read_result` reads a ``.json`` result file back into the same record, so
-  :func:`tfperf.bench.compare_runs` runs one statistic on a file and on a stored run alike;
+  :func:`tfperf.benchmark.compare_runs` runs one statistic on a file and on a stored run alike;
   :func:`load_result` takes either a result file or a run id / ``latest`` in a store.
 - Every document names its format and version in ``"schema"`` (:data:`RESULT_SCHEMA`,
   :data:`COMPARISON_SCHEMA`, :data:`HISTORY_SCHEMA`). A reader refuses another format, or a

@@ -5,7 +5,7 @@ Contract
 
 :func:`log_run` ``(doc, *, store, artifacts=(), run_name=None) -> str`` logs one finished run
 and returns the MLflow run id. ``doc`` is the document ``tfperf bench --json`` or
-``tfperf tune --json`` prints (what :func:`tfperf.bench.bench` and :func:`tfperf.tune.tune`
+``tfperf tune --json`` prints (what :func:`tfperf.benchmark.bench` and :func:`tfperf.tuning.tune`
 return; a ``compare`` document works too); ``store`` is the tfperf store that holds
 ``doc["run_id"]``. What it logs (:func:`run_record` builds everything but the files):
 

@@ -1,6 +1,6 @@
 """``tfperf pipeline``: is training waiting for its input pipeline, where, and what fixes it.
 
-The parent side (:mod:`tfperf.pipeline.analyze`, :func:`~tfperf.pipeline.analyze.
+The parent side (:mod:`tfperf.input_pipeline.analyze`, :func:`~tfperf.input_pipeline.analyze.
 analyze_pipeline`) never imports TensorFlow; the worker (:mod:`tfperf.worker.pipeline.main`)
 does the measuring in its own process. This module holds only the defaults the command line
 shows, so that ``tfperf --help`` loads nothing else.

@@ -3,11 +3,11 @@ recommendation (or the reason to keep the default) and the converted model writt
 
 Contract: :func:`rank` turns the search's outcomes into one row per candidate, best first.
 :func:`conclude` confirms the search's winner against the default
-(:meth:`tfperf.tune.evaluate.Evaluator.confirm`) and returns the core of tune's document:
+(:meth:`tfperf.tuning.evaluate.Evaluator.confirm`) and returns the core of tune's document:
 ``{"default", "recommendation", "candidates", "warnings"}``. A candidate is recommended only
 when its confirmation verdict is "faster" and its whole 95% interval lies above 1; otherwise the
 recommendation is to keep the default, and ``keep_default_why`` says which case it is
-(:mod:`tfperf.tune.keepdefault`). :func:`export_artifact` copies the winner's converted model
+(:mod:`tfperf.tuning.keepdefault`). :func:`export_artifact` copies the winner's converted model
 and its snippet to the folder the user named.
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
 from tfperf.runner.handle import WorkerFailed
-from tfperf.tune.evaluate import Evaluator, samples_per_s
-from tfperf.tune.keepdefault import keep_default_why, rejection_advice
-from tfperf.tune.search import FAILED, MEASURED, REJECTED, Outcome
-from tfperf.tune.space import to_config_dict
+from tfperf.tuning.evaluate import Evaluator, samples_per_s
+from tfperf.tuning.keepdefault import keep_default_why, rejection_advice
+from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
+from tfperf.tuning.space import to_config_dict
 
 
 def _candidate_row(outcome: Outcome) -> dict:
@@ -158,7 +158,7 @@ def _explain_keep_default(
     default_ms: float | None,
     confirmed: bool,
 ) -> None:
-    """Say which case a "keep the default" is (:mod:`tfperf.tune.keepdefault`); ``None``
+    """Say which case a "keep the default" is (:mod:`tfperf.tuning.keepdefault`); ``None``
     otherwise. A winner that failed its confirmation keeps that sentence unless faster
     candidates were rejected, which the user must hear first."""
     if not recommendation["keep_default"]:

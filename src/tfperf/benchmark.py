@@ -73,7 +73,7 @@ from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.stats import DEFAULT_THRESHOLD
-from tfperf.doctor.install import install_fingerprint
+from tfperf.diagnosis.install import install_fingerprint
 from tfperf.machine import contention
 from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
@@ -315,7 +315,7 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
 
 
 def _install(trial: Trial) -> dict[str, Any] | None:
-    """The worker's install facts with their ``fingerprint`` (``tfperf.doctor.install``)."""
+    """The worker's install facts with their ``fingerprint`` (``tfperf.diagnosis.install``)."""
 
     install = trial.ready.get("install")
     if not install:

@@ -1,7 +1,7 @@
 """Why a tune keeps the default, in a form a program can read and a person can trust.
 
 Contract: :func:`keep_default_why` ``(candidates, default_ms, ...) -> dict`` classifies a
-"keep the default" answer from tune's ranked candidate rows (:func:`tfperf.tune.tuner.rank`)::
+"keep the default" answer from tune's ranked candidate rows (:func:`tfperf.tuning.tuner.rank`)::
 
     {"case": "none_faster" | "rejected" | "failed",
      "rejected": int, "failed": int,

@@ -1,7 +1,8 @@
 """The doctor's rule set: machine and install facts in, findings out.
 
 Contract: every rule is a pure function ``rule(machine, install) -> list[Finding]`` over the dicts
-of :func:`tfperf.machine.facts.collect_machine` and :func:`tfperf.doctor.install.finish_probe`; it
+of :func:`tfperf.machine.facts.collect_machine` and
+:func:`tfperf.diagnosis.install.finish_probe`; it
 reads only those dicts (never the live system), so each rule is tested on constructed facts. A
 finding is a JSON-ready dict::
 

@@ -13,8 +13,8 @@ import pytest
 
 from tfperf.core.knobs import normalize
 from tfperf.core.stats import paired_speedup
-from tfperf.tune.search import FAILED, MEASURED, Outcome, Search, cache_key
-from tfperf.tune.space import SpaceFacts, build_space
+from tfperf.tuning.search import FAILED, MEASURED, Outcome, Search, cache_key
+from tfperf.tuning.space import SpaceFacts, build_space
 
 FACTS = SpaceFacts(
     cores=2,

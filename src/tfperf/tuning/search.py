@@ -5,7 +5,7 @@ Contract
 
 The search never measures anything itself. It asks an *evaluate* function
 ``evaluate(config, incumbent, timeout_s) -> Outcome`` to try one config (a dict of the knobs
-that differ from the default, see :mod:`tfperf.tune.space`) measured side by side with the default
+that differ from the default, see :mod:`tfperf.tuning.space`) measured side by side with the default
 and with the current incumbent. An :class:`Outcome` says whether the candidate was
 ``"measured"``, ``"rejected"`` (its outputs are beyond the accuracy tolerance) or ``"failed"``
 (conversion failed, the worker crashed, the time budget ran out), and carries
@@ -26,7 +26,7 @@ taken. Strategies:
   order (TensorFlow's knobs, then the runtime, then the runtime's knobs), try every other
   value of it on top of the incumbent, take the best significant step; sweep again over the
   knobs not yet explored from the current incumbent, until every knob has been (at most
-  ``sweeps`` sweeps). With ``runtime_first=True`` (what :func:`tfperf.tune.tuner.tune` asks for
+  ``sweeps`` sweeps). With ``runtime_first=True`` (what :func:`tfperf.tuning.tuner.tune` asks for
   under a trial or time budget) the runtime is visited first: the runtimes hold the largest
   gains, and a budget spent on TensorFlow's own knobs would never reach them.
   When the space leaves out the default's runtime (``--runtimes litert`` on a Keras model), its
@@ -48,7 +48,7 @@ depend on what it is compared with.
 
 :meth:`Search.run` returns a :class:`SearchResult`: the incumbent (``{}`` = keep the default),
 every outcome in order, and why the search stopped. The final confirmation round belongs to the
-caller (:mod:`tfperf.tune.tuner`).
+caller (:mod:`tfperf.tuning.tuner`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfperf.core.knobs import KNOBS, label
-from tfperf.tune.space import Space
+from tfperf.tuning.space import Space
 
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"

@@ -29,7 +29,7 @@ from tfperf.runner.handle import Worker
 from tfperf.runner.identity import SameModel
 from tfperf.runner.measure import source_of
 from tfperf.runner.rounds import calls_per_block
-from tfperf.tune.space import split_batch
+from tfperf.tuning.space import split_batch
 
 MAX_CALLS = 100_000
 """A tune's blocks may hold this many calls (bench caps them lower: it stores every sample)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfperf.doctor import rules
+from tfperf.diagnosis import rules
 
 MACHINE: dict[str, Any] = {
     "cpu": {

@@ -1,7 +1,7 @@
 """What a tune is asked to do: one frozen record of its options (the CLI's, with the same
 defaults), checked once.
 
-Contract: :class:`TuneOptions` holds every option of :func:`tfperf.tune.tune` that is a plain
+Contract: :class:`TuneOptions` holds every option of :func:`tfperf.tuning.tune` that is a plain
 value; :meth:`TuneOptions.check` raises :class:`~tfperf.core.errors.UserError` with one sentence
 for a combination that cannot be tuned. :meth:`TuneOptions.record` is what a tune run stores as
 its settings.
@@ -15,7 +15,7 @@ from typing import Any
 from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
 from tfperf.core.errors import UserError
 from tfperf.core.stats import DEFAULT_THRESHOLD
-from tfperf.tune.search import STRATEGIES
+from tfperf.tuning.search import STRATEGIES
 
 
 @dataclass(frozen=True)

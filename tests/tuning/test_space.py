@@ -10,7 +10,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KNOBS, adoption, label, normalize
 from tfperf.machine.facts import collect_machine
-from tfperf.tune.space import (
+from tfperf.tuning.space import (
     Space,
     SpaceFacts,
     build_space,

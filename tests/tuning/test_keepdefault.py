@@ -1,8 +1,8 @@
-"""tfperf.tune.keepdefault: every "keep the default" says which case it is, from tune's rows."""
+"""tfperf.tuning.keepdefault: every "keep the default" says which case it is, from tune's rows."""
 
 from __future__ import annotations
 
-from tfperf.tune.keepdefault import keep_default_why, rejection_advice
+from tfperf.tuning.keepdefault import keep_default_why, rejection_advice
 
 
 def row(label, status, time_ms=None, rel=None, reason=None, config=None, batch=1):

@@ -38,9 +38,9 @@ from tfperf.core.errors import UserError
 from tfperf.core.inputbound import classify, input_share, verdict
 from tfperf.core.paths import resolve_store_path
 from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup, summarize
+from tfperf.input_pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 from tfperf.machine.facts import collect_machine
 from tfperf.modelref import find_module
-from tfperf.pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
 from tfperf.runner import launcher
 from tfperf.runner.recorder import RunRecorder
 from tfperf.store import Store

@@ -14,8 +14,8 @@ from typing import Any
 
 from tfperf import __version__
 from tfperf.core.perfenv import perf_env
-from tfperf.doctor.install import finish_probe, install_fingerprint, kill_probe, start_probe
-from tfperf.doctor.rules import evaluate
+from tfperf.diagnosis.install import finish_probe, install_fingerprint, kill_probe, start_probe
+from tfperf.diagnosis.rules import evaluate
 from tfperf.machine.facts import collect_machine
 
 SCHEMA_VERSION = 1

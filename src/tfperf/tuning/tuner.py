@@ -4,7 +4,7 @@ Contract
 --------
 
 :func:`tune` ``(workload, options, ...) -> dict`` searches the pruned space of
-:mod:`tfperf.tune.space` with :class:`tfperf.tune.search.Search` and returns the JSON document
+:mod:`tfperf.tuning.space` with :class:`tfperf.tuning.search.Search` and returns the JSON document
 ``tfperf tune --json`` prints::
 
     {"run_id", "workload", "machine": {"fingerprint", "cpu", "cores"}, "install",
@@ -32,10 +32,10 @@ confirmation and the ranking.
 
 A tune runs in phases, each a function here: :func:`plan` (the machine, the space, the
 objective), :func:`search` (the default started, every candidate tried by
-:class:`tfperf.tune.evaluate.Evaluator`), :func:`tfperf.tune.conclude.conclude` (the winner
+:class:`tfperf.tuning.evaluate.Evaluator`), :func:`tfperf.tuning.conclude.conclude` (the winner
 confirmed against the default, the recommendation) and :func:`save` (the profile, the converted
 model). Everything is recorded in the store as it happens (a run of kind ``"tune"``, one trial
-per evaluated candidate whose ``info["outcome"]`` is the :class:`tfperf.tune.search.Outcome`),
+per evaluated candidate whose ``info["outcome"]`` is the :class:`tfperf.tuning.search.Outcome`),
 so ``resume=RUN`` replays an interrupted tune's finished candidates without measuring them
 again; Ctrl-C raises :class:`TuneInterrupted`, which names the run to resume.
 
@@ -51,18 +51,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tfperf.bench import machine_summary
+from tfperf.benchmark import machine_summary
 from tfperf.core.errors import UserError
 from tfperf.core.workloads import get_builtin
 from tfperf.machine.facts import collect_machine
 from tfperf.profiles import default_profile_path, profile_from_tune, save_profile
 from tfperf.runner.recorder import RunRecorder
 from tfperf.store import Store
-from tfperf.tune.conclude import conclude, export_artifact
-from tfperf.tune.evaluate import Evaluator, Progress
-from tfperf.tune.options import TuneOptions
-from tfperf.tune.search import Outcome, Search, SearchResult, cache_key
-from tfperf.tune.space import (
+from tfperf.tuning.conclude import conclude, export_artifact
+from tfperf.tuning.evaluate import Evaluator, Progress
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.search import Outcome, Search, SearchResult, cache_key
+from tfperf.tuning.space import (
     DEFAULT_BATCHES,
     Space,
     SpaceFacts,

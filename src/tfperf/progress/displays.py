@@ -1,119 +1,19 @@
-"""Progress of the long commands on stderr: a rich bar in a terminal or a notebook, plain lines
-elsewhere; shared by the command line and the library API.
-
-Contract: :func:`tune_progress` is the :class:`tfperf.tune.Progress` of ``tfperf tune`` and
-:func:`bench_progress` the :class:`tfperf.runner.measure.Listener` of ``bench``/``compare``;
-:func:`status` is the spinner of the one-step commands (doctor, pipeline). Each is a context.
-
-- In a terminal (stderr is a tty), a live display: tune's bar counts trials when it has a trial
-  limit (``--max-trials``, ``--quick``), else runs on the clock when it has a time limit
-  (``--budget``), with an ETA, the trial being tried and the best speedup so far; bench's bar
-  runs on its budget. Lines for finished things print above it.
-- Off a terminal (CI logs, pipes, files) nothing is animated: the same lines alone, one per
-  finished tune trial (``trial 3/12  runtime=litert-dynint8  1.92 ms  4.10x  ok``) and, for
-  bench, one per trial that failed (the others finish together, in the results table).
-- The level comes from the command line's ``-q``/``-v`` (:mod:`tfperf.cli.verbosity`) or, in a
-  library call, from :func:`at_level` (``progress=False`` is :data:`QUIET`).
-- ``-q``: none of it. ``-v``: also each phase of a tune, each bench worker ready and every
-  block it measured, and the last lines of a failed worker's log.
-
-Nothing here imports TensorFlow; rich is imported when a display is made.
+"""The live displays of ``tune`` (a :class:`tfperf.tuning.Progress`) and of ``bench`` and
+``compare`` (a :class:`tfperf.runner.measure.Listener`); see :mod:`tfperf.progress` for what
+they show at each level. Kept apart from the levels because they import the tuning and runner
+packages, which the command line must not load to print ``--help``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import click
-
+from tfperf.progress import OUTCOME_STYLE, Display, clock, detail, live, say, tail
 from tfperf.report.console import err_console
 from tfperf.runner.measure import Listener
-from tfperf.tune import Progress as TuneProgress
-
-QUIET, NORMAL, VERBOSE = -1, 0, 1
-LEVEL_KEY = "tfperf.verbosity"
-"""Where the command line keeps the level it was asked for (``click.Context.meta``)."""
-_forced: list[int] = []
-
-
-def level() -> int:
-    """The verbosity asked for: the library call's (:func:`at_level`), else the command
-    line's ``-q``/``-v``, else :data:`NORMAL`."""
-    if _forced:
-        return _forced[-1]
-    ctx = click.get_current_context(silent=True)
-    return NORMAL if ctx is None else ctx.meta.get(LEVEL_KEY, NORMAL)
-
-
-@contextlib.contextmanager
-def at_level(wanted: int) -> Iterator[None]:
-    """Show progress at ``wanted`` within the block (the library API's ``progress=``)."""
-    _forced.append(wanted)
-    try:
-        yield
-    finally:
-        _forced.pop()
-
-
-def note(text: str, *, markup: bool = True, style: str | None = None) -> None:
-    """Print ``text`` (rich markup unless ``markup=False``) on stderr unless quiet."""
-    if level() > QUIET:
-        err_console().print(text, style=style, soft_wrap=True, markup=markup, highlight=False)
-
-
-def detail(text: str) -> None:
-    """Print plain ``text`` on stderr when verbose only."""
-    if level() >= VERBOSE:
-        note(text, markup=False, style="dim")
-
-
-TAIL_LINES = 8
-"""Lines of a failed worker's log that ``-v`` shows."""
-_STYLE = {"rejected": "yellow", "failed": "red"}
-
-
-def say(text: str, style: str | None = None) -> None:
-    """One plain line on stderr (above a live display), unless ``-q``."""
-    note(text, markup=False, style=style)
-
-
-def tail(error: dict | None) -> None:
-    """``-v``: the last lines of a failed worker's log."""
-    lines = ((error or {}).get("stderr_tail") or "").strip().splitlines()[-TAIL_LINES:]
-    for line in lines:
-        detail(f"    | {line}")
-
-
-class _Display:
-    """A context that runs a rich live display, when there is one."""
-
-    bar: Any = None
-
-    def __enter__(self) -> Any:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _live() -> bool:
-    """Whether a live display applies: stderr is a terminal (or a notebook) and ``-q`` was not
-    given."""
-    stderr = err_console()
-    return (stderr.is_terminal or stderr.is_jupyter) and level() > QUIET
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds + 0.5), 60)
-    if minutes >= 60:
-        return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
+from tfperf.tuning import Progress as TuneProgress
 
 
 def trial_line(number: str, outcome: Any) -> str:
@@ -126,7 +26,7 @@ def trial_line(number: str, outcome: Any) -> str:
     return f"trial {number}  {outcome.label}  {ms}  {speedup}  {status}"
 
 
-class _TuneState(_Display, TuneProgress):
+class _TuneState(Display, TuneProgress):
     """A tune's progress (the module docstring); the bar, when live, reads it."""
 
     def __init__(self) -> None:
@@ -137,7 +37,7 @@ class _TuneState(_Display, TuneProgress):
         self.best: float | None = None
         self.started: float | None = None
         self.searching = False
-        self.bar, self.task = _tune_bar(self) if _live() else (None, None)
+        self.bar, self.task = _tune_bar(self) if live() else (None, None)
 
     def number(self, n: int) -> str:
         return f"{n}/{self.total}" if self.total else str(n)
@@ -155,7 +55,7 @@ class _TuneState(_Display, TuneProgress):
         median = (outcome.speedup or {}).get("median")
         if outcome.status == "measured" and median and (self.best is None or median > self.best):
             self.best = median
-        say(trial_line(self.number(self.count), outcome), _STYLE.get(outcome.status))
+        say(trial_line(self.number(self.count), outcome), OUTCOME_STYLE.get(outcome.status))
         tail((outcome.info or {}).get("error"))
         best = "" if self.best is None else f"best {self.best:.2f}x"
         self._update(completed=self.count if self.total else None, info=best)
@@ -202,7 +102,7 @@ def _tune_bar(state: _TuneState) -> tuple[Any, Any]:
     class Eta(ProgressColumn):
         def render(self, task: Any) -> Text:
             left = state.eta()
-            return Text("" if left is None else f"ETA {_clock(left)}", style="progress.remaining")
+            return Text("" if left is None else f"ETA {clock(left)}", style="progress.remaining")
 
     class Clocked(Progress):
         def get_renderables(self) -> Iterator[Any]:
@@ -227,12 +127,12 @@ def tune_progress() -> TuneProgress:
     return _TuneState()
 
 
-class _BenchListener(_Display, Listener):
+class _BenchListener(Display, Listener):
     """bench's and compare's progress (the module docstring)."""
 
     def __init__(self) -> None:
         bar = None
-        if _live():
+        if live():
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             bar = Progress(
@@ -280,27 +180,3 @@ class _BenchListener(_Display, Listener):
 def bench_progress() -> Listener:
     """The progress display of ``tfperf bench`` and ``tfperf compare`` (a context)."""
     return _BenchListener()
-
-
-class _Status:
-    """What :func:`status` yields: ``update(text)`` moves the spinner and, with ``-v``, says it."""
-
-    def __init__(self, spinner: Any = None) -> None:
-        self.spinner = spinner
-
-    def update(self, text: str) -> None:
-        detail(text)
-        if self.spinner is not None:
-            self.spinner.update(text)
-
-
-@contextlib.contextmanager
-def status(text: str) -> Iterator[_Status]:
-    """A spinner with ``text`` on stderr in a terminal; with ``-v`` every text is also a line
-    of its own; with ``-q`` nothing."""
-    detail(text)
-    if not _live():
-        yield _Status()
-        return
-    with err_console().status(text) as spinner:
-        yield _Status(spinner)

@@ -12,7 +12,7 @@ from tfperf.core.allocators import find_allocator
 from tfperf.core.config import Config
 from tfperf.core.knobs import openvino_available
 from tfperf.runner.handle import Worker, WorkerFailed
-from tfperf.tune.evaluate import failure_reason
+from tfperf.tuning.evaluate import failure_reason
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 

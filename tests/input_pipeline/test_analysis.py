@@ -14,7 +14,7 @@ import pytest
 from tfperf.core import gpu
 from tfperf.core.errors import UserError
 from tfperf.core.inputbound import classify, input_share, one_line, verdict
-from tfperf.pipeline import analyze
+from tfperf.input_pipeline import analyze
 
 tf = pytest.importorskip("tensorflow")
 

@@ -32,14 +32,14 @@ from tfperf.core.errors import UserError
 from tfperf.core.knobs import label, normalize
 from tfperf.core.protocol import artifact_from_notes, repeat_rows
 from tfperf.core.stats import paired_speedup
-from tfperf.doctor.install import install_fingerprint
+from tfperf.diagnosis.install import install_fingerprint
 from tfperf.runner.handle import WorkerFailed
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import Rounds, block_info
-from tfperf.tune.options import TuneOptions
-from tfperf.tune.search import FAILED, MEASURED, REJECTED, Outcome
-from tfperf.tune.space import to_config_dict
-from tfperf.tune.workers import Handle, WorkerPool
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
+from tfperf.tuning.space import to_config_dict
+from tfperf.tuning.workers import Handle, WorkerPool
 
 CONFIRM_ROUNDS_PER_PROCESS = 7
 """Each pair of confirmation workers measures at least this many rounds (>= MIN_PAIRS)."""
