@@ -14,7 +14,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = (
+API_NAMES = (
     "BenchResult",
     "BenchRow",
     "CompareResult",
@@ -31,11 +31,11 @@ _API = (
     "tune",
 )
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *API_NAMES]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
+    if name in API_NAMES:
         # Imported by name, on first use: the package root depends on nothing, so that the
         # modules that read ``tfperf.__version__`` do not import the API's layer.
         return getattr(importlib.import_module("tfperf.api"), name)
@@ -43,4 +43,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+    return sorted([*globals(), *API_NAMES])

@@ -31,6 +31,9 @@ def test_import_tfperf_is_cheap_and_names_the_api():
     assert heavy == "["
     for name in ("doctor", "bench", "tune", "compare", "pipeline", "TuneResult"):
         assert name in names
+    from tfperf import api
+
+    assert sorted(tfperf.API_NAMES) == sorted(api.__all__)
 
 
 def test_bench_returns_the_commands_document_and_stays_callable(tmp_path):

@@ -19,6 +19,8 @@ from tfperf.api.results import (
 )
 from tfperf.core.errors import UserError
 
+# The same names as tfperf.API_NAMES (the package root cannot import this module to read them:
+# tests/api/test_api.py checks that the two lists agree).
 __all__ = [
     "BenchResult",
     "BenchRow",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tfperf.core.strictjson import to_json
+from tfperf.report.console import speedup_text
 
 
 @dataclass(frozen=True, repr=False)
@@ -61,15 +62,6 @@ class Result:
             f"<div><strong>tfperf {html.escape(self.command)}</strong>: "
             f"{html.escape(self.summary())}<table>{cells}</table></div>"
         )
-
-
-def speedup_text(speedup: Mapping[str, Any] | None) -> str:
-    """``2.31x (2.20-2.45)``, or ``-`` when there is none."""
-    if not speedup or speedup.get("median") is None:
-        return "-"
-    low, high = speedup.get("ci95") or [None, None]
-    interval = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
-    return f"{speedup['median']:.2f}x{interval}"
 
 
 def _ms(value: float | None) -> str:

@@ -20,14 +20,6 @@ from click.core import ParameterSource
 from tfperf.cli.export import export_option, export_run, export_target
 
 
-def _speedup_text(speedup: dict | None) -> str:
-    if not speedup or speedup.get("median") is None:
-        return "-"
-    low, high = speedup.get("ci95") or [None, None]
-    ci = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
-    return f"{speedup['median']:.2f}x{ci}"
-
-
 def _err_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
 
@@ -53,7 +45,7 @@ def render_tune(doc: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from tfperf.report.console import console, print_table
+    from tfperf.report.console import console, print_table, speedup_text
 
     out = console()
     throughput = doc.get("objective") == "throughput"
@@ -123,13 +115,13 @@ def render_tune(doc: dict) -> None:
         default = doc["default"]
         if throughput:
             gain = (
-                f"{_speedup_text(rec['speedup'])} the default's samples per second "
+                f"{speedup_text(rec['speedup'])} the default's samples per second "
                 f"({_rate_text(default.get('samples_per_s'))} at batch {default.get('batch')} "
                 f"-> {_rate_text(rec.get('samples_per_s'))} at batch {rec.get('batch')})"
             )
         else:
             gain = (
-                f"{_speedup_text(rec['speedup'])} faster than the default "
+                f"{speedup_text(rec['speedup'])} faster than the default "
                 f"({default['time_ms']:.3g} ms -> {rec['time_ms']:.3g} ms)"
             )
         out.print(

@@ -49,3 +49,12 @@ def print_table(table: Any, out: Console | None = None) -> None:
         file=out.file, width=max(out.width, needed), highlight=False, color_system=out.color_system
     )
     wide.print(table)
+
+
+def speedup_text(speedup: dict | None) -> str:
+    """A speedup for people: ``2.31x (2.20-2.45)``, or ``-`` when there is none."""
+    if not speedup or speedup.get("median") is None:
+        return "-"
+    low, high = speedup.get("ci95") or [None, None]
+    interval = f" ({low:.2f}-{high:.2f})" if low is not None and high is not None else ""
+    return f"{speedup['median']:.2f}x{interval}"
