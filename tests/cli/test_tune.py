@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 
 from helpers import run_cli, tune_json
@@ -205,10 +206,13 @@ def tune_until_a_candidate_finishes(store: Path, tmp_path: Path) -> Iterator[sub
 def test_ctrl_c_names_the_run_to_resume_and_exits_130(tmp_path):
     store = tmp_path / "store.sqlite"
     with tune_until_a_candidate_finishes(store, tmp_path) as proc:
+        workers = psutil.Process(proc.pid).children(recursive=True)
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends the foreground process
         code = proc.wait(timeout=60)
     err = (tmp_path / "tune.stderr").read_text()
     assert code == 130, err[-2000:]
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"Ctrl-C left {[p.pid for p in alive]} running"
     with Store.open(store) as s:
         run = s.load_run("latest")
     finished = sum(t["role"] == "candidate" and bool(t["info"]) for t in run["trials"])

@@ -191,7 +191,7 @@ def test_optuna_respects_failures_and_never_recommends_a_failed_config():
 
 def test_a_budget_that_stops_mid_knob_keeps_the_best_step_measured_so_far():
     space = build_space(FACTS)
-    runtimes = space.neighbours({}, "runtime")
+    runtimes = space.runtime_step({})
     first = normalize(runtimes[0])
     # Only the first runtime candidate helps, and only one candidate fits in the trial budget:
     # the search stops while the runtime knob still has candidates left.
@@ -359,3 +359,19 @@ def test_a_resumed_search_replays_the_head_to_head():
     resumed = Search(RUNTIME_ONLY, evaluate, cache=cache).run()
     assert evaluate.calls == []
     assert resumed.incumbent == first.incumbent == {"runtime": "litert"}
+
+
+class ThreadsMatter(Synthetic):
+    """LiteRT fp32 is slow on one thread and the fastest on two; dynamic-range int8 does not
+    care: a runtime compared at its default thread count would lose to the wrong one."""
+
+    def _blocks(self, config: dict, n: int) -> np.ndarray:
+        runtime, threads = config.get("runtime"), config.get("runtime_threads")
+        ms = {"litert": 4.0 if threads == 2 else 12.0, "litert-dynint8": 6.0}.get(runtime, 10.0)
+        return ms * 1e-3 * np.exp(self.rng.normal(0, 0.04, n))
+
+
+def test_runtimes_race_at_full_parallelism_so_the_one_that_needs_threads_wins():
+    space = build_space(FACTS).restrict(("runtime", "runtime_threads"))
+    result = Search(space, ThreadsMatter({}), max_trials=12, runtime_first=True).run("staged")
+    assert normalize(result.incumbent) == {"runtime": "litert", "runtime_threads": 2}

@@ -301,3 +301,17 @@ def test_onednn_knob_tries_the_setting_tensorflow_does_not_choose_itself():
     assert "already TensorFlow's default" in _why(space)[("onednn", "off")]
     assert Config.from_dict({"onednn": True}).worker_env({})["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert build_space(FULL).values["onednn"] == (None, False)
+
+
+def test_the_runtime_step_puts_each_litert_runtime_on_every_usable_core():
+    two = build_space(SpaceFacts(cores=2, bf16=True)).runtime_step({})
+    threads = {c.get("runtime"): c.get("runtime_threads") for c in two}
+    assert {r for r, t in threads.items() if t == 2} == {r for r in threads if "litert" in r}
+    assert all(t is None for r, t in threads.items() if "litert" not in r)
+    one = build_space(SpaceFacts(cores=1, bf16=True)).runtime_step({})
+    assert all("runtime_threads" not in c for c in one)
+    # A thread count the incumbent already names is the one every runtime is tried with.
+    named = build_space(SpaceFacts(cores=2, bf16=True, openvino=True)).runtime_step(
+        {"runtime": "openvino-f32", "runtime_threads": 1}
+    )
+    assert named and all(c.get("runtime_threads") != 2 for c in named)

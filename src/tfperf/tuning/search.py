@@ -286,7 +286,7 @@ class Search:
                     continue
                 tried: list[Outcome] = []
                 try:
-                    for candidate in self.space.neighbours(self.incumbent, knob):
+                    for candidate in self._neighbours(knob):
                         tried.append(self._try(candidate))
                 finally:
                     # A budget that runs out mid-knob still keeps the best step measured so far.
@@ -295,6 +295,13 @@ class Search:
             if all(explored.get(k) == label(self.incumbent) for k in self.space.knobs()):
                 return "converged"
         return "max-sweeps"
+
+    def _neighbours(self, knob: str) -> list[dict]:
+        """The staged step's candidates for ``knob``: the runtimes at full parallelism
+        (:meth:`Space.runtime_step`), any other knob's other values."""
+        if knob == "runtime":
+            return self.space.runtime_step(self.incumbent)
+        return self.space.neighbours(self.incumbent, knob)
 
     def _optuna(self, max_proposals: int | None) -> str:
         import optuna
