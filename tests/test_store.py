@@ -345,6 +345,21 @@ def test_a_version_1_store_is_upgraded_in_place_with_nothing_lost(store_path: Pa
     assert new["uuid"] == uuids[-1] and new["tfperf_version"] == __version__
 
 
+def test_a_run_an_older_tfperf_writes_after_the_upgrade_gets_its_uuid(store_path: Path) -> None:
+    write_v1_store(store_path, runs=1)
+    Store.open(store_path).close()
+    # an older tfperf still running inserts a run the way it always did, without a uuid
+    conn = sqlite3.connect(store_path, isolation_level=None)
+    conn.execute(
+        "INSERT INTO runs (kind, command, workload, machine, settings, started_at)"
+        " VALUES ('bench', 'tfperf bench', '{}', '{}', '{}', 1790000000.0)"
+    )
+    conn.close()
+    with Store.open(store_path) as store:
+        runs = store.list_runs()
+    assert len({r["uuid"] for r in runs}) == 3 and all(r["uuid"] for r in runs)
+
+
 def test_the_upgrade_keeps_a_copy_of_the_version_1_store(store_path: Path) -> None:
     write_v1_store(store_path)
     before = table_rows(store_path)

@@ -20,8 +20,9 @@ Contract
   JSON objects stored as text and returned as dicts.
 - Times are returned as ISO 8601 UTC strings (``started_at``, ``finished_at``).
 - Every run has a ``uuid`` (a random UUID4, unique across stores, so files exported from
-  different stores name a run unambiguously) and the ``tfperf_version`` that wrote it
-  (``None``: unknown, for runs written before schema version 2).
+  different stores name a run unambiguously; a run an older tfperf wrote into an upgraded store
+  gets one when the store is next opened) and the ``tfperf_version`` that wrote it (``None``:
+  unknown, for runs written before schema version 2).
 
 Schema versions and upgrades
 ----------------------------
@@ -126,12 +127,18 @@ CREATE INDEX comparisons_run ON comparisons(run_id);
 """
 
 
+def _fill_uuids(conn: sqlite3.Connection) -> None:
+    """Give every run without a uuid a fresh one: the runs of a store being upgraded, and a
+    run an older tfperf, still running, wrote into the store after another upgraded it."""
+    for (run_id,) in conn.execute("SELECT id FROM runs WHERE uuid IS NULL").fetchall():
+        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+
+
 def _v2_run_ids(conn: sqlite3.Connection) -> None:
     """Runs get a global id and the tfperf version that wrote them (unknown for older runs)."""
     conn.execute("ALTER TABLE runs ADD COLUMN uuid TEXT")
     conn.execute("ALTER TABLE runs ADD COLUMN tfperf_version TEXT")
-    for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
-        conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (str(uuid.uuid4()), run_id))
+    _fill_uuids(conn)
     conn.execute("CREATE UNIQUE INDEX runs_uuid ON runs(uuid)")
 
 
@@ -368,6 +375,9 @@ class Store:
         conn.execute("PRAGMA journal_mode = WAL")
         if version < SCHEMA_VERSION:
             _upgrade(conn, target)
+        if conn.execute("SELECT 1 FROM runs WHERE uuid IS NULL LIMIT 1").fetchone():
+            with _immediate(conn):
+                _fill_uuids(conn)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
