@@ -104,3 +104,22 @@ def test_quiet_bench_prints_the_results_and_nothing_else(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr == ""
     assert "p50 ms" in result.stdout and "stopped:" in result.stdout
+
+
+@pytest.mark.parametrize(("flag", "lines"), [("-q", 0), (None, 1), ("-v", 3)])
+def test_quiet_silences_tune_progress_and_verbose_adds_its_phases(capsys, flag, lines):
+    from tfperf.cli.progress import tune_progress
+    from tfperf.tune.search import Outcome
+
+    failed = Outcome({"runtime": "litert"}, "failed", reason="crashed", info={"error": {}})
+    ctx = app.make_context("tfperf", [flag, "history"] if flag else ["history"])
+    with ctx, tune_progress() as progress:
+        progress.phase("starting the default configuration")
+        progress.start(2)
+        progress.candidate(failed.label)
+        progress.done(failed)
+        progress.phase("confirming")
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == lines, err
+    if lines:
+        assert "trial 1/2  runtime=litert  -  -  failed: crashed" in err
