@@ -143,7 +143,13 @@ def test_tune_exports_the_default_its_candidates_and_its_answer(tmp_path) -> Non
     assert exported["install"]["tf_version"] and exported["install"]["fingerprint"]
     roles = [t["role"] for t in exported["trials"]]
     assert roles[:2] == ["baseline", "candidate"]
-    assert ("confirmation" in roles) == (not doc["recommendation"]["keep_default"])
+    # a winner of the search is confirmed (recommended or not); a recommendation always was
+    assert "confirmation" in roles or doc["recommendation"]["keep_default"]
+    confirmed = doc["recommendation"]["speedup"]
+    for trial in exported["trials"][2:]:
+        assert trial["role"] == "confirmation" and trial["label"].endswith(" (confirmation)")
+        if confirmed:  # None only when the winner's worker crashed while it was confirmed
+            assert trial["speedup"]["median"] == pytest.approx(confirmed["median"])
     (candidate,) = doc["candidates"]
     row = next(t for t in exported["trials"] if t["label"] == candidate["label"])
     if candidate["status"] == "measured":

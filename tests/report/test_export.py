@@ -22,6 +22,7 @@ from tfperf.report.export import (
     run_table,
     write,
 )
+from tfperf.store import Store
 
 REQUIRED = {"config", "p50_ms", "p99_ms", "samples_per_s", "speedup", "speedup_low", "speedup_high"}
 
@@ -161,13 +162,27 @@ def test_a_missing_folder_is_created(stored, tmp_path: Path) -> None:
     assert len(_csv_rows(path)) == 1
 
 
+def test_a_tune_candidate_at_another_batch_counts_its_own_samples(store_path: Path) -> None:
+    # A throughput tune records a candidate's batch in its outcome, not at the top of its info.
+    with Store.open(store_path) as store:
+        run = store.new_run("tune", "tfperf tune", {"name": "mlp", "batch": 1}, {}, {})
+        trial = store.new_trial(run, "batch=8", {"batch": 8, "runtime": "tf"}, "candidate")
+        store.add_block(trial, [0.004] * 12, "steady")
+        accuracy = {"max_abs_error": 1e-7, "max_rel_error": 2e-6}
+        outcome = {"info": {"batch": 8}, "accuracy": accuracy}
+        store.finish_trial(trial, "ok", {"outcome": outcome}, None)
+        store.finish_run(run, "ok", {})
+    (row,) = run_table(load_result("latest", store_path)).rows
+    assert row["batch"] == 8 and row["samples_per_s"] == pytest.approx(8 / 0.004)
+    assert row["max_rel_error"] == 2e-6
+
+
 # -- a real run --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> tuple[Path, int]:
     """The tiny mlp measured for real: the default and intra_threads=1, interleaved."""
     from tfperf.benchmark import BenchOptions, bench
     from tfperf.core.config import Config
-    from tfperf.store import Store
 
     path = tmp_path_factory.mktemp("real") / "store.sqlite"
     options = BenchOptions(
