@@ -108,8 +108,8 @@ def test_quiet_bench_prints_the_results_and_nothing_else(tmp_path):
 
 @pytest.mark.parametrize(("flag", "lines"), [("-q", 0), (None, 1), ("-v", 3)])
 def test_quiet_silences_tune_progress_and_verbose_adds_its_phases(capsys, flag, lines):
-    from tfperf.cli.progress import tune_progress
-    from tfperf.tune.search import Outcome
+    from tfperf.progress.displays import tune_progress
+    from tfperf.tuning.search import Outcome
 
     failed = Outcome({"runtime": "litert"}, "failed", reason="crashed", info={"error": {}})
     ctx = app.make_context("tfperf", [flag, "history"] if flag else ["history"])
