@@ -50,8 +50,8 @@ def export_table(table: Any, path: str | None) -> None:
     """Write a :class:`tfperf.report.export.Table` to ``path`` and say where."""
     if path is None:
         return
-    from tfperf.report.console import err_console
+    from tfperf.progress import note
     from tfperf.report.export import write
 
     written = write(table, path)
-    err_console().print(f"exported to {written}", soft_wrap=True, markup=False, highlight=False)
+    note(f"exported to {written}", markup=False)  # -q leaves only the file itself
