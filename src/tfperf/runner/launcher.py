@@ -39,6 +39,11 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 TAIL_CHARS = 4000
+_KEPT_CHARS = 4 * TAIL_CHARS
+"""What is read or kept of the output to find its last :data:`TAIL_CHARS` telling ones."""
+_NOISE = b"Extension modules:"
+"""Python's crash report ends with one line naming every loaded extension module (several
+thousand characters in a TensorFlow worker), which would push the crash itself out of the tail."""
 """How much of the end of a child's output an error report keeps."""
 GRACE_S = 5.0
 """How long a child asked to stop gets before it is killed."""
@@ -222,7 +227,7 @@ class Child:
                 chunk = os.read(pipe.fileno(), 1 << 16)
                 if not chunk:
                     break
-                self._tail = (self._tail + chunk)[-TAIL_CHARS:]
+                self._tail = (self._tail + chunk)[-_KEPT_CHARS:]
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
@@ -286,9 +291,12 @@ class Child:
             self._log = None
 
     def tail(self) -> str:
-        """The end of the child's output (at most :data:`TAIL_CHARS` characters)."""
+        """The end of the child's output (at most :data:`TAIL_CHARS` characters), without
+        the crash report's list of extension modules."""
         data = self._read_log_tail() if self._log is not None else self._tail
-        return data.decode("utf-8", "replace")
+        lines = data.splitlines(keepends=True)
+        telling = b"".join(line for line in lines if not line.lstrip().startswith(_NOISE))
+        return telling[-TAIL_CHARS:].decode("utf-8", "replace")
 
     def _read_log_tail(self) -> bytes:
         if self._log is None:
@@ -296,7 +304,7 @@ class Child:
         try:
             self._log.flush()
             size = self._log.seek(0, os.SEEK_END)
-            self._log.seek(max(0, size - TAIL_CHARS))
+            self._log.seek(max(0, size - _KEPT_CHARS))
             return self._log.read()
         except (OSError, ValueError):
             return b""
