@@ -181,17 +181,7 @@ def compare_builds(
         check_spec(spec)
     with tempfile.TemporaryDirectory(prefix="tfperf-builds-") as tmp:
         wl = resolve_workload(workload, model, size, batch)
-        envs, failed = prepare_candidates(candidates)
-        if len(failed) == 1 and not envs:
-            only = failed[0]
-            raise UserError(
-                f"no candidate could be installed: {only['spec']}: {only['reason']}; fix the spec."
-            )
-        if not envs:
-            raise UserError(
-                f"no candidate could be installed ({len(failed)} failed, each named above); "
-                "fix the specs."
-            )
+        envs, failed = _installed(candidates)
         settings = Settings(
             budget_s=budget_s,
             min_rounds=blocks or min_rounds,
@@ -218,6 +208,23 @@ def compare_builds(
             _record_result(run, listener.trial_ids, result)
             result.update(run_id=run.run_id, store=str(st.path))
         return result
+
+
+def _installed(candidates: list[str]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The candidates' environments and the failed installs; a :class:`UserError` when not
+    one candidate could be installed."""
+    envs, failed = prepare_candidates(candidates)
+    if len(failed) == 1 and not envs:
+        only = failed[0]
+        raise UserError(
+            f"no candidate could be installed: {only['spec']}: {only['reason']}; fix the spec."
+        )
+    if not envs:
+        raise UserError(
+            f"no candidate could be installed ({len(failed)} failed, each named above); "
+            "fix the specs."
+        )
+    return envs, failed
 
 
 def _check_outputs(trials: list[Any]) -> dict[int, dict[str, Any]]:
