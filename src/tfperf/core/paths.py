@@ -8,6 +8,7 @@ Contract:
   not created and not checked here (:meth:`tfperf.store.Store.open` does that).
 - :func:`cache_dir` is the per-user cache directory (``TFPERF_CACHE_DIR`` overrides it), created
   on first use; a cache there can always be deleted.
+- :func:`read_text` reads a file a child wrote (its log, its record), never raising.
 
 Nothing here imports anything heavier than platformdirs.
 """
@@ -57,3 +58,12 @@ def cache_dir() -> Path:
             f"set {CACHE_ENV} to a writable directory."
         ) from exc
     return path
+
+
+def read_text(path: str) -> str:
+    """The text of ``path`` (undecodable bytes replaced), or ``""`` when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""

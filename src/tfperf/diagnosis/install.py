@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.paths import read_text
 from tfperf.runner.launcher import Child, Ended, LaunchError
 
 STDERR_TAIL = 2000
@@ -134,15 +135,6 @@ def _record(text: str, ended: Ended, output: str) -> dict[str, Any] | None:
         err.setdefault("kind", record.get("status"))
         err.update(returncode=ended.returncode, signal=None, stderr_tail=_tail(output))
     return record
-
-
-def read_text(path: str) -> str:
-    """The text of ``path`` (undecodable bytes replaced), or ``""`` when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
 
 
 def run_probe(timeout: float = 120, python: str | None = None) -> dict[str, Any]:

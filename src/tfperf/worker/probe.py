@@ -32,6 +32,7 @@ from typing import Any
 
 from tfperf.core.allocators import current_allocator
 from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for, parse_cpuinfo
+from tfperf.core.paths import read_text
 from tfperf.core.perfenv import perf_env
 from tfperf.core.tflog import parse_tf_log
 
@@ -388,15 +389,6 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
         record["gpus_visible"] = []
         record["gpu_error"] = f"{type(exc).__name__}: {exc}"
     return record
-
-
-def read_text(path: str) -> str:
-    """The text of ``path`` (undecodable bytes replaced), or ``""`` when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
 
 
 def _error(exc: BaseException) -> dict[str, str]:
