@@ -72,8 +72,8 @@ def _save_model(model: Any, scratch: Path) -> str:
         tf.saved_model.save(model, str(path))
         return str(path)
     raise UserError(
-        f"cannot measure an object of type {type(model).__name__}: pass a Keras model, a tf.Module, "
-        f"or {SUPPORTED}."
+        f"cannot measure an object of type {type(model).__name__}: pass a Keras model, "
+        f"a tf.Module, or {SUPPORTED}."
     )
 
 
