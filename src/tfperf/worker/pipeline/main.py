@@ -17,7 +17,8 @@ Result document (raw figures; the parent derives the statistics)::
      "stages": [...],                               # tfperf.worker.pipeline.stages
      "fixes": [{"name", "change", "baseline": [s], "candidate": [s]}, ...],
      "combined": [{"name", "change", "parts", "baseline", "candidate"}, ...],
-     "skipped": [{"name", "reason"}], "advice": [{"name", "change", "reason"}],
+     "skipped": [{"name", "reason"}],
+     "advice": [{"name", "change", "reason", "stage"}],   # unmeasured, ranked (best first)
      "metric": "steps/s" | "batches/s", "gpu": {...}, "notes": [str]}
 
 Every list of block times is paired by index with its ``baseline`` list: each candidate block
@@ -197,6 +198,7 @@ def measure(
     min_block_s: float = 0.0,
 ) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
+    import psutil
     import tensorflow as tf
 
     progress("reading the first batch")
@@ -209,7 +211,9 @@ def measure(
     blocks = _end_to_end_blocks(runs, ds, rounds, progress)
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
-    fix_rows, built, skipped = _measure_fixes(target, runs, rounds, progress)
+    bounding = next((r["stage"] for r in stage_rows if r["bounding"]), None)
+    found = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total, bounding)
+    fix_rows, built = _measure_fixes(target, found.fixes, runs, rounds, progress)
     winners = [
         fix
         for (fix, _), row in zip(built, fix_rows, strict=True)
@@ -229,8 +233,8 @@ def measure(
         "stages": stage_rows,
         "fixes": fix_rows,
         "combined": combined,
-        "skipped": skipped,
-        "advice": fx.advice(target),
+        "skipped": found.skipped,
+        "advice": found.unmeasured,
         "metric": "steps/s" if runs.step is not None else "batches/s",
         "gpu": runs.gpu_section(target.model),
         "notes": notes,
@@ -271,12 +275,9 @@ def _end_to_end_blocks(runs: _Runs, ds: Any, rounds: int, progress: Progress) ->
 
 
 def _measure_fixes(
-    target: Target, runs: _Runs, rounds: int, progress: Progress
-) -> tuple[list[dict], list[tuple[Any, Any]], list[dict]]:
+    target: Target, candidates: list[fx.Fix], runs: _Runs, rounds: int, progress: Progress
+) -> tuple[list[dict], list[tuple[Any, Any]]]:
     """Build every applicable fix and measure it against the user's pipeline, interleaved."""
-    import psutil
-
-    candidates, skipped = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total)
     built = []
     for fix in candidates:
         progress(f"building fix {fix.name}")
@@ -284,7 +285,7 @@ def _measure_fixes(
         _prime(cand_ds)
         built.append((fix, cand_ds))
     if not built:
-        return [], [], skipped
+        return [], []
     times = paired(
         runs.end_to_end(target.dataset),
         [runs.end_to_end(d) for _, d in built],
@@ -296,7 +297,7 @@ def _measure_fixes(
         {"name": fix.name, "change": fix.change, "baseline": base, "candidate": cand}
         for (fix, _), (base, cand) in zip(built, times, strict=True)
     ]
-    return rows, built, skipped
+    return rows, built
 
 
 def _measure_combinations(
@@ -314,8 +315,8 @@ def _measure_combinations(
     combos = []
     if len(winners) > 1:
         combos.append(winners)
-    structural = [f for f, _ in built if f.flags]
-    everything = [*structural, *(w for w in winners if not w.flags)]
+    structural = [f for f, _ in built if f.structural]
+    everything = [*structural, *(w for w in winners if not w.structural)]
     if len(everything) > 1 and {f.name for f in everything} != {w.name for w in winners}:
         combos.append(everything)
     if not combos:

@@ -8,7 +8,9 @@ returns::
     [{"stage": "map(_load)", "kind": "MapDataset", "elements_per_s": float,
       "batches_per_s": float,       # elements_per_s / elements per final batch
       "added_ms_per_batch": float,  # the time this stage adds per final batch
-      "bounding": bool}, ...]
+      "bounding": bool,
+      "python_code": bool},         # its function runs Python (py_function, from_generator)
+     ...]
 
 A prefix that ends before the pipeline's batch stage is timed with ``batch(B)`` appended (``B``
 the final batch size), so every prefix is counted per batch, as the full pipeline is: counting
@@ -28,6 +30,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tfperf.worker.pipeline import functions
 from tfperf.worker.pipeline.target import TargetError, first_line
 from tfperf.worker.pipeline.timing import endless
 
@@ -58,11 +61,17 @@ def kind(ds: Any) -> str:
 
 
 def label(ds: Any) -> str:
-    """A short human label: ``map(_load)``, ``batch``, ``from_tensor_slices``..."""
+    """A short human label: ``map(_load)``, ``batch``, ``from_tensor_slices``,
+    ``from_generator(gen)``; a lambda that calls ``tf.py_function(augment, ...)`` gives
+    ``map(augment)``."""
     k = kind(ds)
     text = _KIND_LABEL.get(k, k)
+    if functions.is_generator(ds):
+        return f"from_generator({functions.python_name(ds) or 'generator'})"
     func = getattr(getattr(ds, "_map_func", None), "_func", None)
     name = getattr(func, "__name__", None)
+    if name == "<lambda>":
+        name = functions.python_name(ds) or name
     if name and name != "<lambda>" and text.startswith(("map", "filter", "interleave")):
         text = f"{text.split('(')[0]}({name}{', parallel' if 'parallel' in text else ''})"
     return text
@@ -176,6 +185,7 @@ def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None
                 "batches_per_s": bps,
                 "added_ms_per_batch": None,
                 "bounding": False,
+                "python_code": functions.runs_python(prefix),
             }
         )
     previous_ms = 0.0
