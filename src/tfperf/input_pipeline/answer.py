@@ -13,10 +13,13 @@ The answer reads "keep the pipeline as it is" only when no measured fix was fast
 nothing that could address a stage went unmeasured; otherwise, with no measured winner, the
 ``change`` names the first unmeasured fix and its code. :func:`headline` is one paragraph: the
 verdict when training is not input-bound, the bounding stage and what it costs per batch (and
-that it runs Python), the measured fixes with their speedups, and the unmeasured ones in order.
+that it runs Python), the measured fixes with their speedups, and the unmeasured ones in order;
+with fewer rounds than a significant verdict needs, it says so rather than "keep".
 """
 
 from __future__ import annotations
+
+from tfperf.core.stats import MIN_PAIRS
 
 KEEP = "keep the pipeline as it is: no fix was significantly faster"
 SHOWN = 6
@@ -25,7 +28,12 @@ SHOWN = 6
 
 def best_fix(measured: list[dict], unmeasured: list[dict] | None = None) -> dict:
     """The answer's fix (see the module docstring); ``unmeasured`` are the worker's advice
-    items ``{"name", "change", "reason", "stage"}``, ranked."""
+    items ``{"name", "change", "reason", "stage"}``, ranked.
+
+    Fixes whose 95% interval lies above 1 come first: on a noisy machine a fix can pass the
+    signed-rank test with an interval that still reaches below 1, and a higher median from such
+    a fix is no reason to prefer it over one whose gain is sure.
+    """
     ranked = [
         {
             "name": u["name"],
@@ -86,6 +94,11 @@ def headline(doc: dict) -> str:
         parts.append(
             "Not measured (they need your code), most promising first: " + ", ".join(items) + "."
         )
+    elif doc["best_fix"]["name"] is None and int(doc.get("rounds") or 0) < MIN_PAIRS:
+        parts.append(
+            f"With {doc.get('rounds')} rounds no fix can be significantly faster: run again "
+            f"with --rounds {MIN_PAIRS} or more before keeping the pipeline as it is."
+        )
     elif doc["best_fix"]["name"] is None:
         parts.append("Keep the pipeline as it is: no fix was significantly faster.")
     return " ".join(parts)
@@ -96,10 +109,10 @@ def _bounding_sentence(stages: list[dict]) -> str:
     if row is None:
         return ""
     text = f"{row['stage']} bounds throughput"
-    total = next((s["batches_per_s"] for s in reversed(stages) if s.get("batches_per_s")), None)
+    total = sum(s.get("added_ms_per_batch") or 0.0 for s in stages)
     added = row.get("added_ms_per_batch")
-    if added is not None and total:
-        text += f": it adds {added:.1f} ms of the pipeline's {1e3 / total:.1f} ms per batch"
+    if added is not None and total > 0:
+        text += f": it adds {added:.1f} ms per batch, {added / total:.0%} of what the stages add"
     if row.get("python_code"):
         text += (
             ", and it runs Python (parallel calls take turns on the GIL: vectorise it per "

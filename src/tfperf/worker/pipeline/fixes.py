@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfperf.worker.pipeline import stages, structural
+from tfperf.worker.pipeline import functions, stages, structural
 from tfperf.worker.pipeline.target import Target
 
 Wrapper = Callable[[Any], Any]
@@ -93,10 +93,12 @@ def _cache(ds: Any) -> Any:
 
 def has_random_stage(ds: Any) -> bool:
     """Whether the pipeline shuffles or draws random numbers (caching its output would freeze
-    them). Reads the pipeline's serialized graph; unknown counts as random."""
+    them). Reads the pipeline's serialized graph; unknown counts as random, and so does Python
+    (a ``py_function`` or generator may draw from ``random`` or NumPy unseen)."""
     import tensorflow as tf
 
-    if any("Shuffle" in stages.kind(d) for d in stages.chain(ds)):
+    chain = stages.chain(ds)
+    if any("Shuffle" in stages.kind(d) or functions.runs_python(d) for d in chain):
         return True
     try:
         graph = tf.compat.v1.GraphDef()
@@ -106,7 +108,7 @@ def has_random_stage(ds: Any) -> bool:
     ops = {n.op for n in graph.node}
     for fn in graph.library.function:
         ops.update(n.op for n in fn.node_def)
-    return any("Random" in op or "Shuffle" in op for op in ops)
+    return any("Random" in op or "Shuffle" in op or op in functions.PYTHON_OPS for op in ops)
 
 
 _AFTER_CACHE_FREE = {"PrefetchDataset", "OptionsDataset", "RepeatDataset"}
@@ -127,8 +129,9 @@ def _cache_problem(ds: Any, mem_budget: int, kinds: list[str]) -> str | None:
         return "the pipeline is infinite or of unknown length, so cache() would never complete"
     if has_random_stage(ds):
         return (
-            "the pipeline shuffles or augments at random; cache() at its end would freeze that: "
-            "cache() after decoding, before the random steps"
+            "the pipeline shuffles, augments at random or runs Python (which may draw random "
+            "numbers); cache() at its end would freeze that: cache() after decoding, before the "
+            "random steps"
         )
     first = next(iter(ds))
     nbytes = sum(int(t.numpy().nbytes) for t in tf.nest.flatten(first))

@@ -18,6 +18,7 @@ take a built pipeline apart.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
@@ -27,6 +28,7 @@ RANDOM_OPS = frozenset({"TruncatedNormal", "Multinomial", "ParameterizedTruncate
 """Stateful random ops whose names do not contain ``Random``."""
 
 HARMLESS_STATEFUL = frozenset({"Assert", "Print", "PrintV2"})
+_DATASET_OP = re.compile(r"Dataset(V\d+)?$")
 
 
 def stage_functions(ds: Any) -> list[Any]:
@@ -70,13 +72,26 @@ def draws_random(ds: Any) -> bool:
     return any(is_random(op) for op in functions_ops(ds))
 
 
+def stateful_ops(ds: Any) -> list[str]:
+    """The stateful ops of the stage's functions that make parallel calls unsafe: all but
+    random generators, assertions and ops that make a dataset (an ``interleave`` function
+    builds a new dataset on every call, e.g. ``TFRecordDataset``)."""
+    return sorted(
+        op
+        for op in functions_ops(ds)
+        if _stateful(op)
+        and not is_random(op)
+        and op not in HARMLESS_STATEFUL
+        and not _DATASET_OP.search(op)
+    )
+
+
 def parallel_safe(ds: Any) -> bool:
     """Whether tf.data may run the stage's function on several threads at once (see the
     module docstring)."""
-    ops = functions_ops(ds)
-    if not stage_functions(ds) or ops & PYTHON_OPS:
+    if not stage_functions(ds) or functions_ops(ds) & PYTHON_OPS:
         return False
-    return all(not _stateful(op) or is_random(op) or op in HARMLESS_STATEFUL for op in ops)
+    return not stateful_ops(ds)
 
 
 def python_name(ds: Any) -> str | None:

@@ -138,22 +138,16 @@ def _plan_parallel(ds: Any, stages: list[Any], which: str, name: str, out: Plan)
     for stage in found:
         if stage in safe or fn.runs_python(stage):
             continue  # Python stages get their own advice
-        ops = sorted(o for o in fn.functions_ops(stage) if o not in fn.HARMLESS_STATEFUL)
-        out.unmeasured.append(
-            _item(
-                name,
-                stage,
-                f"its function holds state ({', '.join(ops[:3])}...), so calls "
-                "from several threads could change its results",
-            )
-        )
+        ops = ", ".join(fn.stateful_ops(stage)[:3])
+        reason = f"its function holds state ({ops}), so parallel calls could change its results"
+        out.unmeasured.append(_advice(name, stage, _parallel_change(stage), reason))
     if not safe:
         return
     change = "\n".join(_parallel_change(s) for s in safe)
     try:
         parallelise(ds, which)
     except NotRebuildable as exc:
-        out.unmeasured.append({**_item(name, safe[0], str(exc)), "change": change})
+        out.unmeasured.append(_advice(name, safe[0], change, str(exc)))
         return
     out.rewrites.append(Rewrite(name, change, lambda d: parallelise(d, which)))
 
@@ -185,13 +179,9 @@ def _plan_batch_first(ds: Any, stages: list[Any], out: Plan) -> None:
         rebuild.check_batchable(rebuild.user_function(stage), stages[at - 1])
         batch_first(ds)
     except NotRebuildable as exc:
-        out.unmeasured.append({**_item("batch_before_map", stage, str(exc)), "change": change})
+        out.unmeasured.append(_advice("batch_before_map", stage, change, str(exc)))
         return
     out.rewrites.append(Rewrite("batch_before_map", change, batch_first))
-
-
-def _item(name: str, stage: Any, reason: str) -> dict:
-    return _advice(name, stage, "", reason)
 
 
 GIL = (
