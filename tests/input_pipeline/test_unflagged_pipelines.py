@@ -8,13 +8,13 @@ verdict and the bounding stage do not depend on the machine's speed.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers import run_cli
@@ -55,11 +55,16 @@ def augment(image):
     return image[:, ::-1] if np.random.random() < 0.5 else image
 
 
-def python_augment():
-    x, y = _data()
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(N)
-    ds = ds.map(lambda img, lab: (tf.py_function(augment, [img], tf.float32), lab))
+def _slices():
+    return tf.data.Dataset.from_tensor_slices(_data()).shuffle(N)
+
+
+def _train(ds):
     return {"dataset": ds.batch(BATCH), "model": _model()}
+
+
+def python_augment():
+    return _train(_slices().map(lambda x, y: (tf.py_function(augment, [x], tf.float32), y)))
 
 
 def tf_augment(image, label):
@@ -70,9 +75,7 @@ def tf_augment(image, label):
 
 
 def tf_ops():
-    x, y = _data()
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(N).map(tf_augment)
-    return {"dataset": ds.batch(BATCH), "model": _model()}
+    return _train(_slices().map(tf_augment))
 
 
 def samples():
@@ -84,8 +87,7 @@ def samples():
 
 def generator():
     spec = (tf.TensorSpec((SIDE, SIDE, 3), tf.float32), tf.TensorSpec((), tf.int64))
-    ds = tf.data.Dataset.from_generator(samples, output_signature=spec)
-    return {"dataset": ds.batch(BATCH), "model": _model()}
+    return _train(tf.data.Dataset.from_generator(samples, output_signature=spec))
 
 
 def parse(record):
@@ -100,24 +102,7 @@ def parse(record):
 
 def tfrecords():
     files = tf.data.Dataset.list_files(os.path.join(RECORDS, "*.tfrecord"), shuffle=False)
-    ds = files.interleave(tf.data.TFRecordDataset, cycle_length=2)
-    return {"dataset": ds.map(parse).batch(BATCH), "model": _model()}
-
-
-def write_records():
-    os.makedirs(RECORDS, exist_ok=True)
-    x, y = _data()
-    for shard in range(4):
-        path = os.path.join(RECORDS, f"part-{shard}.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for i in range(shard, N, 4):
-                png = tf.io.encode_png(tf.cast(x[i] * 255, tf.uint8)).numpy()
-                example = tf.train.Example(features=tf.train.Features(feature={
-                    "png": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png])),
-                    "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(y[i])])),
-                }))
-                writer.write(example.SerializeToString())
-
+    return _train(files.interleave(tf.data.TFRecordDataset, cycle_length=2).map(parse))
 """
 
 ARGS = ("--steps", "2", "--rounds", "2", "--stage-seconds", "0.1", "--min-block-seconds", "0")
@@ -127,13 +112,33 @@ ARGS = ("--steps", "2", "--rounds", "2", "--stage-seconds", "0.1", "--min-block-
 def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("userstyle")
     (d / "userstyle.py").write_text(textwrap.dedent(USER))
+    _write_records(d / "records")
     sys.path.insert(0, str(d))
     try:
-        importlib.import_module("userstyle").write_records()  # the files the pipeline reads
         yield d
     finally:
         sys.path.remove(str(d))
         sys.modules.pop("userstyle", None)
+
+
+def _write_records(folder: Path, shards: int = 4, per_shard: int = 16) -> None:
+    """TFRecord files of PNG-encoded 8x8 images and labels, as a dataset on disk holds them."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(0)
+    folder.mkdir()
+    for shard in range(shards):
+        with tf.io.TFRecordWriter(str(folder / f"part-{shard}.tfrecord")) as writer:
+            for _ in range(per_shard):
+                pixels = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+                writer.write(_example(tf.io.encode_png(pixels).numpy(), int(rng.integers(4))))
+
+
+def _example(png: bytes, label: int) -> bytes:
+    tf = pytest.importorskip("tensorflow")
+    bytes_feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[png]))
+    int_feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))
+    features = tf.train.Features(feature={"png": bytes_feature, "label": int_feature})
+    return tf.train.Example(features=features).SerializeToString()
 
 
 @pytest.fixture(scope="module")

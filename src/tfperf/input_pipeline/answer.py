@@ -85,21 +85,23 @@ def headline(doc: dict) -> str:
     if bounding:
         parts.append(bounding)
     parts.append(_measured_sentence(doc))
-    unmeasured = doc["best_fix"]["unmeasured"]
-    if unmeasured:
+    best = doc["best_fix"]
+    few_rounds = int(doc.get("rounds") or 0) < MIN_PAIRS
+    if best["name"] is None and few_rounds:
+        parts.append(
+            f"With {doc.get('rounds')} rounds no fix can be significantly faster: measure with "
+            f"--rounds {MIN_PAIRS} or more."
+        )
+    if best["unmeasured"]:
         items = [
             f"{i}. {u['name']}" + (f" ({u['stage']})" if u.get("stage") else "")
-            for i, u in enumerate(unmeasured, 1)
+            for i, u in enumerate(best["unmeasured"], 1)
         ]
         parts.append(
-            "Not measured (they need your code), most promising first: " + ", ".join(items) + "."
+            "Not measured (they need your code), most promising first: "
+            + ", ".join(items) + "."
         )
-    elif doc["best_fix"]["name"] is None and int(doc.get("rounds") or 0) < MIN_PAIRS:
-        parts.append(
-            f"With {doc.get('rounds')} rounds no fix can be significantly faster: run again "
-            f"with --rounds {MIN_PAIRS} or more before keeping the pipeline as it is."
-        )
-    elif doc["best_fix"]["name"] is None:
+    elif best["name"] is None and not few_rounds:
         parts.append("Keep the pipeline as it is: no fix was significantly faster.")
     return " ".join(parts)
 
