@@ -102,6 +102,11 @@ def test_batch_before_map_only_where_the_batch_gives_the_same_results() -> None:
     assert [stages.kind(s) for s in stages.chain(moved)][1:] == ["BatchDataset", "MapDataset"]
     assert _elements(moved) == _elements(ds)
 
+    shuffled = structural.plan(_source().map(_double).shuffle(8).batch(8), None)
+    assert "batch_before_map" not in [r.name for r in shuffled.rewrites]
+    item = next(u for u in shuffled.unmeasured if u["name"] == "batch_before_map")
+    assert "stand between the map and the batch (shuffle)" in item["reason"]
+
     def centre(x, y):  # the mean of a batch is not the mean of one element
         return x - tf.reduce_mean(x), y
 

@@ -117,8 +117,8 @@ def _bounding_sentence(stages: list[dict]) -> str:
         text += f": it adds {added:.1f} ms per batch, {added / total:.0%} of what the stages add"
     if row.get("python_code"):
         text += (
-            ", and it runs Python (parallel calls take turns on the GIL: vectorise it per "
-            "batch or move it to TensorFlow ops)"
+            ", and it runs Python (parallel calls take turns on the GIL: do its work per "
+            "batch or in TensorFlow ops)"
         )
     return text + "."
 

@@ -162,13 +162,18 @@ def _parallel_change(stage: Any) -> str:
     return f"ds = ds.map({name}, num_parallel_calls=tf.data.AUTOTUNE)  # was: ds.map({name})"
 
 
+def _batch_change(stage: Any) -> str:
+    name = _name(stage)
+    return f"ds = ds.batch(n).map({name})  # was: ds.map({name}).batch(n)"
+
+
 def _plan_batch_first(ds: Any, stages: list[Any], out: Plan) -> None:
     at = _map_before_batch(stages)
+    _farther_maps(stages, at, out)
     if at is None or fn.runs_python(stages[at]):
         return  # Python maps get their own advice
     stage = stages[at]
-    name = _name(stage)
-    change = f"ds = ds.batch(n).map({name})  # was: ds.map({name}).batch(n)"
+    change = _batch_change(stage)
     try:
         if fn.draws_random(stage):
             raise NotRebuildable(
@@ -182,6 +187,21 @@ def _plan_batch_first(ds: Any, stages: list[Any], out: Plan) -> None:
         out.unmeasured.append(_advice("batch_before_map", stage, change, str(exc)))
         return
     out.rewrites.append(Rewrite("batch_before_map", change, batch_first))
+
+
+def _farther_maps(stages: list[Any], moved: int | None, out: Plan) -> None:
+    """Batch-before-map, unmeasured, for the TensorFlow maps before the batch that are not
+    right before it (other stages stand between; only the map right before is moved)."""
+    batch_at = next((i for i, s in enumerate(stages) if kind(s) in BATCHES), None)
+    for i, stage in enumerate(stages[:batch_at] if batch_at else []):
+        if kind(stage) not in MAPS or i == moved or fn.runs_python(stage):
+            continue
+        between = ", ".join(label(s) for s in stages[i + 1 : batch_at])
+        reason = (
+            f"stages stand between the map and the batch ({between}); tfperf moves only a map "
+            "that comes right before the batch"
+        )
+        out.unmeasured.append(_advice("batch_before_map", stage, _batch_change(stage), reason))
 
 
 GIL = (
