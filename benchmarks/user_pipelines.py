@@ -159,26 +159,33 @@ if __name__ == "__main__":
 def _print(name: str, doc: dict) -> None:
     share = doc["input_share"]
     shown = "-" if share is None else f"{share:.0%}"
-    print(f"\n=== {name} ({doc['target']}, batch {doc['batch']}, {doc['steps']} steps x "
-          f"{doc['rounds']} rounds)")
+    print(
+        f"\n=== {name} ({doc['target']}, batch {doc['batch']}, {doc['steps']} steps x "
+        f"{doc['rounds']} rounds)"
+    )
     print(f"verdict: {doc['verdict']} (input share {shown})")
     row = next((s for s in doc["stages"] if s["bounding"]), {})
-    print(f"bounding stage: {doc['bounding_stage']} (adds {row.get('added_ms_per_batch', 0):.1f}"
-          f" ms/batch; python_code={row.get('python_code')})")
-    print(f"train: {doc['train']['steps_per_s']:.1f} steps/s; step alone "
-          f"{doc['compute']['steps_per_s']:.1f} steps/s; dataset alone "
-          f"{doc['dataset']['batches_per_s']:.1f} batches/s")
+    print(
+        f"bounding stage: {doc['bounding_stage']} (adds {row.get('added_ms_per_batch', 0):.1f}"
+        f" ms/batch; python_code={row.get('python_code')})"
+    )
+    print(
+        f"train: {doc['train']['steps_per_s']:.1f} steps/s; step alone "
+        f"{doc['compute']['steps_per_s']:.1f} steps/s; dataset alone "
+        f"{doc['dataset']['batches_per_s']:.1f} batches/s"
+    )
     print(f"  {'fix':44s} {'steps/s':>8s} {'speedup':>8s}  95% CI        verdict")
     for fix in doc["fixes"]:
         if fix["measured"]:
             low, high = fix["ci95"]
-            print(f"  {fix['name'][:44]:44s} {fix['per_s']:8.1f} {fix['speedup']:7.2f}x  "
-                  f"{low:.2f}..{high:.2f}  {fix['verdict']}")
+            print(
+                f"  {fix['name'][:44]:44s} {fix['per_s']:8.1f} {fix['speedup']:7.2f}x  "
+                f"{low:.2f}..{high:.2f}  {fix['verdict']}"
+            )
     for i, item in enumerate(doc["best_fix"]["unmeasured"], 1):
         print(f"  not measured {i}. {item['name']} ({item['stage']}): {item['why_not_measured']}")
     print(f"best fix: {doc['best_fix']['name']}")
-    print("headline: " + textwrap.fill(doc["best_fix"]["headline"], 100,
-                                       subsequent_indent="  "))
+    print("headline: " + textwrap.fill(doc["best_fix"]["headline"], 100, subsequent_indent="  "))
 
 
 def main() -> int:
@@ -194,11 +201,13 @@ def main() -> int:
             import subprocess
 
             subprocess.run([sys.executable, "userpipes.py"], check=True, capture_output=True)
-        options = PipelineOptions(steps=args.steps, rounds=args.rounds,
-                                  store=str(Path(tmp) / "store.sqlite"))
+        options = PipelineOptions(
+            steps=args.steps, rounds=args.rounds, store=str(Path(tmp) / "store.sqlite")
+        )
         for name in args.only:
             doc = analyze_pipeline(
-                f"userpipes:{name}", options=options,
+                f"userpipes:{name}",
+                options=options,
                 on_progress=lambda line: print(f"  .. {line}", file=sys.stderr),
             )
             _print(name, doc)

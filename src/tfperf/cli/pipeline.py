@@ -103,8 +103,12 @@ def _render_unmeasured(unmeasured: list[dict]) -> None:
     for col in ("#", "fix", "stage", "change to make", "why not measured"):
         table.add_column(col, overflow="fold")
     for i, item in enumerate(unmeasured, 1):
-        cells = (item["name"], item.get("stage") or "-", item["change"] or "-",
-                 item["why_not_measured"])
+        cells = (
+            item["name"],
+            item.get("stage") or "-",
+            item["change"] or "-",
+            item["why_not_measured"],
+        )
         table.add_row(str(i), *(Text(c) for c in cells))  # code has brackets: no markup
     console().print(table)
 

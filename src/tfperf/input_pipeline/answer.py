@@ -98,8 +98,7 @@ def headline(doc: dict) -> str:
             for i, u in enumerate(best["unmeasured"], 1)
         ]
         parts.append(
-            "Not measured (they need your code), most promising first: "
-            + ", ".join(items) + "."
+            "Not measured (they need your code), most promising first: " + ", ".join(items) + "."
         )
     elif best["name"] is None and not few_rounds:
         parts.append("Keep the pipeline as it is: no fix was significantly faster.")

@@ -126,7 +126,12 @@ def replace(ds: Any, index: int, make: Callable[[Any], Any], skip: int = 0) -> A
     stages = chain(ds)
     if index < 1 or index >= len(stages):
         raise NotRebuildable("the pipeline's stages cannot be reached")
-    out = make(stages[index - 1])
+    try:
+        out = make(stages[index - 1])
+    except NotRebuildable:
+        raise
+    except Exception as exc:  # the user's function traced again, on another input
+        raise NotRebuildable(f"rebuilding the {kind(stages[index])} stage failed ({exc})") from exc
     for stage in stages[index + 1 + skip :]:
         out = replay(stage, out)
     check_same_spec(ds.element_spec, out.element_spec)
@@ -160,7 +165,10 @@ def check_batchable(func: Callable[..., Any], before: Any) -> None:
     result twice on one element: a function that draws random numbers cannot be checked)."""
     import tensorflow as tf
 
-    samples = list(before.take(SAMPLES))
+    try:
+        samples = list(before.take(SAMPLES))
+    except tf.errors.OpError as exc:
+        raise NotRebuildable(f"reading sample elements failed ({type(exc).__name__})") from exc
     if len(samples) < 2:
         raise NotRebuildable("the pipeline has fewer than 2 elements to check the function on")
     try:
