@@ -159,27 +159,30 @@ def test_candidates_follow_the_pipeline() -> None:
     from tfperf.worker.pipeline.target import Target
 
     finite = tf.data.Dataset.range(64).map(lambda x: x * 2).batch(8)
-    names = {f.name for f in fixes.candidates(Target("t", finite), 2, 2**33)[0]}
+    names = {f.name for f in fixes.candidates(Target("t", finite), 2, 2**33).fixes}
     assert {"prefetch", "autotune_budget", "private_threadpool", "cache"} <= names
     assert "thread_split" not in names and "nondeterministic" not in names
     endless = tf.data.Dataset.range(64).map(lambda x: x, num_parallel_calls=2).repeat()
-    found, skipped = fixes.candidates(Target("t", endless.prefetch(1)), 2, 2**33)
+    got = fixes.candidates(Target("t", endless.prefetch(1)), 2, 2**33)
+    found, skipped = got.fixes, got.skipped
     assert "prefetch" not in {f.name for f in found}  # it already ends with prefetch
     assert "nondeterministic" in {f.name for f in found}
     reasons = {s["name"]: s["reason"] for s in skipped}
     assert "infinite" in reasons["cache"]
     assert "already ends with prefetch" in reasons["prefetch"]  # said, not silently dropped
     cached = tf.data.Dataset.range(64).batch(8).cache().repeat().prefetch(2)
-    reasons = {s["name"]: s["reason"] for s in fixes.candidates(Target("t", cached), 2, 2**33)[1]}
+    skipped = fixes.candidates(Target("t", cached), 2, 2**33).skipped
+    reasons = {s["name"]: s["reason"] for s in skipped}
     assert "already caches" in reasons["cache"]  # not "infinite": the cache is there
     early = tf.data.Dataset.range(64).cache().map(lambda x: x * 2).batch(8)
-    names = {f.name for f in fixes.candidates(Target("t", early), 2, 2**33)[0]}
+    names = {f.name for f in fixes.candidates(Target("t", early), 2, 2**33).fixes}
     assert "cache" in names  # a cache before work still leaves the work to cache
     # Every wrapper really builds a working dataset with the same elements.
-    for fix in fixes.candidates(Target("t", finite), 2, 2**33)[0]:
+    for fix in fixes.candidates(Target("t", finite), 2, 2**33).fixes:
         got = [b.numpy().tolist() for b in fix.build(Target("t", finite))]
         assert got == [b.numpy().tolist() for b in finite], fix.name
-    combo = fixes.combine(fixes.candidates(Target("t", finite), 2, 2**33)[0][:2])
+    by_name = {f.name: f for f in fixes.candidates(Target("t", finite), 2, 2**33).fixes}
+    combo = fixes.combine([by_name["prefetch"], by_name["autotune_budget"]])
     assert combo.name == "prefetch+autotune_budget" and "# prefetch" in combo.change
 
 

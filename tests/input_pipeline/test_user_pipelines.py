@@ -108,9 +108,10 @@ def test_user_dataset_without_model(user_dir: Path) -> None:
     fixes = {f["name"]: f for f in doc["fixes"]}
     assert fixes["cache"]["measured"] is True  # finite, no random stage: cache is applied
     _check_measured(fixes["cache"])
-    assert fixes["parallel_map"]["measured"] is False
+    # no flags in the function: the pipeline is rebuilt from its own stages
+    assert fixes["parallel_map"]["measured"] is True
     assert "num_parallel_calls=tf.data.AUTOTUNE" in fixes["parallel_map"]["change"]
-    assert fixes["batch_before_map"]["measured"] is False
+    assert fixes["batch_before_map"]["measured"] is True  # x * 2.0 checked on a batch
     assert "thread_split" not in fixes  # no model, no thread split to try
     assert any("2 rounds: at least 6" in n for n in doc["notes"])
     _check_best(doc)

@@ -239,10 +239,14 @@ class PipelineResult(Result):
 
     def summary(self) -> str:
         best = self.doc.get("best_fix") or {}
-        return f"{self.doc.get('verdict')}; {best.get('change') or 'no fix measured'}"
+        answer = best.get("headline") or best.get("change") or "no fix measured"
+        return f"{self.doc.get('verdict')}; {answer}"
 
     def rows(self) -> list[tuple[str, str]]:
         best = self.doc.get("best_fix") or {}
+        unmeasured = ", ".join(u["name"] for u in best.get("unmeasured") or []) or "-"
         return [("verdict", str(self.doc.get("verdict"))),
+                ("bounding stage", str(self.doc.get("bounding_stage"))),
                 ("best fix", str(best.get("change") or "-")),
+                ("not measured (needs your code)", unmeasured),
                 ("run", str(self.run_id))]

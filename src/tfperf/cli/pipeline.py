@@ -22,7 +22,6 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 
 def render(doc: dict) -> None:
     """Print the report for people."""
-    from rich.syntax import Syntax
     from rich.table import Table
 
     from tfperf.core.inputbound import one_line
@@ -48,8 +47,9 @@ def render(doc: dict) -> None:
         stages.add_column(col, justify="left" if col == "stage" else "right")
     for row in doc["stages"]:
         mark = " [bold red]*[/]" if row["bounding"] else ""
+        python = " [yellow](Python)[/]" if row.get("python_code") else ""
         stages.add_row(
-            row["stage"] + mark,
+            row["stage"] + python + mark,
             _fmt(row["elements_per_s"], ".0f"),
             _fmt(row["batches_per_s"]),
             _fmt(row["added_ms_per_batch"], ".2f"),
@@ -71,25 +71,10 @@ def render(doc: dict) -> None:
         )
     out.print(fixes)
     for fix in doc["fixes"]:
-        if not fix["measured"]:
-            out.print(f"[dim]not measured[/] {fix['name']}: {fix['reason']}")
-            if fix.get("change"):
-                out.print(f"  change to make: {fix['change']}")
-
-    best = doc["best_fix"]
-    if best["name"] is None:
-        out.print(f"[bold]best fix:[/] {best['change']}")
-    else:
-        row = next((f for f in doc["fixes"] if f["name"] == best["name"]), {})
-        rates = ""
-        if row.get("baseline_per_s") and row.get("per_s"):
-            rates = f" ({row['baseline_per_s']:.1f} -> {row['per_s']:.1f} {metric})"
-        low, high = best["ci95"]
-        out.print(
-            f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x end to end{rates}, "
-            f"95% CI {_fmt(low, '.2f')}..{_fmt(high, '.2f')}[/]"
-        )
-        out.print(Syntax(best["change"], "python", theme="ansi_dark", word_wrap=True))
+        if not fix["measured"] and not fix.get("change"):
+            out.print(f"[dim]does not apply[/] {fix['name']}: {fix['reason']}")
+    _render_unmeasured(doc["best_fix"].get("unmeasured") or [])
+    _render_answer(doc)
     gpu = doc["gpu"]
     if gpu["available"]:
         util = (gpu.get("utilization") or {}).get("mean_util")
@@ -103,6 +88,54 @@ def render(doc: dict) -> None:
         out.print(f"model: {advice}")
     for note in doc["notes"]:
         out.print(f"[dim]note:[/] {note}")
+
+
+def _render_unmeasured(unmeasured: list[dict]) -> None:
+    """The fixes that went unmeasured, most promising first, with the change each needs."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from tfperf.report.console import console
+
+    if not unmeasured:
+        return
+    table = Table(title="not measured: these need your code (most promising first)")
+    for col in ("#", "fix", "stage", "change to make", "why not measured"):
+        table.add_column(col, overflow="fold")
+    for i, item in enumerate(unmeasured, 1):
+        cells = (
+            item["name"],
+            item.get("stage") or "-",
+            item["change"] or "-",
+            item["why_not_measured"],
+        )
+        table.add_row(str(i), *(Text(c) for c in cells))  # code has brackets: no markup
+    console().print(table)
+
+
+def _render_answer(doc: dict) -> None:
+    """The headline, then the best measured fix and its code."""
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    from tfperf.report.console import console
+
+    out = console()
+    metric = doc["metric"]
+    best = doc["best_fix"]
+    out.print(f"[bold]answer:[/] {escape(best['headline'])}", highlight=False)
+    if best["name"] is None:
+        return
+    row = next((f for f in doc["fixes"] if f["name"] == best["name"]), {})
+    rates = ""
+    if row.get("baseline_per_s") and row.get("per_s"):
+        rates = f" ({row['baseline_per_s']:.1f} -> {row['per_s']:.1f} {metric})"
+    low, high = best["ci95"]
+    out.print(
+        f"[bold green]best fix: {best['name']} — {best['speedup']:.2f}x end to end{rates}, "
+        f"95% CI {_fmt(low, '.2f')}..{_fmt(high, '.2f')}[/]"
+    )
+    out.print(Syntax(best["change"], "python", theme="ansi_dark", word_wrap=True))
 
 
 def register(group: click.Group) -> None:

@@ -156,6 +156,8 @@ def _print_pipeline_run(title: str, run_id: int, summary: dict) -> None:
     best = summary.get("best_fix") or {}
     if best.get("name"):
         out.print(f"best fix: {best['name']} ({best.get('speedup', 0):.2f}x)", markup=False)
+    if best.get("headline"):
+        out.print(f"answer: {best['headline']}", markup=False)
     out.print(f"`tfperf report {run_id} --json` holds every stage and fix", markup=False)
 
 

@@ -9,19 +9,20 @@ in a fresh process (the current directory importable, as users expect), waits at
      "input_share": float|None, "input_share_ci95": [lo, hi],
      "dataset": {"batches_per_s", "summary"}, "compute": {"steps_per_s", ...} | None,
      "train": {"steps_per_s", ...} | None, "metric": "steps/s"|"batches/s",
-     "stages": [...], "bounding_stage": str|None,
+     "stages": [{..., "python_code": bool}], "bounding_stage": str|None,
      "fixes": [{"name", "change", "baseline_per_s", "per_s", "speedup", "ci95", "p_value",
                 "verdict", "measured": True, "warnings"} | {"name", "change"?, "reason",
                 "measured": False}],
-     "best_fix": {"name", "change", "speedup", "ci95", "verdict"},
+     "best_fix": {"name", "change", "speedup", "ci95", "verdict",
+                  "unmeasured": [{"name", "change", "why_not_measured", "stage"}], "headline"},
      "gpu": {...}, "notes": [...], "tf_version", "batch", "steps", "rounds"}
 
 ``verdict`` is ``None`` only when no model was given (no training step to compare with).
 ``best_fix`` is the significantly faster fix (``verdict == "faster"``) with the highest median
 end-to-end speedup, those whose 95% interval lies above 1 first; when none is, its ``name`` is
-``None`` and ``change`` says to keep the pipeline. Every failure (a user mistake reported by
-the worker, a crash, a signal, a timeout) raises :class:`~tfperf.core.errors.UserError` with one
-sentence.
+``None``; see :mod:`tfperf.input_pipeline.answer` for what went unmeasured and the headline.
+Every failure (a user mistake reported by the worker, a crash, a signal, a timeout) raises
+:class:`~tfperf.core.errors.UserError` with one sentence.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tfperf.core.inputbound import classify, input_share, verdict
 from tfperf.core.paths import resolve_store_path
 from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup, summarize
 from tfperf.input_pipeline import DEFAULT_MIN_BLOCK_S, DEFAULT_TIMEOUT
+from tfperf.input_pipeline.answer import best_fix, headline
 from tfperf.machine.facts import collect_machine
 from tfperf.modelref import find_module
 from tfperf.runner import launcher
@@ -189,7 +191,7 @@ def report(raw: dict) -> dict:
     gpu_doc = dict(raw["gpu"])
     if gpu_doc.get("available"):
         gpu_doc["bound"] = classify((gpu_doc.get("utilization") or {}).get("mean_util"), name)
-    return {
+    doc = {
         "target": raw["target"],
         "verdict": name,
         "input_share": share,
@@ -204,7 +206,7 @@ def report(raw: dict) -> dict:
         "stages": raw["stages"],
         "bounding_stage": bounding,
         "fixes": fixes + unmeasured,
-        "best_fix": best_fix(fixes),
+        "best_fix": best_fix(fixes, raw.get("advice")),
         "gpu": gpu_doc,
         "notes": [*raw.get("notes", []), *_notes(raw)],
         "tf_version": raw.get("tf_version"),
@@ -212,6 +214,8 @@ def report(raw: dict) -> dict:
         "steps": raw.get("steps"),
         "rounds": raw.get("rounds"),
     }
+    doc["best_fix"]["headline"] = headline(doc)
+    return doc
 
 
 def _notes(raw: dict) -> list[str]:
@@ -229,28 +233,6 @@ def _notes(raw: dict) -> list[str]:
             "needs {'dataset': ds, 'model': model}"
         )
     return notes
-
-
-def best_fix(measured: list[dict]) -> dict:
-    """The significantly faster fix with the highest median speedup, or "keep the pipeline".
-
-    Fixes whose 95% interval lies above 1 come first: on a noisy machine a fix can pass the
-    signed-rank test with an interval that still reaches below 1, and a higher median from such
-    a fix is no reason to prefer it over one whose gain is sure.
-    """
-    faster = [f for f in measured if f["verdict"] == "faster" and f["speedup"] is not None]
-    sure = [f for f in faster if (f["ci95"][0] or 0.0) > 1.0]
-    faster = sure or faster
-    if not faster:
-        return {
-            "name": None,
-            "change": "keep the pipeline as it is: no fix was significantly faster",
-            "speedup": None,
-            "ci95": [None, None],
-            "verdict": None,
-        }
-    top = max(faster, key=lambda f: f["speedup"])
-    return {k: top[k] for k in ("name", "change", "speedup", "ci95", "verdict")}
 
 
 @dataclass(frozen=True)

@@ -409,14 +409,14 @@ def _answer_html(report: dict) -> str:
     """The answer, before the evidence. A tune: what to use, the confirmed speedup and its
     interval, the error, what adopting it takes and the command (or which case a "keep the
     default" is). A bench or compare: each candidate's speedup over its baseline and verdict,
-    or, with one config, its median time and rate. A pipeline: its verdict and best fix."""
+    or, with one config, its median time and rate. A pipeline: its verdict, bounding stage,
+    headline, best fix and the fixes that went unmeasured, most promising first."""
     summary = report["run"].get("summary") or {}
     rec = summary.get("recommendation")
     if report["run"].get("kind") == "tune" and rec:
         return _tune_answer(summary, rec)
-    if report["run"].get("kind") == "pipeline" and summary.get("verdict"):
-        best = (summary.get("best_fix") or {}).get("change") or "no fix measured"
-        return _answer_table([("verdict", summary["verdict"]), ("best fix", best)])
+    if report["run"].get("kind") == "pipeline" and summary.get("best_fix"):
+        return _pipeline_answer(summary)
     if report["comparisons"]:
         return _answer_table([
             (f"{c['candidate']['label']} vs {c['baseline']['label']}",
@@ -428,6 +428,31 @@ def _answer_html(report: dict) -> str:
                      f"{fmt(r['throughput_per_s'])} calls/s")
         for r in report["results"] if r["status"] == "ok" and r.get("latency_ms")
     ])
+
+
+def _pipeline_answer(summary: dict) -> str:
+    """A pipeline's answer: the headline, the best measured fix, the unmeasured ones ranked."""
+    esc = html.escape
+    best = summary["best_fix"]
+    rows = [
+        ("verdict", summary.get("verdict") or "unknown (no model)"),
+        ("bounding stage", summary.get("bounding_stage")),
+        ("answer", best.get("headline")),
+    ]
+    if best.get("name"):
+        rows.append(("best fix", f"{best['name']} ({fmt(best.get('speedup'), '.2f')}x)"))
+    out = _answer_table(rows)
+    if best.get("name"):
+        out += f"<pre>{esc(best.get('change') or '')}</pre>"
+    unmeasured = best.get("unmeasured") or []
+    if unmeasured:
+        items = "".join(
+            f"<li><b>{esc(u['name'])}</b> ({esc(u.get('stage') or '-')}): "
+            f"{esc(u['why_not_measured'])}<pre>{esc(u['change'] or '')}</pre></li>"
+            for u in unmeasured
+        )
+        out += f"<h3>Not measured: these need your code (most promising first)</h3><ol>{items}</ol>"
+    return out
 
 
 def _answer_table(rows: list[tuple[str, object]]) -> str:

@@ -1,16 +1,18 @@
 """Candidate fixes for a ``tf.data`` pipeline, each one applied for real (worker side).
 
 Contract: :func:`candidates` returns the fixes that can be applied to the user's pipeline as
-:class:`Fix` objects; ``fix.build(target)`` returns the rebuilt ``tf.data.Dataset``. Two kinds:
+:class:`Fix` objects (in :class:`Candidates`); ``fix.build(target)`` returns the rebuilt
+``tf.data.Dataset``. Two kinds:
 
 - *wrappers* applied with public APIs on top of any pipeline: ``prefetch(AUTOTUNE)``,
   ``cache()`` (only for a finite pipeline that fits in memory and has no random stage), and
   ``tf.data.Options`` (autotune RAM/CPU budget, private thread pool size, the pipeline/model
   thread split, ``deterministic=False``);
 - *structural* fixes (parallel map, parallel interleave, caching decoded data, batch before
-  map) that need the pipeline's own code: measured when the function takes the flag (see
-  :data:`tfperf.worker.pipeline.target.STRUCTURAL_FLAGS`), otherwise reported by :func:`advice` as a
-  change to make, unmeasured.
+  map): measured through the function's keyword flags where it takes them (see
+  :data:`tfperf.worker.pipeline.target.STRUCTURAL_FLAGS`), otherwise rebuilt from the built
+  pipeline where that is safe (:mod:`tfperf.worker.pipeline.structural`); the rest are listed
+  unmeasured, ranked, each with the code change it needs (``Candidates.unmeasured``).
 
 :func:`combine` merges several fixes into one (flags united, wrappers in a fixed order).
 """
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfperf.worker.pipeline import stages
+from tfperf.worker.pipeline import functions, stages, structural
 from tfperf.worker.pipeline.target import Target
 
 Wrapper = Callable[[Any], Any]
@@ -45,6 +47,11 @@ class Fix:
     change: str
     flags: dict[str, bool] = field(default_factory=dict)
     wrappers: list[tuple[int, Wrapper]] = field(default_factory=list)
+
+    @property
+    def structural(self) -> bool:
+        """Whether the fix changes the pipeline's stages (flags, or a rebuild: order < 0)."""
+        return bool(self.flags) or any(order < 0 for order, _ in self.wrappers)
 
     def build(self, target: Target) -> Any:
         """The pipeline with this fix applied."""
@@ -86,10 +93,12 @@ def _cache(ds: Any) -> Any:
 
 def has_random_stage(ds: Any) -> bool:
     """Whether the pipeline shuffles or draws random numbers (caching its output would freeze
-    them). Reads the pipeline's serialized graph; unknown counts as random."""
+    them). Reads the pipeline's serialized graph; unknown counts as random, and so does Python
+    (a ``py_function`` or generator may draw from ``random`` or NumPy unseen)."""
     import tensorflow as tf
 
-    if any("Shuffle" in stages.kind(d) for d in stages.chain(ds)):
+    chain = stages.chain(ds)
+    if any("Shuffle" in stages.kind(d) or functions.runs_python(d) for d in chain):
         return True
     try:
         graph = tf.compat.v1.GraphDef()
@@ -99,7 +108,7 @@ def has_random_stage(ds: Any) -> bool:
     ops = {n.op for n in graph.node}
     for fn in graph.library.function:
         ops.update(n.op for n in fn.node_def)
-    return any("Random" in op or "Shuffle" in op for op in ops)
+    return any("Random" in op or "Shuffle" in op or op in functions.PYTHON_OPS for op in ops)
 
 
 _AFTER_CACHE_FREE = {"PrefetchDataset", "OptionsDataset", "RepeatDataset"}
@@ -120,8 +129,9 @@ def _cache_problem(ds: Any, mem_budget: int, kinds: list[str]) -> str | None:
         return "the pipeline is infinite or of unknown length, so cache() would never complete"
     if has_random_stage(ds):
         return (
-            "the pipeline shuffles or augments at random; cache() at its end would freeze that: "
-            "cache() after decoding, before the random steps"
+            "the pipeline shuffles, augments at random or runs Python (which may draw random "
+            "numbers); cache() at its end would freeze that: cache() after decoding, before the "
+            "random steps"
         )
     first = next(iter(ds))
     nbytes = sum(int(t.numpy().nbytes) for t in tf.nest.flatten(first))
@@ -130,23 +140,75 @@ def _cache_problem(ds: Any, mem_budget: int, kinds: list[str]) -> str | None:
     return None
 
 
-def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], list[dict]]:
-    """``(fixes to measure, fixes not measured with the reason)`` for ``target``."""
+@dataclass(frozen=True)
+class Candidates:
+    """What :func:`candidates` found: fixes to measure, fixes that do not apply (with the
+    reason), and structural fixes that would address a stage but went unmeasured."""
+
+    fixes: list[Fix]
+    skipped: list[dict]
+    unmeasured: list[dict]
+
+
+def candidates(
+    target: Target, ncpu: int, mem_total: int, bounding: str | None = None
+) -> Candidates:
+    """The fixes for ``target``; ``bounding`` (the label of the bounding stage) ranks the
+    unmeasured ones."""
     ds = target.dataset
     kinds = [stages.kind(d) for d in stages.chain(ds)]
-    fixes: list[Fix] = []
+    fixes, unmeasured = _structural(target, bounding)
     skipped: list[dict] = []
-    for flag in target.flags:
-        change = target.changes.get(flag, STRUCTURAL_CHANGES[flag])
-        fixes.append(Fix(flag, change, flags={flag: True}))
     if kinds[-1] != "PrefetchDataset":
         fixes.append(
             Fix("prefetch", "ds = ds.prefetch(tf.data.AUTOTUNE)", wrappers=[(9, _prefetch)])
         )
     else:
         skipped.append({"name": "prefetch", "reason": "the pipeline already ends with prefetch"})
+    fixes.extend(_option_fixes(target, ncpu, mem_total))
+    if any("Parallel" in k for k in kinds):
+        fixes.append(
+            Fix(
+                "nondeterministic",
+                "options = tf.data.Options()\noptions.deterministic = False\n"
+                "ds = ds.with_options(options)",
+                wrappers=[(8, _options(deterministic=False))],
+            )
+        )
+    else:
+        skipped.append(
+            {"name": "nondeterministic", "reason": "no parallel stage, so order costs nothing"}
+        )
+    problem = _cache_problem(ds, mem_total // 4, kinds)
+    if problem is None:
+        fixes.append(
+            Fix("cache", "ds = ds.cache()  # after the last stage", wrappers=[(0, _cache)])
+        )
+    else:
+        skipped.append({"name": "cache", "reason": problem})
+    return Candidates(fixes, skipped, unmeasured)
+
+
+def _structural(target: Target, bounding: str | None) -> tuple[list[Fix], list[dict]]:
+    """Structural fixes: through the function's flags where it takes them, else rebuilt from
+    the built pipeline where that is safe (:mod:`tfperf.worker.pipeline.structural`)."""
+    if target.rebuild is not None:
+        return [
+            Fix(flag, target.changes.get(flag, STRUCTURAL_CHANGES[flag]), flags={flag: True})
+            for flag in target.flags
+        ], []
+    found = structural.plan(target.dataset, bounding)
+    # Rewrites rebuild the user's pipeline, so they come before every wrapper (order < 0);
+    # batch-before-map first, so that a map it moved after the batch can then be parallelised.
+    order = {"batch_before_map": -3, "interleave": -2, "parallel_map": -1}
+    fixes = [Fix(r.name, r.change, wrappers=[(order[r.name], r.apply)]) for r in found.rewrites]
+    return fixes, found.unmeasured
+
+
+def _option_fixes(target: Target, ncpu: int, mem_total: int) -> list[Fix]:
+    """The tf.data options worth trying: autotune budgets, a private pool, a thread split."""
     ram = mem_total // 2
-    fixes.append(
+    fixes = [
         Fix(
             "autotune_budget",
             "options = tf.data.Options()\n"
@@ -162,17 +224,15 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
                     ),
                 )
             ],
-        )
-    )
-    fixes.append(
+        ),
         Fix(
             "private_threadpool",
             "options = tf.data.Options()\n"
             f"options.threading.private_threadpool_size = {ncpu}\n"
             "ds = ds.with_options(options)",
             wrappers=[(6, _options(threading__private_threadpool_size=ncpu))],
-        )
-    )
+        ),
+    ]
     if target.model is not None and ncpu > 1:
         split = max(1, ncpu // 2)
         fixes.append(
@@ -194,48 +254,7 @@ def candidates(target: Target, ncpu: int, mem_total: int) -> tuple[list[Fix], li
                 ],
             )
         )
-    if any("Parallel" in k for k in kinds):
-        fixes.append(
-            Fix(
-                "nondeterministic",
-                "options = tf.data.Options()\noptions.deterministic = False\n"
-                "ds = ds.with_options(options)",
-                wrappers=[(8, _options(deterministic=False))],
-            )
-        )
-    else:
-        skipped.append(
-            {"name": "nondeterministic", "reason": "no parallel stage, so order costs nothing"}
-        )
-    problem = _cache_problem(ds, mem_total // 4, kinds)
-    if problem is None:
-        fixes.append(
-            Fix("cache", "ds = ds.cache()  # after the last stage", wrappers=[(0, _cache)])
-        )
-    else:
-        skipped.append({"name": "cache", "reason": problem})
-    return fixes, skipped
-
-
-def advice(target: Target) -> list[dict]:
-    """Structural changes the pipeline's code could make but tfperf cannot apply (unmeasured)."""
-    if target.rebuild is not None:
-        return []
-    kinds = [stages.kind(d) for d in stages.chain(target.dataset)]
-    found = []
-    if "MapDataset" in kinds:
-        found.append({"name": "parallel_map", "change": STRUCTURAL_CHANGES["parallel_map"]})
-    if "InterleaveDataset" in kinds:
-        found.append({"name": "interleave", "change": STRUCTURAL_CHANGES["interleave"]})
-    batch_at = next((i for i, k in enumerate(kinds) if "Batch" in k), None)
-    if batch_at is not None and any("Map" in k for k in kinds[:batch_at]):
-        found.append({"name": "batch_before_map", "change": STRUCTURAL_CHANGES["batch_before_map"]})
-    for item in found:
-        item["reason"] = (
-            "needs the pipeline's code; accept the keyword flag "
-            f"{item['name']}=False in your function to let tfperf measure it"
-        )
-    return found
+    return fixes
 
 
 def combine(fixes: list[Fix]) -> Fix:

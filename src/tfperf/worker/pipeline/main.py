@@ -17,7 +17,8 @@ Result document (raw figures; the parent derives the statistics)::
      "stages": [...],                               # tfperf.worker.pipeline.stages
      "fixes": [{"name", "change", "baseline": [s], "candidate": [s]}, ...],
      "combined": [{"name", "change", "parts", "baseline", "candidate"}, ...],
-     "skipped": [{"name", "reason"}], "advice": [{"name", "change", "reason"}],
+     "skipped": [{"name", "reason"}],
+     "advice": [{"name", "change", "reason", "stage"}],   # unmeasured, ranked (best first)
      "metric": "steps/s" | "batches/s", "gpu": {...}, "notes": [str]}
 
 Every list of block times is paired by index with its ``baseline`` list: each candidate block
@@ -197,6 +198,7 @@ def measure(
     min_block_s: float = 0.0,
 ) -> dict:
     """All the measurements of one analysis (see the module docstring for the result)."""
+    import psutil
     import tensorflow as tf
 
     progress("reading the first batch")
@@ -209,7 +211,9 @@ def measure(
     blocks = _end_to_end_blocks(runs, ds, rounds, progress)
     progress("timing each stage of the pipeline")
     stage_rows = stages.measure_stages(ds, budget_s=stage_seconds, batch_hint=batch_size)
-    fix_rows, built, skipped = _measure_fixes(target, runs, rounds, progress)
+    bounding = next((r["stage"] for r in stage_rows if r["bounding"]), None)
+    found = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total, bounding)
+    fix_rows, built = _measure_fixes(target, found.fixes, runs, rounds, progress)
     winners = [
         fix
         for (fix, _), row in zip(built, fix_rows, strict=True)
@@ -229,8 +233,8 @@ def measure(
         "stages": stage_rows,
         "fixes": fix_rows,
         "combined": combined,
-        "skipped": skipped,
-        "advice": fx.advice(target),
+        "skipped": found.skipped,
+        "advice": found.unmeasured,
         "metric": "steps/s" if runs.step is not None else "batches/s",
         "gpu": runs.gpu_section(target.model),
         "notes": notes,
@@ -271,20 +275,17 @@ def _end_to_end_blocks(runs: _Runs, ds: Any, rounds: int, progress: Progress) ->
 
 
 def _measure_fixes(
-    target: Target, runs: _Runs, rounds: int, progress: Progress
-) -> tuple[list[dict], list[tuple[Any, Any]], list[dict]]:
+    target: Target, candidates: list[fx.Fix], runs: _Runs, rounds: int, progress: Progress
+) -> tuple[list[dict], list[tuple[Any, Any]]]:
     """Build every applicable fix and measure it against the user's pipeline, interleaved."""
-    import psutil
-
-    candidates, skipped = fx.candidates(target, fx.cpu_count(), psutil.virtual_memory().total)
     built = []
     for fix in candidates:
         progress(f"building fix {fix.name}")
         cand_ds = fix.build(target)
-        _prime(cand_ds)
+        _prime(cand_ds, whole_epoch="cache" in fix.name)
         built.append((fix, cand_ds))
     if not built:
-        return [], [], skipped
+        return [], []
     times = paired(
         runs.end_to_end(target.dataset),
         [runs.end_to_end(d) for _, d in built],
@@ -296,7 +297,7 @@ def _measure_fixes(
         {"name": fix.name, "change": fix.change, "baseline": base, "candidate": cand}
         for (fix, _), (base, cand) in zip(built, times, strict=True)
     ]
-    return rows, built, skipped
+    return rows, built
 
 
 def _measure_combinations(
@@ -314,8 +315,8 @@ def _measure_combinations(
     combos = []
     if len(winners) > 1:
         combos.append(winners)
-    structural = [f for f, _ in built if f.flags]
-    everything = [*structural, *(w for w in winners if not w.flags)]
+    structural = [f for f, _ in built if f.structural]
+    everything = [*structural, *(w for w in winners if not w.structural)]
     if len(everything) > 1 and {f.name for f in everything} != {w.name for w in winners}:
         combos.append(everything)
     if not combos:
@@ -325,7 +326,7 @@ def _measure_combinations(
     for combo in made:
         progress(f"building the combination {combo.name}")
         ds = combo.build(target)
-        _prime(ds)
+        _prime(ds, whole_epoch="cache" in combo.name)
         runners.append(runs.end_to_end(ds))
     times = paired(
         runs.end_to_end(target.dataset), runners, rounds, progress, "measuring combinations"
@@ -342,12 +343,14 @@ def _measure_combinations(
     ]
 
 
-def _prime(ds: Any, max_seconds: float = 60.0) -> None:
-    """Run one epoch of a finite ``ds`` (fills any cache) or a few batches of an endless one."""
+def _prime(ds: Any, whole_epoch: bool = False, max_seconds: float = 60.0) -> None:
+    """Run a few batches of ``ds`` (a fix that fails says so before it is timed); with
+    ``whole_epoch``, one whole epoch of a finite ``ds``, which fills its cache."""
     import tensorflow as tf
 
     card = int(ds.cardinality())
-    limit = 3 if card in (int(tf.data.INFINITE_CARDINALITY),) else None
+    endless = card == int(tf.data.INFINITE_CARDINALITY)
+    limit = None if whole_epoch and not endless else 3
     it = iter(ds)
     start = time.perf_counter()
     i = 0

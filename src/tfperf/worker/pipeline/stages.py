@@ -8,12 +8,18 @@ returns::
     [{"stage": "map(_load)", "kind": "MapDataset", "elements_per_s": float,
       "batches_per_s": float,       # elements_per_s / elements per final batch
       "added_ms_per_batch": float,  # the time this stage adds per final batch
-      "bounding": bool}, ...]
+      "bounding": bool,
+      "python_code": bool},         # its function runs Python (py_function, from_generator)
+     ...]
 
 A prefix that ends before the pipeline's batch stage is timed with ``batch(B)`` appended (``B``
 the final batch size), so every prefix is counted per batch, as the full pipeline is: counting
 single elements would charge each prefix ``Dataset.reduce``'s per-element call, which the batch
 stage does not pay (a plain ``from_tensor_slices`` then looks slower than the whole pipeline).
+The batch stage itself is then the prefix before it with that same ``batch(B)``: it takes that
+prefix's figure rather than a second timing of the same pipeline, whose noise alone would
+otherwise be charged to the batch stage (and could make it "bound" a pipeline whose map costs
+everything).
 ``elements_per_s`` is the prefix's element rate either way. When elements cannot be batched
 (shapes differ), the prefix's element rate divided by ``B`` stands in.
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tfperf.worker.pipeline import functions
 from tfperf.worker.pipeline.target import TargetError, first_line
 from tfperf.worker.pipeline.timing import endless
 
@@ -58,11 +65,17 @@ def kind(ds: Any) -> str:
 
 
 def label(ds: Any) -> str:
-    """A short human label: ``map(_load)``, ``batch``, ``from_tensor_slices``..."""
+    """A short human label: ``map(_load)``, ``batch``, ``from_tensor_slices``,
+    ``from_generator(gen)``; a lambda that calls ``tf.py_function(augment, ...)`` gives
+    ``map(augment)``."""
     k = kind(ds)
     text = _KIND_LABEL.get(k, k)
+    if functions.is_generator(ds):
+        return f"from_generator({functions.python_name(ds) or 'generator'})"
     func = getattr(getattr(ds, "_map_func", None), "_func", None)
     name = getattr(func, "__name__", None)
+    if name == "<lambda>":
+        name = functions.python_name(ds) or name
     if name and name != "<lambda>" and text.startswith(("map", "filter", "interleave")):
         text = f"{text.split('(')[0]}({name}{', parallel' if 'parallel' in text else ''})"
     return text
@@ -87,9 +100,17 @@ def chain(ds: Any) -> list[Any]:
 
 
 def final_batch_size(ds: Any) -> int:
-    """Elements in one batch of ``ds`` (1 when it is not batched or unknown)."""
+    """Elements in one batch of ``ds`` (1 when it is not batched or unknown): the size its
+    last batch stage was built with, else the leading dimension of its elements (a
+    ``py_function``'s output has no static shape, so the stage's own figure comes first)."""
     import tensorflow as tf
 
+    batches = [d for d in chain(ds) if "Batch" in kind(d) and hasattr(d, "_batch_size")]
+    if batches:
+        try:
+            return max(1, int(batches[-1]._batch_size))
+        except (TypeError, ValueError):
+            pass
     spec = tf.nest.flatten(ds.element_spec)
     if not spec:
         return 1
@@ -128,7 +149,10 @@ def rate(ds: Any, budget_s: float, base_n: int = 8) -> float | None:
         return None
     src = endless(ds)
     base_t = _reduce_seconds(src, base_n)
-    n = base_n * 8
+    # A first long run of 8x the short one, fewer where the short run shows that would far
+    # exceed the budget (a slow stage would otherwise take many times its budget).
+    per_element = max(base_t, 1e-9) / base_n
+    n = base_n + min(7 * base_n, max(base_n, int(budget_s / per_element)))
     while True:
         t = _reduce_seconds(src, n)
         spent = t - base_t
@@ -152,6 +176,14 @@ def _batched_rate(prefix: Any, batch: int, budget_s: float) -> tuple[float | Non
     return eps, eps / batch if eps else None
 
 
+def _plain_batch(ds: Any, batch: int) -> bool:
+    """Whether ``ds`` is a ``batch(batch)`` stage (not padded, no other size)."""
+    try:
+        return kind(ds) in ("BatchDataset", "ParallelBatchDataset") and int(ds._batch_size) == batch
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
 def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None) -> list[dict]:
     """Measure every prefix of ``ds``; see the module docstring for the result."""
     prefixes = chain(ds)
@@ -159,15 +191,23 @@ def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None
     has_batch = any("Batch" in kind(p) for p in prefixes)
     rows: list[dict] = []
     before_batch = has_batch
+    batched_before: float | None = None  # batches/s of the prefix before, timed as .batch(B)
     for prefix in prefixes:
         k = kind(prefix)
         if "Batch" in k:
             before_batch = False
         if before_batch and batch > 1:
             eps, bps = _batched_rate(prefix, batch, budget_s)
+            batched_before = bps
+        elif batched_before is not None and _plain_batch(prefix, batch):
+            # The prefix before was timed with this very batch(B) appended: timing it again
+            # would measure the same pipeline twice and charge the noise to the batch stage.
+            eps = bps = batched_before
+            batched_before = None
         else:
             eps = rate(prefix, budget_s)
             bps = eps
+            batched_before = None
         rows.append(
             {
                 "stage": label(prefix),
@@ -176,6 +216,7 @@ def measure_stages(ds: Any, budget_s: float = 0.5, batch_hint: int | None = None
                 "batches_per_s": bps,
                 "added_ms_per_batch": None,
                 "bounding": False,
+                "python_code": functions.runs_python(prefix),
             }
         )
     previous_ms = 0.0
