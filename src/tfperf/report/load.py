@@ -55,7 +55,7 @@ def _level_row(level: Mapping[str, Any]) -> list[str]:
         if level.get("scenario") == "closed"
         else f"{_fmt(level.get('offered_qps'), '.4g')}/s"
     )
-    lo, hi = (list(level.get("p99_ci_ms") or []) + [None, None])[:2]
+    lo, hi = [*(level.get("p99_ci_ms") or []), None, None][:2]
     return [
         load,
         _fmt(level.get("achieved_qps"), ".4g"),
