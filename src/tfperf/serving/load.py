@@ -117,6 +117,7 @@ class _Sweep:
             "batch": first.get("batch"),
             "notes": first.get("notes", []),
             "startup_s": [r.get("startup_s") for r in self.harness.ready],
+            "instance_cpus": [(r.get("serving") or {}).get("cores") for r in self.harness.ready],
         }
 
     def level(self, load: OpenLoop | ClosedLoop) -> LoadLevel:
