@@ -59,6 +59,7 @@ def test_the_levels_are_in_the_store_for_report_and_history(load_run):
         (("--max-batch", "4"), "add --concurrency N, --rate QPS or --slo-ms X"),
         (("--concurrency", "1", "--max-batch", "0"), "dynamic batch must be at least 1"),
         (("--concurrency", "1", "--max-delay-ms", "2"), "0 when the batch is 1"),
+        (("--concurrency", "1", "--streams", "2"), "streams are OpenVINO's"),
     ],
 )
 def test_bad_load_options_are_one_sentence_and_exit_2(tmp_path, args, needle):

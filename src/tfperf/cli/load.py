@@ -121,11 +121,14 @@ def run_load_command(
     """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
     from tfperf.core.paths import resolve_store_path
     from tfperf.report.console import err_console
+    from tfperf.serving.load import check_layout
     from tfperf.serving.run import LoadInterrupted, run_load
     from tfperf.store import Store
 
     scenario = scenario_of(opts)
     layouts = layouts_of(opts)
+    for layout in layouts:
+        check_layout(config, layout)
     config.worker_env({})  # a missing allocator is a user error before anything starts
     quiet = opts["as_json"]
     say = err_console().print
