@@ -18,7 +18,9 @@ recomputed with :func:`tfperf.core.stats.paired_speedup` from the steady blocks 
 network access is needed to view it), with the latency distribution per configuration, the
 speedups with their 95% intervals, and the share of peak FLOP/s where known (the figures:
 :func:`latency_figure`, :func:`speedup_figure`, :func:`peak_figure`). A tune's page opens with
-its answer.
+its answer. A load run's trials (``load`` blocks) are not ``results``: they are its ``load``
+sections (:mod:`tfperf.report.load`), drawn as latency percentiles against achieved
+throughput per layout with the SLO line.
 
 plotly is imported inside the functions that draw.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
+from tfperf.report.load import load_figure, load_html, load_sections
 
 SCHEMA_VERSION = 1
 LOG_AXIS_SPAN = 5.0
@@ -182,7 +185,11 @@ def build_report(doc: dict) -> dict:
     run = doc["run"]
     default_batch = (run.get("workload") or {}).get("batch") or 1
     run_peak = (run.get("summary") or {}).get("peak") or {}
-    results = [_result(t, default_batch, run_peak) for t in doc["trials"]]
+    results = [
+        _result(t, default_batch, run_peak)
+        for t in doc["trials"]
+        if not any(b["phase"] == "load" for b in t.get("blocks", []))
+    ]
     warnings = []
     if run["status"] in _RUN_STATUS_NOTES:
         warnings.append(_RUN_STATUS_NOTES[run["status"]])
@@ -207,6 +214,7 @@ def build_report(doc: dict) -> dict:
         },
         "results": results,
         "comparisons": _comparisons(doc),
+        "load": load_sections(doc),
         "warnings": warnings,
     }
 
@@ -351,6 +359,8 @@ def peak_figure(report: dict):
 
 
 def _results_table(report: dict) -> str:
+    if report.get("load"):
+        return load_html(report["load"])
     speed = {c["candidate"]["trial_id"]: c["speedup"] for c in report["comparisons"]}
     head = (
         "<tr><th>config</th><th>role</th><th>status</th><th>n</th><th>p50 ms</th>"
@@ -499,19 +509,15 @@ def _tune_answer(summary: dict, rec: dict) -> str:
     return _answer_table(rows)
 
 
-def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:
-    """The report as one self-contained HTML page (plotly's JavaScript embedded).
-
-    ``samples_ms`` maps trial ids to steady-state samples in milliseconds for the latency
-    plot; without it the plot is left out.
-    """
-    import plotly.io as pio
-
-    samples_ms = samples_ms or {}
+def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str, Any, str]]:
+    """(title, figure or ``None``, what to say without one) per section; a load run has only
+    its load picture, other runs never have it."""
+    if report.get("load"):
+        return [("Latency under load", load_figure(report["load"]), "")]
     has_samples = any(samples_ms.get(r["trial_id"]) for r in report["results"])
     has_speedups = any(c["speedup"]["median"] is not None for c in report["comparisons"])
     has_peak = any(r["gflops"] is not None for r in report["results"])
-    sections = [
+    return [
         (
             "Latency distribution",
             latency_figure(report, samples_ms) if has_samples else None,
@@ -528,6 +534,17 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
             "FLOP counts are unknown for this workload.",
         ),
     ]
+
+
+def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:
+    """The report as one self-contained HTML page (plotly's JavaScript embedded).
+
+    ``samples_ms`` maps trial ids to steady-state samples in milliseconds for the latency
+    plot; without it the plot is left out.
+    """
+    import plotly.io as pio
+
+    sections = _figures(report, samples_ms or {})
     parts = []
     first = True
     for title, fig, note in sections:
