@@ -45,6 +45,9 @@ def test_the_levels_are_in_the_store_for_report_and_history(load_run):
     (section,) = json.loads(report.stdout)["load"]
     assert [lv["sent"] for lv in section["levels"]] == [lv["sent"] for lv in doc["levels"]]
     assert section["max_qps_at_slo"] == doc["max_qps_at_slo"]
+    text = run_cli("report", str(doc["run_id"]), "--store", store)
+    assert text.returncode == 0, text.stderr
+    assert "Layout 2x pinned" in text.stdout and "achieved/s" in text.stdout
     history = run_cli("history", "--json", "--store", store)
     (run,) = json.loads(history.stdout)["runs"]
     assert run["kind"] == "load" and run["summary"]["max_qps_at_slo"] == doc["max_qps_at_slo"]

@@ -161,6 +161,16 @@ def _print_pipeline_run(title: str, run_id: int, summary: dict) -> None:
     out.print(f"`tfperf report {run_id} --json` holds every stage and fix", markup=False)
 
 
+def _print_load_run(title: str, sections: list) -> None:
+    from tfperf.report.console import console, print_table
+    from tfperf.report.load import load_table
+
+    out = console()
+    out.print(title)
+    for section in sections:
+        print_table(load_table(section), out)
+
+
 def _print_report(doc: dict) -> None:
     from tfperf.report.console import console, print_table
     from tfperf.report.html import all_warnings, describe_workload, fmt
@@ -171,6 +181,9 @@ def _print_report(doc: dict) -> None:
     title = f"Run {run['id']} ({run['kind']}, {run['status']}): {what}"
     if run["kind"] == "pipeline":  # no trials: the analysis is the run's summary
         _print_pipeline_run(title, run["id"], run.get("summary") or {})
+        return
+    if doc.get("load"):  # levels of load per layout, not one latency per config
+        _print_load_run(title, doc["load"])
         return
     table = _table(title)
     columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
