@@ -326,7 +326,7 @@ def test_a_version_1_store_is_upgraded_in_place_with_nothing_lost(store_path: Pa
         new_run = store.new_run("bench", "after the upgrade", {}, {}, {})
         new = store.load_run(new_run)["run"]
     conn = sqlite3.connect(store_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     uuids = [row[0] for row in conn.execute("SELECT uuid FROM runs ORDER BY id")]
     conn.close()
     after = table_rows(store_path)

@@ -1,0 +1,152 @@
+"""What runs on one node of a fleet: the ordinary ``tfperf`` commands, one after the other.
+
+Contract:
+
+- :func:`run_job` runs inside the Ray task placed on the node (:mod:`tfperf.fleet.dispatch`),
+  in the working directory where Ray unpacked what the driver shipped (the model, its inputs,
+  a profile to verify). It first checks that this node runs the driver's tfperf version
+  (:attr:`Job.tfperf_version`); where it does not, it runs nothing and reports
+  ``incompatible`` with the sentence that says what to install.
+- Each :class:`Step` is ``python -m tfperf COMMAND ARGS --json``, started by
+  :mod:`tfperf.runner.launcher` (a process group of its own, killed with the task, a deadline
+  of :attr:`Job.timeout_s`), so the command starts its usual worker processes on the node. Its
+  stdout (the JSON document) goes to a file; the rest of its output is kept for the reason of a
+  failure. ``bench`` and ``tune`` also get a store and ``--export`` in a temporary directory of
+  their own, ``tune`` a ``--profile-out`` and an ``--out-dir``; what they wrote comes back in the
+  step's report: the document, the result file's document, the profile and the out dir's files.
+- A step that fails (a non-zero exit, no document) ends the job as ``failed`` with its reason;
+  the steps before it are kept.
+- The command gets the task's environment without what Ray sets for every task
+  (``OMP_NUM_THREADS`` set to the task's CPUs): a doctor on the node audits what its users get.
+- The report is a plain dict (it crosses Ray's object store): ``status`` (``ok``, ``failed``,
+  ``incompatible``), ``reason``, ``host``, ``tfperf_version``, ``python``, ``steps`` (name ->
+  ``{status, reason, doc, result, profile, files}``).
+
+Nothing here imports Ray or TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfperf import __version__
+from tfperf.runner.launcher import last_line, run
+
+MAX_FILE_BYTES = 2**30
+"""A file of a tune's out dir larger than this is not sent back (it is named instead)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tfperf command to run on the node: ``tfperf COMMAND ARGS --json``."""
+
+    command: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything one node runs, in order, and the tfperf version the driver runs."""
+
+    steps: tuple[Step, ...]
+    tfperf_version: str
+    timeout_s: float
+    task_cpus: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Passed back untouched in the report (what the driver needs to file the result)."""
+
+
+def _env(task_cpus: float) -> dict[str, str]:
+    env = dict(os.environ)
+    # Ray sets OMP_NUM_THREADS to the task's CPUs when the user did not: not the node's own.
+    if task_cpus and env.get("OMP_NUM_THREADS") == str(int(task_cpus)):
+        env.pop("OMP_NUM_THREADS")
+    return env
+
+
+def _argv(step: Step, tmp: Path) -> list[str]:
+    argv = [sys.executable, "-m", "tfperf", step.command, *step.args, "--json"]
+    if step.command in ("bench", "tune"):
+        argv += ["--store", str(tmp / "store.sqlite"), "--export", str(tmp / "result.json")]
+    if step.command == "tune":
+        argv += ["--profile-out", str(tmp / "profile.json"), "--out-dir", str(tmp / "out")]
+    return argv
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _files(folder: Path) -> dict[str, Any]:
+    """A tune's out dir: relative path -> bytes (a file too large for that: its size)."""
+    out: dict[str, Any] = {}
+    if not folder.is_dir():
+        return out
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        out[str(path.relative_to(folder))] = path.read_bytes() if size <= MAX_FILE_BYTES else size
+    return out
+
+
+def run_step(step: Step, tmp: Path, timeout_s: float, env: dict[str, str]) -> dict[str, Any]:
+    """Run one step in the current directory; its report (module docstring)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    stdout = tmp / "stdout.json"
+    argv = ["sh", "-c", 'exec "$@" > "$0"', str(stdout), *_argv(step, tmp)]
+    ended = run(argv, env=env, timeout_s=timeout_s)
+    doc = _read_json(stdout)
+    report: dict[str, Any] = {
+        "status": "ok" if ended.ok and doc is not None else "failed",
+        "reason": None,
+        "command": shlex.join(["tfperf", step.command, *step.args, "--json"]),
+        "doc": doc,
+        "result": _read_json(tmp / "result.json"),
+        "profile": _read_json(tmp / "profile.json"),
+        "files": _files(tmp / "out"),
+    }
+    if report["status"] != "ok":
+        said = last_line(ended.tail)
+        report["reason"] = f"`tfperf {step.command}` " + (
+            ended.reason() if not ended.ok else f"printed no JSON document: {said}"
+        )
+    return report
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Run the job's steps on this node (module docstring); never raises for a failed step."""
+    report: dict[str, Any] = {
+        "status": "ok",
+        "reason": None,
+        "host": socket.gethostname(),
+        "tfperf_version": __version__,
+        "python": sys.executable,
+        "steps": {},
+        "extra": job.extra,
+    }
+    if __version__ != job.tfperf_version:
+        report["status"] = "incompatible"
+        report["reason"] = (
+            f"this node runs tfperf {__version__} and the driver {job.tfperf_version}: install "
+            f"tfperf=={job.tfperf_version} in the node's Python ({sys.executable})."
+        )
+        return report
+    env = _env(job.task_cpus)
+    with tempfile.TemporaryDirectory(prefix="tfperf-fleet-") as tmp:
+        for index, step in enumerate(job.steps):
+            done = run_step(step, Path(tmp) / f"{index}-{step.command}", job.timeout_s, env)
+            report["steps"][step.command] = done
+            if done["status"] != "ok":
+                report.update(status="failed", reason=done["reason"])
+                break
+    return report
