@@ -11,8 +11,10 @@ from __future__ import annotations
 
 # The library behind each command is imported inside it: `tfperf --help` stays instant and
 # loads neither numpy, scipy, plotly nor Ray.
+import contextlib
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +223,20 @@ def render_tune(doc: dict[str, Any]) -> None:
             _line(f"  does not hold on {miss['node']}: {miss['reason']}")
 
 
+@contextlib.contextmanager
+def _ray_on_stderr() -> Iterator[None]:
+    """While a fleet command runs, what Ray prints from its own threads (a node marked dead)
+    goes to stderr, and Ray is left before the result is printed: ``--json`` stays one
+    document."""
+    from tfperf.fleet.cluster import disconnect
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        disconnect()
+
+
 def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
     if as_json:
         from tfperf.report.console import emit_json
@@ -272,7 +288,9 @@ def register(group: click.Group) -> None:
         """Run `tfperf doctor` on every node; group the nodes by kind of machine."""
         from tfperf.fleet.commands import fleet_doctor
 
-        _emit(fleet_doctor(_fleet_options(opts)), as_json, render_doctor)
+        with _ray_on_stderr():
+            doc = fleet_doctor(_fleet_options(opts))
+        _emit(doc, as_json, render_doctor)
 
     @fleet.command("bench")
     @_model_options
@@ -301,7 +319,8 @@ def register(group: click.Group) -> None:
         spec = BenchSpec(
             _workload(opts), Config.parse(opts["sets"], opts["envs"]), opts["budget"], extra
         )
-        doc = fleet_bench(spec, _fleet_options(opts))
+        with _ray_on_stderr():
+            doc = fleet_bench(spec, _fleet_options(opts))
         _emit(doc, as_json, render_bench)
         if html_path:
             write_html(doc["matrix"], html_path, f"tfperf fleet bench (run {doc['run_id']})")
@@ -337,7 +356,9 @@ def register(group: click.Group) -> None:
         from tfperf.fleet.commands import TuneSpec, fleet_tune
 
         spec = TuneSpec(_workload(opts), tuple(tune_args), verify_budget, out_dir)
-        _emit(fleet_tune(spec, _fleet_options(opts)), as_json, render_tune)
+        with _ray_on_stderr():
+            doc = fleet_tune(spec, _fleet_options(opts))
+        _emit(doc, as_json, render_tune)
 
     @fleet.command("report")
     @click.argument("runs", nargs=-1)

@@ -10,12 +10,15 @@ Contract:
 - :func:`nodes` lists the alive nodes (:class:`Node`: Ray node id, host name, address, CPUs and
   GPUs Ray schedules), optionally only those named by host name or node id (a prefix of at
   least 6 characters); a name that matches nothing is a UserError.
+- :func:`disconnect` leaves the cluster (nothing when not joined); Ray prints cluster events
+  (a node marked dead) from threads of its own until then.
 - Ray is imported here, inside the functions, never at import time.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +79,13 @@ def connect(address: str | None) -> Any:
             "(`ray status` on its head) and that --ray-address / RAY_ADDRESS names it."
         ) from None
     return ray
+
+
+def disconnect() -> None:
+    """Leave the cluster this process joined, if it joined one."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
 
 
 def _node(entry: dict[str, Any]) -> Node:

@@ -95,8 +95,7 @@ class _Fleet:
         if not jobs:
             return []
         steps = max(len(job.steps) for job in jobs.values())
-        envs = {node: payload.runtime_env for node, payload in payloads.items()}
-        return run_on_nodes(self.ray, jobs, envs, filed, self.options.timeout_s * steps + 60)
+        return run_on_nodes(self.ray, jobs, payloads, filed, self.options.timeout_s * steps + 60)
 
     def file(self, outcome: Outcome, main: str, extra: dict[str, Any]) -> dict[str, Any]:
         entry = self.recorder.node(outcome, main, extra)

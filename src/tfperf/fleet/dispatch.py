@@ -6,8 +6,9 @@ Contract:
   node affinity (``NodeAffinitySchedulingStrategy(soft=False)``: it runs there or not at all,
   never elsewhere), no retry, and every CPU and GPU Ray schedules on that node: no other task
   of this fleet command, nor of anyone else's Ray job, runs on the node while it measures. The
-  task runs :func:`tfperf.fleet.node.run_job` in the node's ``runtime_env`` (what the driver
-  ships it: :mod:`tfperf.fleet.payload`) and adds the Ray node id it really ran on.
+  task runs :func:`tfperf.fleet.node.run_job` with the node's payload (what the driver ships
+  it, :mod:`tfperf.fleet.payload`, put in Ray's object store once per distinct payload) and
+  adds the Ray node id it really ran on.
 - Each node's :class:`Outcome` is handed to ``on_done`` as soon as its task ends
   (``ray.wait``), in the order they finish. A task that fails is an outcome too, never an
   exception: ``lost`` when its node or worker died (with Ray's reason), ``failed`` for any other
@@ -28,6 +29,7 @@ from typing import Any
 from tfperf import __version__
 from tfperf.fleet.cluster import Node
 from tfperf.fleet.node import Job, run_job
+from tfperf.fleet.payload import Payload
 
 _NO_TFPERF = (
     "tfperf is not installed in the Python of the node's Ray workers: install "
@@ -53,11 +55,11 @@ class Outcome:
         return self.status == "ok"
 
 
-def _on_node(job: Job) -> dict[str, Any]:
+def _on_node(job: Job, payload: bytes | None) -> dict[str, Any]:
     """The Ray task: the job, and the node it really ran on."""
     import ray
 
-    report = run_job(job)
+    report = run_job(job, payload)
     report["ran_on"] = ray.get_runtime_context().get_node_id()
     return report
 
@@ -95,7 +97,7 @@ def _cancel(ray: Any, refs: list[Any]) -> None:
         ray.cancel(ref, force=True)
 
 
-def _task_options(node: Node, runtime_env: Mapping[str, Any] | None) -> dict:
+def _task_options(node: Node) -> dict:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return {
@@ -103,22 +105,34 @@ def _task_options(node: Node, runtime_env: Mapping[str, Any] | None) -> dict:
         "num_gpus": node.gpus,
         "max_retries": 0,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-        "runtime_env": dict(runtime_env or {}),
     }
+
+
+def _shipped(ray: Any, payloads: Mapping[Node, Payload]) -> dict[Node, Any]:
+    """Each payload's archive put in the object store once, however many nodes get it."""
+    refs: dict[int, Any] = {}
+    out = {}
+    for node, payload in payloads.items():
+        if id(payload) not in refs:
+            archive = payload.archive()
+            refs[id(payload)] = None if archive is None else ray.put(archive)
+        out[node] = refs[id(payload)]
+    return out
 
 
 def run_on_nodes(
     ray: Any,
     jobs: Mapping[Node, Job],
-    runtime_envs: Mapping[Node, Mapping[str, Any]],
+    payloads: Mapping[Node, Payload],
     on_done: Callable[[Outcome], None],
     timeout_s: float,
 ) -> list[Outcome]:
-    """Run each node's job there, in its runtime environment (what it is shipped: none when
-    ``runtime_envs`` does not name the node); ``on_done`` gets each outcome as it comes."""
+    """Run each node's job there with its payload (none when ``payloads`` does not name the
+    node); ``on_done`` gets each outcome as it comes (module docstring)."""
     task = ray.remote(_on_node)
+    shipped = _shipped(ray, payloads)
     refs = {
-        task.options(**_task_options(node, runtime_envs.get(node))).remote(job): node
+        task.options(**_task_options(node)).remote(job, shipped.get(node)): node
         for node, job in jobs.items()
     }
     pending = list(refs)

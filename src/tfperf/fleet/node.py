@@ -2,9 +2,10 @@
 
 Contract:
 
-- :func:`run_job` runs inside the Ray task placed on the node (:mod:`tfperf.fleet.dispatch`),
-  in the working directory where Ray unpacked what the driver shipped (the model, its inputs,
-  a profile to verify). It first checks that this node runs the driver's tfperf version
+- :func:`run_job` runs inside the Ray task placed on the node (:mod:`tfperf.fleet.dispatch`).
+  It unpacks what the driver shipped (the model, its inputs, a profile to verify:
+  :mod:`tfperf.fleet.payload`) into a temporary directory and runs the commands there. It
+  first checks that this node runs the driver's tfperf version
   (:attr:`Job.tfperf_version`); where it does not, it runs nothing and reports
   ``incompatible`` with the sentence that says what to install.
 - Each :class:`Step` is ``python -m tfperf COMMAND ARGS --json``, started by
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf import __version__
+from tfperf.fleet.payload import unpack
 from tfperf.runner.launcher import last_line, run
 
 MAX_FILE_BYTES = 2**30
@@ -99,12 +101,14 @@ def _files(folder: Path) -> dict[str, Any]:
     return out
 
 
-def run_step(step: Step, tmp: Path, timeout_s: float, env: dict[str, str]) -> dict[str, Any]:
-    """Run one step in the current directory; its report (module docstring)."""
+def run_step(
+    step: Step, tmp: Path, timeout_s: float, env: dict[str, str], cwd: Path | None = None
+) -> dict[str, Any]:
+    """Run one step in ``cwd``; its report (module docstring)."""
     tmp.mkdir(parents=True, exist_ok=True)
     stdout = tmp / "stdout.json"
     argv = ["sh", "-c", 'exec "$@" > "$0"', str(stdout), *_argv(step, tmp)]
-    ended = run(argv, env=env, timeout_s=timeout_s)
+    ended = run(argv, env=env, cwd=cwd, timeout_s=timeout_s)
     doc = _read_json(stdout)
     report: dict[str, Any] = {
         "status": "ok" if ended.ok and doc is not None else "failed",
@@ -123,8 +127,9 @@ def run_step(step: Step, tmp: Path, timeout_s: float, env: dict[str, str]) -> di
     return report
 
 
-def run_job(job: Job) -> dict[str, Any]:
-    """Run the job's steps on this node (module docstring); never raises for a failed step."""
+def run_job(job: Job, payload: bytes | None = None) -> dict[str, Any]:
+    """Run the job's steps on this node with ``payload`` (:meth:`Payload.archive`) unpacked
+    where they run (module docstring); never raises for a failed step."""
     report: dict[str, Any] = {
         "status": "ok",
         "reason": None,
@@ -143,8 +148,11 @@ def run_job(job: Job) -> dict[str, Any]:
         return report
     env = _env(job.task_cpus)
     with tempfile.TemporaryDirectory(prefix="tfperf-fleet-") as tmp:
+        work = Path(tmp) / "work"
+        unpack(payload, work)
         for index, step in enumerate(job.steps):
-            done = run_step(step, Path(tmp) / f"{index}-{step.command}", job.timeout_s, env)
+            out = Path(tmp) / f"{index}-{step.command}"
+            done = run_step(step, out, job.timeout_s, env, cwd=work)
             report["steps"][step.command] = done
             if done["status"] != "ok":
                 report.update(status="failed", reason=done["reason"])

@@ -7,10 +7,12 @@ Contract:
   package's folder), the ``--inputs`` archive -- and returns a :class:`Payload`: the folder
   and the ``tfperf`` arguments that name the workload *relative to it* (``model/m.keras``,
   ``--inputs inputs.npz``). A built-in workload ships nothing.
-- :attr:`Payload.runtime_env` is Ray's runtime environment that ships the folder: Ray uploads
-  it once to the cluster and unpacks it on every node as the task's working directory, so the
-  node's ``tfperf`` finds the model where the arguments say, with no shared file system
-  (Ray's limit on a working directory applies: ``docs/fleet.md``).
+- :meth:`Payload.archive` is the folder as one tar archive (bytes). The driver puts it in Ray's
+  object store once (:mod:`tfperf.fleet.dispatch`) and every node's task gets it from there and
+  unpacks it (:func:`unpack`) into the directory its commands run in, so the node's ``tfperf``
+  finds the model where the arguments say, with no shared file system. (Ray's
+  ``runtime_env`` ``working_dir`` ships a local folder only for a whole job, not for one task,
+  and a fleet tune ships each kind its own profile.)
 - :meth:`Payload.add` puts one more file in it (a tune's profile and converted model, for the
   hosts that verify it). :meth:`Payload.cleanup` removes the folder.
 
@@ -19,7 +21,9 @@ Nothing here imports Ray.
 
 from __future__ import annotations
 
+import io
 import shutil
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +43,15 @@ class Payload:
     folder: Path | None
     args: tuple[str, ...]
 
-    @property
-    def runtime_env(self) -> dict[str, Any]:
-        return {"working_dir": str(self.folder)} if self.folder is not None else {}
+    def archive(self) -> bytes | None:
+        """The folder as an uncompressed tar archive (``None`` when there is nothing to ship)."""
+        if self.folder is None:
+            return None
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for item in sorted(self.folder.iterdir()):
+                tar.add(item, arcname=item.name)
+        return buffer.getvalue()
 
     def add(self, name: str, data: bytes) -> Payload:
         """This payload with one more file ``name`` (a relative path) in its folder."""
@@ -112,3 +122,12 @@ def stage(workload: dict[str, Any]) -> Payload:
         shutil.rmtree(folder, ignore_errors=True)
         raise UserError(f"cannot copy the model to ship it to the nodes ({exc}).") from exc
     return Payload(folder, tuple(args))
+
+
+def unpack(archive: bytes | None, target: Path) -> None:
+    """Unpack :meth:`Payload.archive` into ``target`` (on the node); nothing for ``None``."""
+    target.mkdir(parents=True, exist_ok=True)
+    if archive is None:
+        return
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
+        tar.extractall(target, filter="data")

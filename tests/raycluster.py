@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 PORT = 6379
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -52,6 +52,7 @@ class LoopbackCluster:
         )
         self.address = f"127.0.0.1:{PORT}"
         self.nodes: list[Path] = []
+        self.ids: dict[Path, str] = {}
         self._wait_for_namespace()
 
     def _wait_for_namespace(self) -> None:
@@ -98,6 +99,10 @@ class LoopbackCluster:
         if done.returncode != 0:
             raise RuntimeError(f"ray start failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
         self.nodes.append(temp)
+        flag = "--node_id="
+        self.ids[temp] = next(
+            a[len(flag) :] for a in self.raylet(temp).cmdline() if a.startswith(flag)
+        )
         return temp
 
     def processes(self) -> list[psutil.Process]:
@@ -117,6 +122,10 @@ class LoopbackCluster:
                 if cmd and cmd[0].endswith("raylet") and any(str(temp) in a for a in cmd):
                     return proc
         raise LookupError(f"no raylet of {temp}")
+
+    def node_id(self, temp: Path) -> str:
+        """The Ray node id of the node started with temp dir ``temp`` (alive or not)."""
+        return self.ids[temp]
 
     def kill_node(self, temp: Path) -> None:
         """Kill one node as a machine that dies would: its raylet and all it started."""
@@ -143,3 +152,12 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return proc.cmdline()
     except psutil.Error:
         return []
+
+
+def descendants(proc: psutil.Process, needle: str) -> list[psutil.Process]:
+    """The processes ``proc`` started (at any depth) whose command line contains ``needle``."""
+    found = []
+    for child in proc.children(recursive=True):
+        if needle in " ".join(_cmdline(child)):
+            found.append(child)
+    return found
