@@ -2,9 +2,11 @@
 
 The cluster (``raycluster.LoopbackCluster``) lives in a network namespace of its own where only
 loopback is up; the tfperf driver runs in it too. One cluster serves the whole module: a fleet
-doctor, then a fleet bench of the user's own factory module (shipped to the nodes, not read
+tune (a doctor on every node, a tune on one node of the kind, the profile checked on the
+other), then a fleet bench of the user's own factory module (shipped to the nodes, not read
 from the driver's folder) during which the second node is killed, then the report of what the
-store kept. Everything the module started is killed by pid at the end.
+store kept, then a fleet bench stopped with Ctrl-C. Everything the module started is killed by
+pid at the end.
 """
 
 from __future__ import annotations
@@ -74,11 +76,30 @@ def wait_for(predicate, timeout: float = 120) -> None:
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory):
-    """A fleet doctor, then a fleet bench during which the second node dies."""
+    """A fleet tune, then a fleet bench during which the second node dies."""
     store = tmp_path_factory.mktemp("fleet") / "store.sqlite"
     user = tmp_path_factory.mktemp("user")
     (user / "usermodels.py").write_text(FACTORY)
-    doctor = finished(fleet(cluster, "doctor", "--store", str(store)))
+    profiles = tmp_path_factory.mktemp("profiles")
+    tune = finished(
+        fleet(
+            cluster,
+            "tune",
+            "--workload",
+            "mlp",
+            "--size",
+            "tiny",
+            "--tune-arg=--knobs=onednn",
+            "--tune-arg=--max-trials=1",
+            "--tune-arg=--confirm-rounds=6",
+            "--verify-budget",
+            "2",
+            "--out-dir",
+            str(profiles),
+            "--store",
+            str(store),
+        )
+    )
     bench = fleet(
         cluster,
         "bench",
@@ -97,7 +118,8 @@ def runs(cluster, tmp_path_factory):
     wait_for(lambda: descendants(victim, "tfperf.worker --cmd-fd"))
     cluster.kill_node(cluster.nodes[1])
     return {
-        "doctor": doctor,
+        "tune": tune,
+        "profiles": profiles,
         "bench": finished(bench),
         "store": store,
         "user": user,
@@ -109,16 +131,31 @@ def by_id(doc: dict) -> dict[str, dict]:
     return {n["node_id"]: n for n in doc["nodes"]}
 
 
-def test_fleet_doctor_audits_every_node_and_groups_them_by_kind(cluster, runs):
-    doc = runs["doctor"]
+def test_fleet_tune_tunes_once_per_kind_and_checks_the_profile_on_the_other_node(cluster, runs):
+    doc = runs["tune"]
     ids = {cluster.node_id(temp) for temp in cluster.nodes}
-    assert set(by_id(doc)) == ids
-    for node in doc["nodes"]:
-        assert node["status"] == "ok" and node["host"]
-        assert node["result"]["machine"]["cores"]["logical"] >= 1
-        assert node["result"]["install"]["status"] == "ok"
-    # Two nodes of one machine are one kind.
+    nodes = by_id(doc)
+    assert set(nodes) == ids
+    # Two nodes of one machine are one kind, audited by the doctor on each node.
     assert [sorted(k["nodes"]) for k in doc["kinds"]] == [sorted(ids)]
+    assert all(n["doctor"]["install"]["status"] == "ok" for n in nodes.values())
+    assert sorted(n["role"] for n in nodes.values()) == ["tune", "verify"]
+    (tuned,) = doc["tunes"]
+    assert tuned["status"] == "ok" and tuned["kind"] == doc["kinds"][0]["id"]
+    saved = json.loads(Path(tuned["profile"]).read_text())
+    assert Path(tuned["profile"]).parent == runs["profiles"]
+    assert saved["label"] == tuned["label"]
+    (check,) = tuned["verified"]
+    verify = nodes[check["node_id"]]
+    assert verify["role"] == "verify"
+    if tuned["keep_default"]:
+        assert verify["status"] == "skipped" and verify["reason"].startswith("not verified")
+    else:
+        # Default and the profile's config, side by side on the verifying node.
+        assert verify["status"] == "ok"
+        assert [r["label"] for r in verify["result"]["results"]] == ["default", tuned["label"]]
+        assert check["verdict"] == verify["result"]["comparisons"][0]["speedup"]["verdict"]
+        assert (check["node"] in tuned["holds_on"]) == (check["verdict"] == "faster")
 
 
 def test_a_node_killed_mid_bench_is_recorded_with_its_reason_and_the_other_kept(runs):
@@ -190,6 +227,9 @@ def test_ctrl_c_stops_the_remote_command_on_every_node(cluster, runs, tmp_path):
         "--no-peak",
         "--store",
         str(store),
+        # The node killed before may still be listed alive for a while: name the head.
+        "--node",
+        cluster.node_id(cluster.nodes[0])[:12],
     )
     wait_for(lambda: descendants(head, "tfperf.worker --cmd-fd"))
     proc.send_signal(signal.SIGINT)

@@ -221,6 +221,8 @@ def render_tune(doc: dict[str, Any]) -> None:
             _line(f"  holds on: {', '.join(t['holds_on'])}")
         for miss in t["does_not_hold_on"]:
             _line(f"  does not hold on {miss['node']}: {miss['reason']}")
+        for miss in t["not_verified"]:
+            _line(f"  {miss['node']}: {miss['reason']}")
 
 
 @contextlib.contextmanager

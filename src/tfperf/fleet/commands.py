@@ -316,7 +316,7 @@ def _verdict(outcome: Outcome) -> dict[str, Any]:
         "slower": "slower than the default here",
         "inconclusive": "too noisy here to tell",
     }
-    reason = outcome.reason if not outcome.ok else why.get(str(verdict), "not measured")
+    reason = outcome.reason if not outcome.ok else why.get(str(verdict), "no comparison was measured")
     return {
         "node": outcome.node.name,
         "node_id": outcome.node.node_id,
@@ -371,11 +371,9 @@ def _tune_kinds(
         for node in nodes[1:]:
             if item["payload"] is None or item["entry"]["keep_default"]:
                 why = "the tune kept the default" if item["payload"] else "its kind's tune failed"
-                fleet.file(
-                    Outcome(node, "skipped", f"not verified: {why}", {}),
-                    "bench",
-                    {"doctor": docs[node], "role": "verify"},
-                )
+                skipped = Outcome(node, "skipped", f"not verified: {why}", {})
+                item["entry"]["verified"].append(_verdict(skipped))
+                fleet.file(skipped, "bench", {"doctor": docs[node], "role": "verify"})
                 continue
             config = Config.from_dict(item["entry"]["config"])
             args = (*payload.args, *_bench_args(config, spec.verify_budget_s, ("--no-peak",)))
@@ -394,9 +392,15 @@ def _tune_kinds(
 
 
 def _holds(entry: dict[str, Any]) -> dict[str, Any]:
+    """Where the kind's profile holds, where it does not (and why), and where it was not
+    checked (the tune kept the default, or failed)."""
     checks = entry["verified"]
+    skipped = [c for c in checks if c["verdict"] is None and c["reason"].startswith("not ")]
     entry["holds_on"] = [c["node"] for c in checks if c["holds"]]
     entry["does_not_hold_on"] = [
-        {"node": c["node"], "reason": c["reason"]} for c in checks if not c["holds"]
+        {"node": c["node"], "reason": c["reason"]}
+        for c in checks
+        if not c["holds"] and c not in skipped
     ]
+    entry["not_verified"] = [{"node": c["node"], "reason": c["reason"]} for c in skipped]
     return entry
