@@ -34,7 +34,7 @@ import shlex
 import socket
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,6 @@ class Job:
     tfperf_version: str
     timeout_s: float
     task_cpus: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Passed back untouched in the report (what the driver needs to file the result)."""
 
 
 def _env(task_cpus: float) -> dict[str, str]:
@@ -137,7 +135,6 @@ def run_job(job: Job, payload: bytes | None = None) -> dict[str, Any]:
         "tfperf_version": __version__,
         "python": sys.executable,
         "steps": {},
-        "extra": job.extra,
     }
     if __version__ != job.tfperf_version:
         report["status"] = "incompatible"
