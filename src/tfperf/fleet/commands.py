@@ -316,7 +316,9 @@ def _verdict(outcome: Outcome) -> dict[str, Any]:
         "slower": "slower than the default here",
         "inconclusive": "too noisy here to tell",
     }
-    reason = outcome.reason if not outcome.ok else why.get(str(verdict), "no comparison was measured")
+    reason = (
+        outcome.reason if not outcome.ok else why.get(str(verdict), "no comparison was measured")
+    )
     return {
         "node": outcome.node.name,
         "node_id": outcome.node.node_id,
