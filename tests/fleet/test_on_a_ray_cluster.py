@@ -131,6 +131,21 @@ def by_id(doc: dict) -> dict[str, dict]:
     return {n["node_id"]: n for n in doc["nodes"]}
 
 
+def test_fleet_doctor_through_ray_client_audits_every_node_grouped_by_kind(cluster, tmp_path):
+    # Before `runs` kills a node: both are alive. ray:// is how a driver outside the cluster
+    # (a laptop, a KubeRay port-forward) joins it.
+    client = "ray://127.0.0.1:10001"
+    doc = finished(
+        fleet(cluster, "doctor", "--ray-address", client, "--store", str(tmp_path / "s.sqlite"))
+    )
+    ids = {cluster.node_id(temp) for temp in cluster.nodes}
+    assert set(by_id(doc)) == ids and doc["status"] == "ok"
+    for node in doc["nodes"]:
+        assert node["result"]["install"]["status"] == "ok"
+        assert node["result"]["machine"]["cores"]["logical"] >= 1
+    assert [sorted(k["nodes"]) for k in doc["kinds"]] == [sorted(ids)]
+
+
 def test_fleet_tune_tunes_once_per_kind_and_checks_the_profile_on_the_other_node(cluster, runs):
     doc = runs["tune"]
     ids = {cluster.node_id(temp) for temp in cluster.nodes}
