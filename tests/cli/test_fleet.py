@@ -33,3 +33,24 @@ def test_the_help_does_not_load_ray():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "bench" in done.stdout and "tune" in done.stdout
+
+
+def test_a_cluster_address_nobody_answers_on_is_one_sentence_at_once(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a loopback port that was free a moment ago: closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    res = run_cli(
+        "fleet",
+        "bench",
+        "--workload",
+        "mlp",
+        "--ray-address",
+        f"127.0.0.1:{port}",
+        "--store",
+        str(tmp_path / "s.sqlite"),
+        timeout=60,
+    )
+    assert res.returncode == 2
+    assert f"nothing answers at 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr

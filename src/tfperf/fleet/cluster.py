@@ -6,7 +6,8 @@ Contract:
   (``HOST:PORT`` of the head's GCS, ``ray://HOST:10001`` for Ray Client, ``auto`` for the
   cluster started on this machine). It never starts a cluster of its own: no address is a
   :class:`~tfperf.core.errors.UserError` saying how to name one, as are a missing Ray and a
-  cluster that cannot be reached.
+  cluster that cannot be reached (nothing answering at ``HOST:PORT`` is found out within
+  :data:`CONNECT_TIMEOUT_S`, before Ray's own connection, which waits without end).
 - :func:`nodes` lists the alive nodes (:class:`Node`: Ray node id, host name, address, CPUs and
   GPUs Ray schedules), optionally only those named by host name or node id (a prefix of at
   least 6 characters); a name that matches nothing is a UserError.
@@ -18,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 from tfperf.core.errors import UserError
 
 ADDRESS_ENV = "RAY_ADDRESS"
+CONNECT_TIMEOUT_S = 10.0
 MIN_ID_PREFIX = 6
 
 
@@ -70,6 +73,7 @@ def connect(address: str | None) -> Any:
     ray = require_ray()
     if ray.is_initialized():
         return ray
+    _check_reachable(address)
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
@@ -79,6 +83,23 @@ def connect(address: str | None) -> Any:
             "(`ray status` on its head) and that --ray-address / RAY_ADDRESS names it."
         ) from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """Fail at once for a ``HOST:PORT`` (or ``ray://HOST:PORT``) nobody answers on: Ray's own
+    connection waits and retries without end."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise UserError(
+            f"nothing answers at {address} ({exc.strerror or exc}); check that the Ray cluster "
+            "runs (`ray status` on its head) and that --ray-address / RAY_ADDRESS names its GCS "
+            "(HOST:6379) or its client server (ray://HOST:10001)."
+        ) from None
 
 
 def disconnect() -> None:
