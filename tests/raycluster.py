@@ -29,14 +29,19 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 def can_run() -> str | None:
     """Why a loopback cluster cannot start here, or ``None``."""
-    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        return "unshare and nsenter (util-linux) are needed"
-    if os.geteuid() != 0:
-        return "a network namespace of its own needs root (or unshare -r)"
+    if not all(shutil.which(tool) for tool in ("unshare", "nsenter", "ip")):
+        return "unshare, nsenter (util-linux) and ip (iproute2) are needed"
     try:
         import ray  # noqa: F401
     except ImportError:
         return "Ray is not installed (pip install 'tfperf[ray]')"
+    probe = ["unshare", "-n", "sh", "-c", "ip link set lo up"]
+    done = subprocess.run(probe, capture_output=True, text=True)
+    if done.returncode != 0:
+        return (
+            "a network namespace of its own needs root with CAP_SYS_ADMIN "
+            f"(unshare -n: {done.stderr.strip()[:200]})"
+        )
     return None
 
 
