@@ -133,8 +133,15 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 
 
 def _nodes_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """host, node, status (and a fleet tune's role for the node), kind, reason."""
     return [
-        [e["host"], e["node_id"][:8], e["status"], e.get("kind") or "-", e.get("reason") or ""]
+        [
+            e["host"],
+            e["node_id"][:8],
+            e["status"] + (f" ({e['role']})" if e.get("role") else ""),
+            e.get("kind") or "-",
+            e.get("reason") or "",
+        ]
         for e in doc["nodes"]
     ]
 
