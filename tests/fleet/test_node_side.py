@@ -70,3 +70,24 @@ def test_a_factory_ships_its_package_and_a_builtin_ships_nothing(tmp_path, monke
     builtin = stage({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1})
     assert builtin.archive() is None
     assert builtin.args == ("--workload", "mlp", "--size", "tiny", "--batch", "1")
+
+
+def test_a_config_travels_as_the_set_and_env_arguments_that_name_it():
+    from tfperf.core.config import Config
+    from tfperf.fleet.node import config_args
+
+    config = Config.parse(["onednn=off", "intra_threads=2"], ["OMP_NUM_THREADS=1"])
+    args = config_args(config)
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    envs = [args[i + 1] for i, a in enumerate(args) if a == "--env"]
+    assert Config.parse(sets, envs) == config
+    assert config_args(Config()) == []
+
+
+def test_a_verification_without_its_shipped_profile_fails_with_the_reason(tmp_path):
+    from tfperf.fleet.node import run_step
+
+    step = Step("bench", ("--workload", "mlp"), profile="tuned/profile.json")
+    report = run_step(step, tmp_path / "out", 10, {}, cwd=tmp_path)
+    assert report["status"] == "failed"
+    assert "profile shipped to this node is missing" in report["reason"]

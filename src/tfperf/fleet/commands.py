@@ -38,13 +38,12 @@ from typing import Any
 from tfperf import __version__
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import show_value
 from tfperf.fleet import cluster
 from tfperf.fleet.cluster import Node
 from tfperf.fleet.dispatch import Outcome, run_on_nodes
 from tfperf.fleet.kinds import differing_findings, kind_of
 from tfperf.fleet.matrix import DEFAULT_THRESHOLD, fleet_matrix
-from tfperf.fleet.node import Job, Step
+from tfperf.fleet.node import SHIPPED_PROFILE, Job, Step, config_args
 from tfperf.fleet.payload import Payload, stage
 from tfperf.fleet.record import FleetRecorder
 from tfperf.store import Store
@@ -185,13 +184,7 @@ def fleet_doctor(options: FleetOptions) -> dict[str, Any]:
 
 def _bench_args(config: Config, budget_s: float, extra: tuple[str, ...]) -> tuple[str, ...]:
     """``tfperf bench`` arguments that measure ``config`` against the default."""
-    args: list[str] = []
-    for name, value in config.changes().items():
-        if name.startswith("env:"):
-            args += ["--env", f"{name[4:]}={value}"]
-        else:
-            args += ["--set", f"{name}={show_value(value)}"]
-    return (*args, "--budget", f"{budget_s:g}", *extra)
+    return (*config_args(config), "--budget", f"{budget_s:g}", *extra)
 
 
 @dataclass(frozen=True)
@@ -292,7 +285,7 @@ def _save_tune(outcome: Outcome, kind: str, out_dir: Path, payload: Payload) -> 
     text = json.dumps(step["profile"], indent=2)
     profile = out_dir / f"{kind}.profile.json"
     profile.write_text(text, encoding="utf-8")
-    shipped = payload.copy().add("tuned/profile.json", text.encode())
+    shipped = payload.copy().add(SHIPPED_PROFILE, text.encode())
     for name, data in (step.get("files") or {}).items():
         if isinstance(data, bytes):
             (out_dir / f"{kind}-model" / name).parent.mkdir(parents=True, exist_ok=True)
@@ -377,9 +370,10 @@ def _tune_kinds(
                 item["entry"]["verified"].append(_verdict(skipped))
                 fleet.file(skipped, "bench", {"doctor": docs[node], "role": "verify"})
                 continue
-            config = Config.from_dict(item["entry"]["config"])
-            args = (*payload.args, *_bench_args(config, spec.verify_budget_s, ("--no-peak",)))
-            verify_jobs[node] = _job(node, (Step("bench", args),), fleet.options)
+            # The node measures the config of the profile it was shipped, against the default.
+            args = (*payload.args, *_bench_args(Config(), spec.verify_budget_s, ("--no-peak",)))
+            step = Step("bench", args, profile=SHIPPED_PROFILE)
+            verify_jobs[node] = _job(node, (step,), fleet.options)
             payloads[node] = item["payload"]
     shipped += [s["payload"] for s in saved.values() if s["payload"] is not None]
     kind_of_node = {node: kind for kind, nodes in members.items() for node in nodes}

@@ -10,7 +10,8 @@ Contract:
   ``incompatible`` with the sentence that says what to install.
 - Each :class:`Step` is ``python -m tfperf COMMAND ARGS --json``, started by
   :mod:`tfperf.runner.launcher` (a process group of its own, killed with the task, a deadline
-  of :attr:`Job.timeout_s`), so the command starts its usual worker processes on the node. Its
+  of :attr:`Job.timeout_s`), so the command starts its usual worker processes on the node (a
+  verifying step adds the config of the profile it was shipped, read there). Its
   stdout (the JSON document) goes to a file; the rest of its output is kept for the reason of a
   failure. ``bench`` and ``tune`` also get a store and ``--export`` in a temporary directory of
   their own, ``tune`` a ``--profile-out`` and an ``--out-dir``; what they wrote comes back in the
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from tfperf import __version__
+from tfperf.core.config import Config
+from tfperf.core.knobs import show_value
 from tfperf.fleet.payload import unpack
 from tfperf.runner.launcher import last_line, run
 
@@ -46,12 +49,30 @@ MAX_FILE_BYTES = 2**30
 """A file of a tune's out dir larger than this is not sent back (it is named instead)."""
 
 
+SHIPPED_PROFILE = "tuned/profile.json"
+"""Where a fleet tune's profile lands in the folder of a node that verifies it."""
+
+
 @dataclass(frozen=True)
 class Step:
-    """One tfperf command to run on the node: ``tfperf COMMAND ARGS --json``."""
+    """One tfperf command to run on the node: ``tfperf COMMAND ARGS --json``; with
+    ``profile`` (a path in the shipped folder), the profile's config is added as
+    ``--set``/``--env`` arguments (:func:`config_args`), read on the node."""
 
     command: str
     args: tuple[str, ...] = ()
+    profile: str | None = None
+
+
+def config_args(config: Config) -> list[str]:
+    """The ``--set``/``--env`` arguments that name ``config`` (empty for the default)."""
+    args: list[str] = []
+    for name, value in config.changes().items():
+        if name.startswith("env:"):
+            args += ["--env", f"{name[4:]}={value}"]
+        else:
+            args += ["--set", f"{name}={show_value(value)}"]
+    return args
 
 
 @dataclass(frozen=True)
@@ -72,8 +93,11 @@ def _env(task_cpus: float) -> dict[str, str]:
     return env
 
 
-def _argv(step: Step, tmp: Path) -> list[str]:
+def _argv(step: Step, tmp: Path, cwd: Path | None) -> list[str]:
     argv = [sys.executable, "-m", "tfperf", step.command, *step.args, "--json"]
+    if step.profile is not None:
+        profile = _read_json((cwd or Path.cwd()) / step.profile) or {}
+        argv += config_args(Config.from_dict(profile.get("config")))
     if step.command in ("bench", "tune"):
         argv += ["--store", str(tmp / "store.sqlite"), "--export", str(tmp / "result.json")]
     if step.command == "tune":
@@ -104,8 +128,11 @@ def run_step(
 ) -> dict[str, Any]:
     """Run one step in ``cwd``; its report (module docstring)."""
     tmp.mkdir(parents=True, exist_ok=True)
+    if step.profile is not None and not ((cwd or Path.cwd()) / step.profile).is_file():
+        reason = f"the profile shipped to this node is missing ({step.profile})"
+        return {"status": "failed", "reason": reason, "doc": None, "result": None}
     stdout = tmp / "stdout.json"
-    argv = ["sh", "-c", 'exec "$@" > "$0"', str(stdout), *_argv(step, tmp)]
+    argv = ["sh", "-c", 'exec "$@" > "$0"', str(stdout), *_argv(step, tmp, cwd)]
     ended = run(argv, env=env, cwd=cwd, timeout_s=timeout_s)
     doc = _read_json(stdout)
     report: dict[str, Any] = {
