@@ -291,6 +291,11 @@ def register(group: click.Group) -> None:
     def fleet() -> None:
         """Audit, measure and tune every node of a Ray cluster (docs/fleet.md)."""
 
+    _add_doctor_and_bench(fleet)
+    _add_tune_and_report(fleet)
+
+
+def _add_doctor_and_bench(fleet: click.Group) -> None:
     @fleet.command("doctor")
     @_options
     def doctor_cmd(as_json: bool, **opts: Any) -> None:
@@ -334,6 +339,8 @@ def register(group: click.Group) -> None:
         if html_path:
             write_html(doc["matrix"], html_path, f"tfperf fleet bench (run {doc['run_id']})")
 
+
+def _add_tune_and_report(fleet: click.Group) -> None:
     @fleet.command("tune")
     @_model_options
     @_options
