@@ -46,7 +46,9 @@ def _options(fn: Any) -> Any:
             show_default=True,
             help="Seconds each node's command may take.",
         ),
-        click.option("--store", default=None, help="The store (default: TFPERF_STORE or ...)."),
+        click.option(
+            "--store", default=None, help="The store (default: TFPERF_STORE or the user data dir)."
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
     ]
     for option in reversed(options):
@@ -378,7 +380,9 @@ def _add_tune_and_report(fleet: click.Group) -> None:
 
     @fleet.command("report")
     @click.argument("runs", nargs=-1)
-    @click.option("--store", default=None, help="The store (default: TFPERF_STORE or ...).")
+    @click.option(
+        "--store", default=None, help="The store (default: TFPERF_STORE or the user data dir)."
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     @click.option("--html", "html_path", default=None, help="Write the matrix as HTML here.")
     def report_cmd(
