@@ -304,7 +304,8 @@ def table_rows(path: Path) -> dict[str, list[tuple]]:
     rows = {}
     for table in V1_TABLES:
         columns = [c[1] for c in conn.execute(f"PRAGMA table_info({table})")]
-        v1_columns = [c for c in columns if c not in ("uuid", "tfperf_version")]
+        later = ("uuid", "tfperf_version", "node_id", "host", "fleet_run")
+        v1_columns = [c for c in columns if c not in later]
         order = "key" if table == "meta" else "id"
         rows[table] = conn.execute(
             f"SELECT {', '.join(v1_columns)} FROM {table} ORDER BY {order}"
@@ -326,7 +327,7 @@ def test_a_version_1_store_is_upgraded_in_place_with_nothing_lost(store_path: Pa
         new_run = store.new_run("bench", "after the upgrade", {}, {}, {})
         new = store.load_run(new_run)["run"]
     conn = sqlite3.connect(store_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     uuids = [row[0] for row in conn.execute("SELECT uuid FROM runs ORDER BY id")]
     conn.close()
     after = table_rows(store_path)
@@ -343,6 +344,8 @@ def test_a_version_1_store_is_upgraded_in_place_with_nothing_lost(store_path: Pa
     assert all(uuid.UUID(u).version == 4 for u in uuids)
     assert [r["uuid"] for r in runs] == uuids[-2::-1]
     assert new["uuid"] == uuids[-1] and new["tfperf_version"] == __version__
+    # Every run stored before version 3 was measured here: no node, host nor fleet run.
+    assert all(r[k] is None for r in runs for k in ("node_id", "host", "fleet_run"))
 
 
 def test_a_run_an_older_tfperf_writes_after_the_upgrade_gets_its_uuid(store_path: Path) -> None:

@@ -40,9 +40,11 @@ online backup, under the upgrade's lock) to ``<name>.v<version>.bak`` next to it
 is upgraded without a copy, since copying it would cost more than the guard is worth when each
 step is a transaction already.
 
-Tables (schema version 2): ``meta(key, value)``, ``runs`` (with ``uuid`` and
-``tfperf_version``), ``trials``, ``blocks`` (one row per measured block, samples as a JSON list
-of seconds), ``comparisons``. See ``docs/results-schema.md`` for the documents built from them.
+Tables (schema version 3): ``meta(key, value)``, ``runs`` (with ``uuid`` and
+``tfperf_version``; ``node_id``, ``host`` and ``fleet_run`` for a run measured on a node of a
+Ray cluster, see :data:`RUN_TAGS`), ``trials``, ``blocks`` (one row per measured block,
+samples as a JSON list of seconds), ``comparisons``. See ``docs/results-schema.md`` for the
+documents built from them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ APP_ID = "tfperf"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
 PHASES = ("warmup", "steady", "load")
+RUN_TAGS = ("node_id", "host", "fleet_run")
+"""Where a run was measured when not here: the Ray node's id, its host name and the id of the
+``fleet`` run it belongs to (all ``None`` for a run measured on this machine)."""
 TRIAL_STATUSES = ("ok", "failed", "rejected")
 BACKUP_MAX_BYTES = 256 * 2**20
 """An older store up to this size is copied to ``<name>.v<version>.bak`` before its upgrade."""
@@ -152,7 +157,16 @@ class Migration:
     apply: Callable[[sqlite3.Connection], None]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(2, _v2_run_ids),)
+def _v3_fleet_tags(conn: sqlite3.Connection) -> None:
+    """Runs measured on a node of a Ray cluster (``tfperf fleet``) name that node, its host
+    and the fleet run they belong to; a run measured here has none of the three."""
+    conn.execute("ALTER TABLE runs ADD COLUMN node_id TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN host TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN fleet_run INTEGER REFERENCES runs(id)")
+    conn.execute("CREATE INDEX runs_fleet ON runs(fleet_run)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(2, _v2_run_ids), Migration(3, _v3_fleet_tags))
 """The ordered upgrade steps from :data:`SCHEMA_V1`; a schema change adds one at the end."""
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 assert [m.to_version for m in MIGRATIONS] == list(range(2, SCHEMA_VERSION + 1))
@@ -407,14 +421,24 @@ class Store:
         return int(self._execute(sql, params).lastrowid)
 
     def new_run(
-        self, kind: str, command: str, workload: dict, machine: dict, settings: dict
+        self,
+        kind: str,
+        command: str,
+        workload: dict,
+        machine: dict,
+        settings: dict,
+        tags: dict | None = None,
     ) -> int:
         """Record the start of a run; returns its id. Its status is ``running`` until finished;
-        it gets a fresh ``uuid`` and this tfperf's version."""
+        it gets a fresh ``uuid`` and this tfperf's version. ``tags`` names where it was
+        measured when not here (:data:`RUN_TAGS`; an unknown key raises ``ValueError``)."""
+        tags = dict(tags or {})
+        if set(tags) - set(RUN_TAGS):
+            raise ValueError(f"run tags are {RUN_TAGS}, not {sorted(set(tags) - set(RUN_TAGS))}")
         return self._insert(
             "INSERT INTO runs (uuid, tfperf_version, kind, command, workload, machine, settings,"
-            " started_at, writer_host, writer_pid, writer_start)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " started_at, writer_host, writer_pid, writer_start, node_id, host, fleet_run)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 str(uuid.uuid4()),
                 __version__,
@@ -427,6 +451,7 @@ class Store:
                 self._host,
                 self._pid,
                 self._pid_start,
+                *(tags.get(name) for name in RUN_TAGS),
             ),
         )
 
@@ -513,6 +538,7 @@ class Store:
             "settings": _loads(row["settings"]),
             "summary": _loads(row["summary"]),
             "trials": counts,
+            **{name: row[name] for name in RUN_TAGS},
         }
 
     def _trial_counts(self, run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -533,9 +559,16 @@ class Store:
         cur.row_factory = sqlite3.Row
         return cur.execute(sql, params).fetchall()
 
-    def list_runs(self, limit: int = 50) -> list[dict]:
-        """The newest ``limit`` runs, newest first; ``trials`` counts trials by status."""
-        rows = self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (int(limit),))
+    def list_runs(self, limit: int = 50, *, fleet_run: int | None = None) -> list[dict]:
+        """The newest ``limit`` runs, newest first; ``trials`` counts trials by status. With
+        ``fleet_run``, only the runs the nodes of that fleet run measured."""
+        if fleet_run is None:
+            rows = self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (int(limit),))
+        else:
+            rows = self._rows(
+                "SELECT * FROM runs WHERE fleet_run = ? ORDER BY id DESC LIMIT ?",
+                (int(fleet_run), int(limit)),
+            )
         counts = self._trial_counts([r["id"] for r in rows])
         runs = [self._run_dict(r, counts[r["id"]]) for r in rows]
         for run in runs:

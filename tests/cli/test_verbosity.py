@@ -40,6 +40,10 @@ def _cheap(tmp) -> dict[tuple[str, ...], list[str]]:
         ("builds", "explain"): ["--store", store, "--json"],
         ("history",): ["--store", store],
         ("report",): ["latest", "--store", store],
+        ("fleet", "doctor"): ["--store", store],  # no cluster named (RAY_ADDRESS unset)
+        ("fleet", "bench"): ["--workload", "nope"],
+        ("fleet", "tune"): ["--workload", "nope"],
+        ("fleet", "report"): ["--store", store],
     }
 
 

@@ -23,7 +23,7 @@ from tfperf import __version__
 from tfperf.cli.verbosity import add_options
 from tfperf.core.errors import EXIT_FAIL_ON, EXIT_USAGE, FailOnTriggered, UserError
 
-COMMAND_MODULES = ("doctor", "bench", "tune", "runs", "pipeline", "builds")
+COMMAND_MODULES = ("doctor", "bench", "tune", "runs", "pipeline", "builds", "fleet")
 """Modules under :mod:`tfperf.cli` whose ``register(group)`` adds their commands."""
 
 

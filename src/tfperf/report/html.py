@@ -48,7 +48,8 @@ def error_text(error: dict | None) -> str:
     return str(error.get("reason") or error.get("message") or "")
 
 
-def _block_medians(trial: dict) -> list[float]:
+def block_medians(trial: dict) -> list[float]:
+    """The medians of a stored trial's steady blocks (seconds), in the order measured."""
     import numpy as np
 
     return [
@@ -167,7 +168,7 @@ def _comparisons(doc: dict) -> list[dict]:
     for cand in doc["trials"]:
         if cand["role"] != "candidate":
             continue
-        result = paired_speedup(_block_medians(base), _block_medians(cand), threshold=threshold)
+        result = paired_speedup(block_medians(base), block_medians(cand), threshold=threshold)
         out.append(_comparison(base, cand, result, "recomputed"))
     return out
 
@@ -612,3 +613,25 @@ def write_html(doc: dict, path: str | os.PathLike[str], report: dict | None = No
             "pass a writable --html path."
         ) from exc
     return target
+
+
+def table_page(
+    title: str, meta: str, sections: list[tuple[str, list[str], list[list[str]]]]
+) -> str:
+    """A self-contained HTML page of plain tables in the report's style: ``sections`` are
+    ``(heading, column names, rows of cells)``; every text is escaped (``tfperf fleet report``)."""
+    parts = []
+    for heading, columns, rows in sections:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
+            for row in rows
+        )
+        table = f"<table><tr>{head}</tr>{body}</table>" if rows else "<p class='note'>none</p>"
+        parts.append(f"<h2>{html.escape(heading)}</h2>{table}")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p class='meta'>{html.escape(meta)}</p>"
+        f"{''.join(parts)}</body></html>\n"
+    )

@@ -2,7 +2,8 @@
 
 Contract:
 
-- :class:`RunRecorder` opens a run in the store (kind, command, workload, machine, settings)
+- :class:`RunRecorder` opens a run in the store (kind, command, workload, machine, settings,
+  and for a run measured on a node of a fleet its ``tags``: :data:`tfperf.store.RUN_TAGS`)
   and writes its trials, blocks, trial infos, comparisons and end as they happen, so a run
   killed at any moment keeps everything it measured (each write is committed at once).
 - Used as a context manager it always closes the run: :meth:`finish` records ``ok``,
@@ -38,9 +39,12 @@ class RunRecorder:
         workload: Mapping[str, Any],
         machine: Mapping[str, Any],
         settings: Mapping[str, Any],
+        tags: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
-        self.run_id: int = store.new_run(kind, command, dict(workload), dict(machine), settings)
+        self.run_id: int = store.new_run(
+            kind, command, dict(workload), dict(machine), settings, dict(tags or {})
+        )
         self.status: str | None = None
         """How the run ended (``None`` while it runs)."""
 

@@ -1,0 +1,93 @@
+"""The node's side of a fleet command, run here without a cluster: what travels, and the
+version check."""
+
+from __future__ import annotations
+
+from tfperf import __version__
+from tfperf.fleet.node import Job, Step, run_job
+from tfperf.fleet.payload import stage, unpack
+
+
+def test_a_node_with_another_tfperf_runs_nothing_and_says_what_to_install():
+    report = run_job(Job((Step("doctor"),), tfperf_version="0.0.1", timeout_s=10))
+    assert report["status"] == "incompatible" and report["steps"] == {}
+    assert f"runs tfperf {__version__} and the driver 0.0.1" in report["reason"]
+    assert "install tfperf==0.0.1" in report["reason"]
+
+
+def test_a_model_file_and_its_inputs_travel_as_one_archive_named_relative_to_it(tmp_path):
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"model bytes")
+    inputs = tmp_path / "x.npz"
+    inputs.write_bytes(b"inputs")
+    workload = {
+        "kind": "model",
+        "path": str(model),
+        "format": "keras",
+        "inputs": str(inputs),
+        "unsafe": True,
+        "batch": 4,
+    }
+    payload = stage(workload)
+    try:
+        assert payload.args == (
+            "model/m.keras",
+            "--batch",
+            "4",
+            "--inputs",
+            "inputs.npz",
+            "--unsafe",
+        )
+        node = tmp_path / "node"
+        unpack(payload.archive(), node)
+        assert (node / "model" / "m.keras").read_bytes() == b"model bytes"
+        assert (node / "inputs.npz").read_bytes() == b"inputs"
+    finally:
+        payload.cleanup()
+
+
+def test_a_factory_ships_its_package_and_a_builtin_ships_nothing(tmp_path, monkeypatch):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text("def build():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    payload = stage(
+        {
+            "kind": "model",
+            "path": "mypkg.models:build",
+            "format": "factory",
+            "search_path": str(tmp_path),
+            "batch": 1,
+        }
+    )
+    try:
+        assert payload.args[0] == "mypkg.models:build"
+        unpack(payload.archive(), tmp_path / "node")
+        assert (tmp_path / "node" / "mypkg" / "models.py").is_file()
+    finally:
+        payload.cleanup()
+    builtin = stage({"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1})
+    assert builtin.archive() is None
+    assert builtin.args == ("--workload", "mlp", "--size", "tiny", "--batch", "1")
+
+
+def test_a_config_travels_as_the_set_and_env_arguments_that_name_it():
+    from tfperf.core.config import Config
+    from tfperf.fleet.node import config_args
+
+    config = Config.parse(["onednn=off", "intra_threads=2"], ["OMP_NUM_THREADS=1"])
+    args = config_args(config)
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    envs = [args[i + 1] for i, a in enumerate(args) if a == "--env"]
+    assert Config.parse(sets, envs) == config
+    assert config_args(Config()) == []
+
+
+def test_a_verification_without_its_shipped_profile_fails_with_the_reason(tmp_path):
+    from tfperf.fleet.node import run_step
+
+    step = Step("bench", ("--workload", "mlp"), profile="tuned/profile.json")
+    report = run_step(step, tmp_path / "out", 10, {}, cwd=tmp_path)
+    assert report["status"] == "failed"
+    assert "profile shipped to this node is missing" in report["reason"]
