@@ -322,10 +322,11 @@ def tune_command(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["env", "sh", "python"]),
+    type=click.Choice(["env", "sh", "python", "tf-serving"]),
     default="sh",
     show_default=True,
-    help="env: KEY=VALUE lines; sh: export lines; python: a snippet.",
+    help="env: KEY=VALUE lines; sh: export lines; python: a snippet; tf-serving: TensorFlow "
+    "Serving's batching parameters file, its flags for each instance in the comments.",
 )
 def apply_command(profile: str, fmt: str) -> None:
     """Print how to adopt a tuned profile."""
@@ -346,9 +347,20 @@ def apply_command(profile: str, fmt: str) -> None:
 @click.option("--profile", "profile", required=True, help="A profile saved by tfperf tune.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_command(profile: str, command: tuple[str, ...]) -> int:
-    """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
+    """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py.
+
+    A profile tuned for a server runs one copy per instance, each pinned to its cores, with
+    TFPERF_INSTANCE (0..K-1) and TFPERF_INSTANCES (K) set; Ctrl-C stops them all."""
+    from rich.markup import escape
+
     from tfperf.cli.verbosity import detail, note
-    from tfperf.profiles import load_profile, mismatch_warnings, profile_env, run_with_profile
+    from tfperf.profiles import (
+        load_profile,
+        mismatch_warnings,
+        profile_env,
+        run_with_profile,
+        serving_layout,
+    )
     from tfperf.report.console import err_console
 
     data = load_profile(profile)
@@ -360,7 +372,18 @@ def run_command(profile: str, command: tuple[str, ...]) -> int:
             f"{'; '.join(data['code'])}[/]"
         )
     detail(" ".join(["tfperf run sets", *(f"{k}={v}" for k, v in profile_env(data).items())]))
-    code = run_with_profile(data, command)
+    layout = serving_layout(data)
+    if layout is not None:
+        count = layout.instances
+        note(
+            f"[dim]starting {count} instance{'s' if count > 1 else ''} ({layout.label()}): "
+            f"TFPERF_INSTANCE=0..{count - 1}[/]"
+        )
+
+    def failed(sentence: str) -> None:
+        err_console().print(f"[yellow]warning:[/] {escape(sentence)}", soft_wrap=True)
+
+    code = run_with_profile(data, command, on_failure=failed)
     raise click.exceptions.Exit(code)
 
 
