@@ -71,7 +71,7 @@ BUSY_TIMEOUT_S = 30.0
 APP_ID = "tfperf"
 RUNNING = "running"
 INTERRUPTED = "interrupted"
-PHASES = ("warmup", "steady")
+PHASES = ("warmup", "steady", "load")
 TRIAL_STATUSES = ("ok", "failed", "rejected")
 BACKUP_MAX_BYTES = 256 * 2**20
 """An older store up to this size is copied to ``<name>.v<version>.bak`` before its upgrade."""
@@ -442,7 +442,8 @@ class Store:
     ) -> int:
         """Append one block of samples (seconds per call) to a trial, committed at once.
 
-        ``phase`` is ``"warmup"`` or ``"steady"``; ``info`` is optional extra detail (e.g.
+        ``phase`` is ``"warmup"``, ``"steady"`` or ``"load"`` (one level of a load sweep: its
+        latencies, the level's figures in ``info``); ``info`` is optional extra detail (e.g.
         ``{"rss_bytes": ...}``). Returns the block id; blocks keep their insertion order.
         """
         if phase not in PHASES:

@@ -59,6 +59,11 @@ distribution-free one -- widened to at least the pooled order-statistic interval
 ``p_value`` the one-sample t-test of the per-process log medians, and a warning says so.
 With fewer than :data:`MIN_PAIRS` pairs in some process nothing changes.
 
+:func:`quantile_ci` is the distribution-free interval for any quantile (p99 of a load level,
+say) from order statistics: ``[x_(l), x_(u)]`` with the binomial ranks around ``n q``; where
+the upper rank would pass the largest sample (too few samples for that quantile), the largest
+sample is the bound and the interval covers less than its confidence.
+
 :func:`verdict` applies that rule to any speedup, paired or not.
 :func:`detect_warmup` returns the index where the steady state begins (rule in its docstring).
 :func:`rel_ci_halfwidth` is the half-width of the median's 95% interval relative to the median,
@@ -137,6 +142,23 @@ def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple
         return float(arr[0]), float(arr[-1])
     lo, hi = ranks
     return float(arr[lo]), float(arr[hi])
+
+
+def quantile_ci(
+    samples: Sequence[float], q: float, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Distribution-free interval for the ``q`` quantile (0 < q < 1); see the module docstring.
+
+    ``(nan, nan)`` for empty input.
+    """
+    arr = np.sort(_as_array(samples))
+    n = arr.size
+    if n == 0:
+        return math.nan, math.nan
+    tail = (1.0 - confidence) / 2.0
+    lo = int(sps.binom.ppf(tail, n, q))  # 1-based rank of the lower bound, at least 1
+    hi = int(sps.binom.ppf(1.0 - tail, n, q)) + 1
+    return float(arr[max(lo, 1) - 1]), float(arr[min(hi, n) - 1])
 
 
 def rel_ci_halfwidth(samples_s: Sequence[float]) -> float:

@@ -20,6 +20,11 @@ Contract:
   model, a .keras that needs --unsafe, a factory that raises, inputs that do not fit), and the
   ``message`` is then the sentence to show them. After a failure the handle is closed.
 - :meth:`Worker.close` is idempotent and always leaves no process behind.
+- Serving (``serving``: the ``serving`` section of ``init``, see :mod:`tfperf.worker.serve`):
+  :meth:`Worker.request` sends one request without waiting, and :meth:`Worker.answers` reads
+  whatever answers have arrived (``response`` messages) without blocking, so that one caller
+  can drive many workers with ``select`` on their :attr:`Worker.result_fd`. A worker that died
+  or reported an error raises :class:`WorkerFailed` from :meth:`Worker.answers`.
 """
 
 from __future__ import annotations
@@ -133,8 +138,10 @@ class Worker:
         init_timeout_s: float | None = None,
         warmup: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
+        serving: Mapping[str, Any] | None = None,
     ) -> None:
         self.workload = dict(workload)
+        self.serving = None if serving is None else dict(serving)
         self.config = config
         self.python = python
         self.pythonpath = list(pythonpath or [])
@@ -201,14 +208,15 @@ class Worker:
         self._cmd_fd, self._res_fd = cmd_w, res_r
         with contextlib.suppress(Exception):
             self._psutil_proc = psutil.Process(self._child.pid)
-        self._send(
-            {
-                "op": "init",
-                "workload": self.workload,
-                "config": self.config.to_dict(),
-                "warmup": self.warmup,
-            }
-        )
+        init = {
+            "op": "init",
+            "workload": self.workload,
+            "config": self.config.to_dict(),
+            "warmup": self.warmup,
+        }
+        if self.serving is not None:
+            init["serving"] = self.serving
+        self._send(init)
 
     def wait_ready(self) -> dict[str, Any]:
         """Wait for ``ready``; returns its message with ``startup_s`` (spawn to answer) added.
@@ -277,6 +285,33 @@ class Worker:
         self._send({"op": "extra", "name": name, "calls": int(calls)})
         msg = self._receive("extra", self.timeout_s)
         return list(msg["samples_s"]) if msg.get("available") else None
+
+    # -- serving ------------------------------------------------------------------------------
+
+    @property
+    def result_fd(self) -> int | None:
+        """The pipe the worker answers on (to ``select`` on), ``None`` once closed."""
+        return self._res_fd
+
+    def request(self, request_id: int) -> None:
+        """Send one request to a serving worker; its answer comes through :meth:`answers`."""
+        self._send({"op": "request", "id": int(request_id)})
+
+    def answers(self) -> list[dict[str, Any]]:
+        """The ``response`` messages that have arrived, without waiting for more."""
+        if self._closed or self._res_fd is None:
+            raise WorkerFailed("worker is closed")
+        while select.select([self._res_fd], [], [], 0)[0]:
+            chunk = os.read(self._res_fd, 1 << 16)
+            if not chunk:
+                raise self._fail(self._exit_reason())
+            self._buf += chunk
+        if self.memory_limit_bytes:
+            self._watch_memory()
+        out = []
+        while b"\n" in self._buf:
+            out.append(self._receive("response", 0.0))
+        return out
 
     # -- plumbing -----------------------------------------------------------------------------
 

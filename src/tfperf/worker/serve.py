@@ -6,7 +6,11 @@ applies call-level knobs (thread pools) before its first op, builds the workload
 ``tfperf.worker.prepare.prepare(workload, config)``, times the first call, warms up and answers
 ``ready`` (its ``install`` is :func:`tfperf.worker.probe.describe_install` plus a few keys, see
 :func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until
-``quit``. Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
+``quit``. An ``init`` with a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
+``executors``, ``instance``) makes it one instance of a served model: pinned to ``cores``
+before TensorFlow starts a thread, it also answers ``request`` messages asynchronously
+(:mod:`tfperf.worker.requests`).
+Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.core.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
 returns the wrong thing, inputs that do not fit the model) -- and the exception's class name
@@ -24,7 +28,9 @@ worker through the config's env, see "Testing hooks" in ``docs/ARCHITECTURE.md``
 - ``TFPERF_INJECT_FAULT``: ``segfault-on-run`` (dereference NULL on the first ``run``),
   ``hang-on-run`` (sleep forever), ``oom-on-run`` (allocate and touch memory until killed;
   it stops growing at ``TFPERF_INJECT_OOM_CAP_GIB``, 16 by default, then sleeps),
-  ``exit-on-init`` (exit with code 17 on ``init`` without answering).
+  ``exit-on-init`` (exit with code 17 on ``init`` without answering), ``segfault-on-request``
+  (dereference NULL on the ``TFPERF_INJECT_AT``-th request, 1 by default, in the serving
+  instance ``TFPERF_INJECT_INSTANCE`` only when that is set).
 - ``TFPERF_PREPARE=module:function``: use that function instead of
   ``tfperf.worker.prepare.prepare``.
 """
@@ -38,12 +44,14 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
+from tfperf.worker.requests import Batching, RequestServer
 from tfperf.worker.workload import call_error_sentence, told_lines
 
 
@@ -162,16 +170,40 @@ def _install_facts(tf: Any) -> dict[str, Any]:
     return facts
 
 
+def _request_fault(fault: str, serving: dict[str, Any]) -> Callable[[], None]:
+    """What runs before each served call: ``segfault-on-request`` counts requests (a hook)."""
+    wanted = os.environ.get("TFPERF_INJECT_INSTANCE")
+    if fault != "segfault-on-request" or (
+        wanted is not None and str(serving.get("instance")) != wanted
+    ):
+        return lambda: None
+    at = int(os.environ.get("TFPERF_INJECT_AT", "1"))
+    seen = [0]
+
+    def count() -> None:
+        seen[0] += 1
+        if seen[0] >= at:
+            _inject("segfault-on-run", "run")
+
+    return count
+
+
 class Session:
     """The state of one worker: the prepared workload and the answers to each request."""
 
-    def __init__(self, fault: str) -> None:
+    def __init__(self, fault: str, send: Callable[[dict[str, Any]], None] = print) -> None:
         self.fault = fault
+        self.send = send
         self.prepared: Any = None
+        self.server: RequestServer | None = None
 
     def init(self, msg: dict[str, Any]) -> dict[str, Any]:
         _inject(self.fault, "init")
         config = msg.get("config") or {}
+        serving = msg.get("serving")
+        if serving and serving.get("cores") and hasattr(os, "sched_setaffinity"):
+            # before TensorFlow starts a thread: each thread it starts inherits the core set
+            os.sched_setaffinity(0, [int(c) for c in serving["cores"]])
         t0 = time.perf_counter()
         import tensorflow as tf
 
@@ -190,6 +222,8 @@ class Session:
             int(policy.get("min_calls", 5)),
             float(policy.get("max_seconds", 5.0)),
         )
+        if serving:
+            self._start_serving(msg["workload"], config, serving, policy)
         return {
             "op": "ready",
             "import_s": import_s,
@@ -224,6 +258,27 @@ class Session:
                 "give inputs that fit the model (from the factory, or --inputs FILE.npz)."
             ) from exc
 
+    def _start_serving(
+        self, workload: dict[str, Any], config: dict[str, Any], serving: dict[str, Any],
+        policy: dict[str, Any],
+    ) -> None:
+        """Prepare the batched model when the batcher is on, warm it, start the executors."""
+        batching = Batching.from_message(serving)
+        calls = {1: _call_maker(self.prepared)}
+        if batching.max_batch > 1:
+            batched = _prepare_function()(
+                {**workload, "tile_to": self.prepared.batch * batching.max_batch}, config
+            )
+            warm_up(batched.call, int(policy.get("min_calls", 5)), 1.0)
+            calls[batching.max_batch] = _call_maker(batched)
+        before = _request_fault(self.fault, serving)
+        self.server = RequestServer(calls, batching, self.send, before)
+
+    def request(self, msg: dict[str, Any]) -> None:
+        if self.server is None:
+            raise ValueError("request before a serving init")
+        self.server.submit(int(msg["id"]))
+
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         _inject(self.fault, "run")
         samples = _timed(self.prepared.call, int(msg["calls"]))
@@ -248,6 +303,12 @@ class Session:
         return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
 
 
+def _call_maker(prepared: Any) -> Callable[[], Callable[[], None]]:
+    """What gives each executor its call: an infer request of its own where the runtime
+    offers one (``new_call``, OpenVINO), else the prepared call itself."""
+    return getattr(prepared, "new_call", None) or (lambda: prepared.call)
+
+
 def error_message(exc: BaseException) -> dict[str, Any]:
     """The ``error`` message for ``exc`` (see the module docstring for ``kind``)."""
     kind = USER_KIND if isinstance(exc, UserError) else type(exc).__name__
@@ -261,17 +322,22 @@ def _one_sentence(exc: BaseException) -> str:
 
 def serve(cmd: Any, res: Any, fault: str) -> int:
     """Answer requests from ``cmd`` on ``res`` until ``quit``; the worker's exit code."""
-    session = Session(fault)
+    lock = threading.Lock()  # the executors of a serving worker answer from their threads
+
+    def send(obj: dict[str, Any]) -> None:
+        line = json.dumps(obj) + "\n"
+        with lock:
+            res.write(line)
+            res.flush()
+
+    session = Session(fault, send)
     handlers = {
         "init": session.init,
         "run": session.run,
         "outputs": session.outputs,
         "extra": session.extra,
+        "request": session.request,
     }
-
-    def send(obj: dict[str, Any]) -> None:
-        res.write(json.dumps(obj) + "\n")
-        res.flush()
 
     for line in cmd:
         try:
@@ -284,7 +350,9 @@ def serve(cmd: Any, res: Any, fault: str) -> int:
                 raise ValueError(f"unknown request {op!r}")
             if op != "init" and session.prepared is None:
                 raise ValueError(f"request {op!r} before init")
-            send(handler(msg))
+            answer = handler(msg)
+            if answer is not None:  # a request is answered later, by an executor
+                send(answer)
         except Exception as exc:
             send(error_message(exc))
             import traceback

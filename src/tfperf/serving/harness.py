@@ -1,0 +1,245 @@
+"""The server under test: K model instances, each a worker process, behind one dispatcher.
+
+Contract:
+
+- :class:`Harness` starts ``layout.instances`` workers (:class:`tfperf.runner.handle.Worker`,
+  started through :mod:`tfperf.runner.launcher`), each with the ``serving`` section of the
+  worker protocol: its core set (``layout.cores[i]``; the worker pins itself before
+  TensorFlow starts a thread), the dynamic batch and its delay, and its executors (OpenVINO's
+  ``streams``, else 1). ``layout.threads`` becomes each instance's thread count: TensorFlow's
+  ``intra_threads`` for the ``tf`` runtime, ``runtime_threads`` for the others, unless the
+  config sets it already. Every instance must load the same model
+  (:class:`tfperf.runner.identity.SameModel`).
+- It is a :class:`tfperf.serving.generator.Server`: ``submit`` sends a request to the instance
+  with the fewest outstanding (ties: the lowest index), and holds at most
+  :meth:`Harness.capacity` per instance (twice the batch times the executors, so a batch can
+  form while the last one runs); beyond that the generator's queue holds them. All traffic is
+  the workers' pipes: nothing listens on a network address.
+- An instance that dies (crash, error, timeout of its start) answers every request it held
+  as failed, naming the instance and the reason; :attr:`Harness.faults` keeps one sentence per
+  death, and :meth:`Harness.restart_dead` starts a fresh one in its place (between levels).
+  With no instance alive, a request fails at once.
+- :func:`pinned` gives a layout core sets of its own: this process's CPUs split evenly
+  between the instances (round robin when there are more instances than CPUs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.serving import ServingLayout
+from tfperf.runner.handle import Worker, WorkerFailed
+from tfperf.runner.identity import SameModel
+from tfperf.serving.generator import Answer
+
+OPENVINO_PREFIX = "openvino"
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def pinned(layout: ServingLayout, cpus: Sequence[int] | None = None) -> ServingLayout:
+    """``layout`` with a core set per instance (see the module docstring)."""
+    cpus = list(cpus) if cpus is not None else available_cpus()
+    k = layout.instances
+    if k <= len(cpus):
+        sets = tuple(tuple(cpus[i * len(cpus) // k : (i + 1) * len(cpus) // k]) for i in range(k))
+    else:
+        sets = tuple((cpus[i % len(cpus)],) for i in range(k))
+    return dataclasses.replace(layout, cores=sets)
+
+
+def instance_config(config: Config, layout: ServingLayout) -> Config:
+    """The config each instance runs: ``layout.threads`` as the runtime's thread count."""
+    if layout.threads is None:
+        return config
+    if config.runtime == "tf":
+        if config.intra_threads is None:
+            return dataclasses.replace(config, intra_threads=layout.threads)
+        return config
+    if config.runtime_threads is None:
+        return dataclasses.replace(config, runtime_threads=layout.threads)
+    return config
+
+
+def executors(config: Config, layout: ServingLayout) -> int:
+    """Calls one instance serves at once: OpenVINO's streams, else 1."""
+    if config.runtime.startswith(OPENVINO_PREFIX) and layout.streams:
+        return layout.streams
+    return 1
+
+
+@dataclasses.dataclass
+class _Instance:
+    index: int
+    worker: Worker
+    held: set[int] = dataclasses.field(default_factory=set)
+    alive: bool = True
+
+
+class Harness:
+    """The instances serving one (workload, config, layout); see the module docstring."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        config: Config,
+        layout: ServingLayout,
+        *,
+        timeout_s: float = 120.0,
+        memory_limit_bytes: int | None = None,
+        python: str = sys.executable,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.workload = dict(workload)
+        self.config = instance_config(config, layout)
+        self.layout = layout
+        self.timeout_s = timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
+        self.python = python
+        self.environ = environ
+        self.instances: list[_Instance] = []
+        self.ready: list[dict[str, Any]] = []
+        self.faults: list[str] = []
+        self._identity = SameModel("the serving instances")
+        self._failed_now: list[Answer] = []
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def serving_section(self, index: int) -> dict[str, Any]:
+        layout = self.layout
+        return {
+            "instance": index,
+            "cores": list(layout.cores[index]) if layout.cores else [],
+            "max_batch": layout.max_batch,
+            "max_delay_ms": layout.max_delay_ms,
+            "executors": executors(self.config, layout),
+        }
+
+    def _worker(self, index: int) -> Worker:
+        return Worker(
+            self.workload,
+            self.config,
+            python=self.python,
+            timeout_s=self.timeout_s,
+            memory_limit_bytes=self.memory_limit_bytes,
+            environ=self.environ,
+            serving=self.serving_section(index),
+        )
+
+    def start(self) -> Harness:
+        """Start every instance (all at once) and wait until each is ready."""
+        workers = [self._worker(i) for i in range(self.layout.instances)]
+        self.instances = [_Instance(i, w) for i, w in enumerate(workers)]
+        try:
+            for w in workers:
+                w.start()
+            for w in workers:
+                ready = w.wait_ready()
+                self._identity.check(ready)
+                self.ready.append(ready)
+        except WorkerFailed as exc:
+            self.close()
+            if exc.user_error:
+                raise UserError(exc.message or exc.reason) from None
+            raise
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def restart_dead(self) -> int:
+        """Start a fresh instance in place of each dead one; how many were restarted."""
+        dead = [inst for inst in self.instances if not inst.alive]
+        for inst in dead:
+            worker = self._worker(inst.index)
+            worker.start()
+            ready = worker.wait_ready()
+            self._identity.check(ready)
+            self.instances[inst.index] = _Instance(inst.index, worker)
+        return len(dead)
+
+    def close(self) -> None:
+        for inst in self.instances:
+            inst.worker.close()
+
+    def __enter__(self) -> Harness:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the Server the generator drives ------------------------------------------------------
+
+    def capacity(self) -> int:
+        """Requests one instance holds at most."""
+        return 2 * self.layout.max_batch * executors(self.config, self.layout)
+
+    def _alive(self) -> list[_Instance]:
+        return [inst for inst in self.instances if inst.alive]
+
+    def room(self) -> bool:
+        alive = self._alive()
+        return not alive or any(len(inst.held) < self.capacity() for inst in alive)
+
+    def submit(self, request_id: int) -> None:
+        alive = [inst for inst in self._alive() if len(inst.held) < self.capacity()]
+        if not alive:
+            self._failed_now.append(Answer(request_id, False, "no instance alive"))
+            return
+        inst = min(alive, key=lambda i: (len(i.held), i.index))
+        inst.held.add(request_id)
+        try:
+            inst.worker.request(request_id)
+        except WorkerFailed as exc:
+            self._failed_now += self._died(inst, exc)
+
+    def poll(self, timeout_s: float) -> list[Answer]:
+        answers, self._failed_now = self._failed_now, []
+        if answers:
+            timeout_s = 0.0
+        fds = {inst.worker.result_fd: inst for inst in self._alive()}
+        fds.pop(None, None)
+        if not fds:
+            return answers
+        ready, _, _ = select.select(list(fds), [], [], timeout_s)
+        for fd in ready:
+            inst = fds[fd]
+            try:
+                messages = inst.worker.answers()
+            except WorkerFailed as exc:
+                answers += self._died(inst, exc)
+                continue
+            answers += self._answers(inst, messages)
+        late, self._failed_now = self._failed_now, []
+        return answers + late
+
+    def _answers(self, inst: _Instance, messages: list[dict[str, Any]]) -> list[Answer]:
+        out = []
+        for msg in messages:
+            ok = msg.get("error") is None
+            for rid in msg.get("ids", []):
+                inst.held.discard(rid)
+                out.append(Answer(int(rid), ok, msg.get("error"), inst.index))
+        return out
+
+    def _died(self, inst: _Instance, exc: WorkerFailed) -> list[Answer]:
+        inst.alive = False
+        lost = sorted(inst.held)
+        inst.held.clear()
+        self.faults.append(
+            f"instance {inst.index} {exc.reason.removeprefix('worker ')}; "
+            f"{len(lost)} request{'s' if len(lost) != 1 else ''} it held were lost"
+        )
+        return [Answer(rid, False, exc.reason, inst.index) for rid in lost]

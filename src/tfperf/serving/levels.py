@@ -1,0 +1,195 @@
+"""The results of load measurement: one :class:`LoadLevel` per point, one :class:`LoadResult`.
+
+Contract:
+
+- :class:`LoadLevel` is frozen and JSON-able (:meth:`LoadLevel.to_dict`; the keys are those of
+  ``docs/results-schema.md``'s ``levels``). ``scenario`` is ``"closed"`` (``concurrency`` set,
+  ``offered_qps`` ``None``) or ``"open"`` (``offered_qps`` the asked rate). ``achieved_qps`` is
+  completed requests over the level's duration (first arrival to last answer), so a level
+  offered beyond capacity shows ``achieved_qps < offered_qps``.
+- Latencies (ms) count from each request's scheduled arrival. The percentiles are those of
+  the completed requests together with the timed-out ones, each of those counted with the
+  time it had waited when it was given up (at least the timeout: a lower bound of its
+  latency), so a backlog shows in p99 instead of vanishing from it. Failed requests have no
+  latency. ``p99_ci_ms`` is the distribution-free 95% interval of p99
+  (:func:`tfperf.core.stats.quantile_ci`); with fewer than a few hundred requests its upper
+  end is the largest latency.
+- ``sent == completed + failed + timed_out``. ``failures`` names each instance's failures
+  (``{"instance N: reason": count}``), so requests lost to a crashed instance are told apart.
+- ``generator_cpu`` is the load generator's own CPU time over the level's duration, as a
+  share of one core (it runs in the ``tfperf`` process, on the same cores as the instances).
+- :meth:`LoadLevel.within` is the SLO rule: p99 point estimate within ``slo_ms`` and at most
+  1% of the requests failed.
+- :class:`LoadResult` holds one layout's levels and, when an SLO was given, the answer
+  ``max_qps_at_slo``: the *achieved* rate of the level of highest offered rate (or
+  concurrency) that is within the SLO, ``None`` when none is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tfperf.core.config import Config
+from tfperf.core.serving import ServingLayout
+from tfperf.core.stats import quantile_ci
+from tfperf.serving.generator import LevelRecord
+
+MAX_FAILED_SHARE = 0.01
+"""A level with more failed requests than this share is never within an SLO."""
+
+
+@dataclass(frozen=True)
+class LoadLevel:
+    """One point of a load sweep (see the module docstring)."""
+
+    scenario: str
+    concurrency: int | None
+    offered_qps: float | None
+    achieved_qps: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    p999_ms: float | None
+    p99_ci_ms: tuple[float | None, float | None]
+    sent: int
+    completed: int
+    failed: int
+    timed_out: int
+    duration_s: float
+    generator_cpu: float
+    arrival_qps: float | None = None
+    """Arrivals per second the generator really offered (sent over the arrival window)."""
+    p99_from_send_ms: float | None = None
+    """p99 counted from each request's actual send (for comparison only)."""
+    mean_ms: float | None = None
+    failures: Mapping[str, int] = field(default_factory=dict)
+
+    def within(self, slo_ms: float) -> bool:
+        """The SLO rule of the module docstring."""
+        if self.p99_ms is None or self.sent == 0:
+            return False
+        return self.p99_ms <= slo_ms and self.failed <= MAX_FAILED_SHARE * self.sent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "concurrency": self.concurrency,
+            "offered_qps": self.offered_qps,
+            "arrival_qps": self.arrival_qps,
+            "achieved_qps": self.achieved_qps,
+            "p50_ms": self.p50_ms,
+            "p90_ms": self.p90_ms,
+            "p99_ms": self.p99_ms,
+            "p999_ms": self.p999_ms,
+            "p99_ci_ms": list(self.p99_ci_ms),
+            "mean_ms": self.mean_ms,
+            "p99_from_send_ms": self.p99_from_send_ms,
+            "sent": self.sent,
+            "completed": self.completed,
+            "failed": self.failed,
+            "timed_out": self.timed_out,
+            "failures": dict(self.failures),
+            "duration_s": self.duration_s,
+            "generator_cpu": self.generator_cpu,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoadLevel:
+        """Read :meth:`to_dict`'s form back (a stored run's levels)."""
+        ci = list(data.get("p99_ci_ms") or [None, None])
+        return cls(
+            scenario=str(data["scenario"]),
+            concurrency=data.get("concurrency"),
+            offered_qps=data.get("offered_qps"),
+            achieved_qps=float(data.get("achieved_qps") or 0.0),
+            p50_ms=data.get("p50_ms"),
+            p90_ms=data.get("p90_ms"),
+            p99_ms=data.get("p99_ms"),
+            p999_ms=data.get("p999_ms"),
+            p99_ci_ms=(ci[0], ci[1]),
+            sent=int(data.get("sent", 0)),
+            completed=int(data.get("completed", 0)),
+            failed=int(data.get("failed", 0)),
+            timed_out=int(data.get("timed_out", 0)),
+            duration_s=float(data.get("duration_s") or 0.0),
+            generator_cpu=float(data.get("generator_cpu") or 0.0),
+            arrival_qps=data.get("arrival_qps"),
+            p99_from_send_ms=data.get("p99_from_send_ms"),
+            mean_ms=data.get("mean_ms"),
+            failures=dict(data.get("failures") or {}),
+        )
+
+
+def _ms(values: np.ndarray, q: float) -> float | None:
+    return float(np.quantile(values, q)) * 1000.0 if values.size else None
+
+
+def level_of(
+    record: LevelRecord, *, concurrency: int | None = None, offered_qps: float | None = None
+) -> LoadLevel:
+    """The :class:`LoadLevel` of one measured level (closed with ``concurrency``, open with
+    ``offered_qps``)."""
+    lat = np.asarray(record.latencies_s + record.waited_s, dtype=float)
+    lo, hi = quantile_ci(lat, 0.99) if lat.size else (None, None)
+    duration = max(record.duration_s, 1e-9)
+    sent_window = record.arrivals_s
+    return LoadLevel(
+        scenario="closed" if offered_qps is None else "open",
+        concurrency=concurrency,
+        offered_qps=offered_qps,
+        achieved_qps=record.completed / duration,
+        p50_ms=_ms(lat, 0.50),
+        p90_ms=_ms(lat, 0.90),
+        p99_ms=_ms(lat, 0.99),
+        p999_ms=_ms(lat, 0.999),
+        p99_ci_ms=(None if lo is None else lo * 1000.0, None if hi is None else hi * 1000.0),
+        sent=record.sent,
+        completed=record.completed,
+        failed=record.failed,
+        timed_out=record.timed_out,
+        duration_s=record.duration_s,
+        generator_cpu=record.cpu_s / duration,
+        arrival_qps=(record.sent - 1) / sent_window if sent_window > 0 else None,
+        p99_from_send_ms=_ms(np.asarray(record.from_send_s, dtype=float), 0.99),
+        mean_ms=float(lat.mean()) * 1000.0 if lat.size else None,
+        failures=dict(record.failures),
+    )
+
+
+def slo_answer(levels: Sequence[LoadLevel], slo_ms: float) -> float | None:
+    """The achieved rate of the highest level within ``slo_ms`` (module docstring)."""
+    passing = [lv for lv in levels if lv.within(slo_ms)]
+    if not passing:
+        return None
+    return max(passing, key=lambda lv: (lv.offered_qps or 0.0, lv.concurrency or 0)).achieved_qps
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """One layout's load sweep (see the module docstring)."""
+
+    config: Config
+    layout: ServingLayout
+    levels: tuple[LoadLevel, ...]
+    slo_ms: float | None = None
+    max_qps_at_slo: float | None = None
+    capacity_qps: float | None = None
+    """The achieved rate of the saturating closed-loop probe, when the SLO search ran one."""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "config_label": self.config.label(),
+            "layout": self.layout.to_dict(),
+            "layout_label": self.layout.label(),
+            "levels": [lv.to_dict() for lv in self.levels],
+            "slo_ms": self.slo_ms,
+            "max_qps_at_slo": self.max_qps_at_slo,
+            "capacity_qps": self.capacity_qps,
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,271 @@
+"""Measuring a layout under load: the sweep of levels, the SLO search, and their record.
+
+Contract:
+
+- :class:`LoadScenario` (frozen) says what load to offer: closed-loop ``concurrency`` levels,
+  open-loop ``rates`` (requests per second, Poisson arrivals) and an optional ``slo_ms``. Each
+  level runs until at least ``requests`` requests were sent *and* ``seconds`` passed, never
+  longer than ``max_seconds``; a request unanswered ``timeout_s`` after its arrival is timed
+  out. Bad values raise :class:`~tfperf.core.errors.UserError`.
+- :func:`measure_load` starts a :class:`tfperf.serving.harness.Harness` for (workload, config,
+  layout), offers the closed levels, then the open ones, and returns a
+  :class:`tfperf.serving.levels.LoadResult`. With ``slo_ms`` it also answers
+  ``max_qps_at_slo``: over the given rates when there are any; otherwise by the SLO search:
+  a closed-loop probe at a saturating concurrency measures the capacity, then
+  :data:`SEARCH_STEPS` open-loop levels bisect the rate between 0 and that capacity (each
+  level within the SLO raises the lower end, each beyond it lowers the upper one). The answer
+  is the achieved rate of the highest offered rate within the SLO
+  (:func:`tfperf.serving.levels.slo_answer`). :func:`search_slo` is that search by name.
+- Between levels, an instance that died is restarted (:meth:`Harness.restart_dead`) and the
+  result's ``notes`` say which died, why, and how many requests it lost; the levels already
+  measured are kept.
+- ``recorder`` (a :class:`tfperf.runner.recorder.RunRecorder`) records a trial for the layout
+  and one ``load`` block per level as soon as it is measured (its latencies in seconds, the
+  level's dict as the block's info), so a run stopped later keeps every finished level.
+  ``progress`` is called with one line of text per level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.serving import ServingLayout
+from tfperf.serving.generator import ClosedLoop, OpenLoop, run_level
+from tfperf.serving.harness import Harness, executors
+from tfperf.serving.levels import LoadLevel, LoadResult, level_of, slo_answer
+
+SEARCH_STEPS = 5
+"""Open-loop levels of the SLO search after its capacity probe (1/32 of the capacity apart)."""
+ROLE = "serving"
+
+
+@dataclass(frozen=True)
+class LoadScenario:
+    """The load to offer (see the module docstring)."""
+
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    slo_ms: float | None = None
+    requests: int = 300
+    seconds: float = 3.0
+    max_seconds: float = 30.0
+    timeout_s: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if any(c < 1 for c in self.concurrency):
+            raise UserError(f"--concurrency takes counts of 1 or more, not {self.concurrency}.")
+        if any(not (r > 0 and math.isfinite(r)) for r in self.rates):
+            raise UserError(f"--rate takes positive requests per second, not {self.rates}.")
+        if self.slo_ms is not None and not self.slo_ms > 0:
+            raise UserError(f"--slo-ms must be a positive number of ms, not {self.slo_ms}.")
+        if self.requests < 1 or not self.seconds > 0 or self.max_seconds < self.seconds:
+            raise UserError(
+                "each load level needs at least 1 request, a positive duration, and a maximum "
+                f"duration no shorter than it (got {self.requests}, {self.seconds} s, "
+                f"{self.max_seconds} s)."
+            )
+        if not self.timeout_s > 0:
+            raise UserError(f"the request timeout must be positive, not {self.timeout_s}.")
+
+    @property
+    def searching(self) -> bool:
+        """Whether the SLO search chooses the rates."""
+        return self.slo_ms is not None and not self.rates
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {
+            "concurrency": list(self.concurrency),
+            "rates": list(self.rates),
+        }
+
+
+class _Sweep:
+    """One layout's levels under way: measured, told, recorded."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        scenario: LoadScenario,
+        progress: Callable[[str], None] | None,
+        recorder: Any,
+    ) -> None:
+        self.harness = harness
+        self.scenario = scenario
+        self.progress = progress or (lambda line: None)
+        self.recorder = recorder
+        self.levels: list[LoadLevel] = []
+        self.notes: list[str] = []
+        self.trial_id: int | None = None
+        if recorder is not None:
+            label = f"{harness.layout.label()} {harness.config.label()}"
+            self.trial_id = recorder.trial(label, harness.config.to_dict(), ROLE)
+            recorder.trial_info(self.trial_id, self.info())
+
+    def info(self) -> dict[str, Any]:
+        first = self.harness.ready[0] if self.harness.ready else {}
+        return {
+            "layout": self.harness.layout.to_dict(),
+            "layout_label": self.harness.layout.label(),
+            "scenario": self.scenario.to_dict(),
+            "batch": first.get("batch"),
+            "notes": first.get("notes", []),
+            "startup_s": [r.get("startup_s") for r in self.harness.ready],
+        }
+
+    def level(self, load: OpenLoop | ClosedLoop) -> LoadLevel:
+        seen = len(self.harness.faults)
+        record = run_level(self.harness, load, self.scenario.timeout_s)
+        if isinstance(load, OpenLoop):
+            level = level_of(record, offered_qps=load.rate)
+        else:
+            level = level_of(record, concurrency=load.concurrency)
+        self.levels.append(level)
+        if self.recorder is not None:
+            samples = record.latencies_s + record.waited_s
+            self.recorder.block(self.trial_id, samples, "load", level.to_dict())
+        self.progress(describe_level(level))
+        for fault in self.harness.faults[seen:]:
+            self.notes.append(fault)
+            self.progress(fault)
+        if self.harness.restart_dead():
+            self.notes.append("the instances that died were restarted before the next level")
+        return level
+
+    def closed(self, concurrency: int) -> LoadLevel:
+        s = self.scenario
+        return self.level(ClosedLoop(concurrency, s.requests, s.seconds, s.max_seconds))
+
+    def open(self, rate: float) -> LoadLevel:
+        s = self.scenario
+        return self.level(
+            OpenLoop(rate, s.requests, s.seconds, s.max_seconds, seed=s.seed + len(self.levels))
+        )
+
+
+def describe_level(level: LoadLevel) -> str:
+    """One line for a measured level."""
+    what = (
+        f"concurrency {level.concurrency}"
+        if level.scenario == "closed"
+        else f"offered {level.offered_qps:.4g}/s"
+    )
+    p99 = "-" if level.p99_ms is None else f"{level.p99_ms:.3g}"
+    p50 = "-" if level.p50_ms is None else f"{level.p50_ms:.3g}"
+    return (
+        f"{what}: achieved {level.achieved_qps:.4g}/s, p50 {p50} ms, p99 {p99} ms, "
+        f"{level.completed}/{level.sent} completed, {level.failed} failed, "
+        f"{level.timed_out} timed out"
+    )
+
+
+def saturating_concurrency(harness: Harness) -> int:
+    """A concurrency that keeps every instance busy: twice what they serve at once."""
+    layout = harness.layout
+    return 2 * layout.instances * layout.max_batch * executors(harness.config, layout)
+
+
+def _search(sweep: _Sweep, slo_ms: float) -> float | None:
+    """The SLO search of the module docstring; the capacity it probed."""
+    probe = sweep.closed(saturating_concurrency(sweep.harness))
+    capacity = probe.achieved_qps
+    if capacity <= 0:
+        return None
+    lo, hi = 0.0, capacity
+    for _ in range(SEARCH_STEPS):
+        rate = (lo + hi) / 2.0
+        if sweep.open(rate).within(slo_ms):
+            lo = rate
+        else:
+            hi = rate
+    return capacity
+
+
+def measure_on(
+    harness: Harness,
+    scenario: LoadScenario,
+    *,
+    progress: Callable[[str], None] | None = None,
+    recorder: Any = None,
+) -> LoadResult:
+    """:func:`measure_load` on a harness already started (it stays started)."""
+    sweep = _Sweep(harness, scenario, progress, recorder)
+    capacity = None
+    for concurrency in scenario.concurrency:
+        sweep.closed(concurrency)
+    for rate in scenario.rates:
+        sweep.open(rate)
+    if scenario.searching:
+        capacity = _search(sweep, scenario.slo_ms)  # type: ignore[arg-type]
+    levels = tuple(sweep.levels)
+    answer = None
+    if scenario.slo_ms is not None:
+        opened = [lv for lv in levels if lv.scenario == "open"]
+        answer = slo_answer(opened or list(levels), scenario.slo_ms)
+    short = [lv for lv in levels if lv.sent < scenario.requests]
+    if short:
+        sweep.notes.append(
+            f"{len(short)} level(s) sent fewer than {scenario.requests} requests within "
+            f"{scenario.max_seconds:g} s: their tail percentiles are rough"
+        )
+    result = LoadResult(
+        config=harness.config,
+        layout=harness.layout,
+        levels=levels,
+        slo_ms=scenario.slo_ms,
+        max_qps_at_slo=answer,
+        capacity_qps=capacity,
+        notes=tuple(sweep.notes),
+    )
+    if recorder is not None:
+        recorder.finish_trial(sweep.trial_id, "ok", {**sweep.info(), "result": result.to_dict()})
+    return result
+
+
+def measure_load(
+    workload: Mapping[str, Any],
+    config: Config,
+    layout: ServingLayout,
+    scenario: LoadScenario,
+    *,
+    progress: Callable[[str], None] | None = None,
+    recorder: Any = None,
+    timeout_s: float = 120.0,
+    memory_limit_bytes: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LoadResult:
+    """Serve ``workload`` under ``config`` with ``layout`` and offer it ``scenario``'s load
+    (module docstring). ``timeout_s`` bounds each instance's start."""
+    if not scenario.concurrency and not scenario.rates and scenario.slo_ms is None:
+        scenario = dataclasses.replace(scenario, concurrency=(1,))
+    harness = Harness(
+        workload,
+        config,
+        layout,
+        timeout_s=timeout_s,
+        memory_limit_bytes=memory_limit_bytes,
+        environ=environ,
+    )
+    with harness:
+        return measure_on(harness, scenario, progress=progress, recorder=recorder)
+
+
+def search_slo(
+    workload: Mapping[str, Any],
+    config: Config,
+    layout: ServingLayout,
+    slo_ms: float,
+    scenario: LoadScenario | None = None,
+    **kwargs: Any,
+) -> LoadResult:
+    """The highest rate within ``slo_ms`` (the search of the module docstring): ``scenario``'s
+    level lengths and timeout, its rates and concurrency levels left out."""
+    base = scenario or LoadScenario()
+    searching = dataclasses.replace(base, concurrency=(), rates=(), slo_ms=slo_ms)
+    return measure_load(workload, config, layout, searching, **kwargs)
