@@ -71,7 +71,7 @@ def test_the_search_climbs_to_the_best_layout_and_runtime():
     assert result.outcomes[0].candidate == DEFAULT_CANDIDATE
     assert result.stopped == "converged"
     # a runtime rejected once is never measured under another layout
-    assert sum(key.startswith("runtime=litert") for key in evaluator.tried) == 1
+    assert sum(key.endswith("runtime=litert") for key in evaluator.tried) == 1
     assert len(evaluator.tried) == len(set(evaluator.tried))
 
 
@@ -88,8 +88,8 @@ def test_the_budget_keeps_room_for_the_confirmation_and_the_best_so_far():
     evaluator = Scripted(seconds=10.0)
     result = ServerSearch(space, evaluator, budget_s=75.0, reserve=4, clock=evaluator.clock).run()
     assert result.stopped == "budget"
-    # each evaluation takes 10 s and the confirmation 4 of them: none starts after 35 s
-    assert len(result.outcomes) == 4
+    # each evaluation takes 10 s, and the confirmation 4 of them: none starts after 25 s
+    assert len(result.outcomes) == 3
     assert result.incumbent == max(result.outcomes, key=lambda o: o.rate).candidate
     limited = ServerSearch(space, Scripted(), max_trials=3).run()
     assert limited.stopped == "max-trials" and len(limited.outcomes) == 3

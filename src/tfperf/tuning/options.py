@@ -53,6 +53,14 @@ class TuneOptions:
     ``throughput`` is set, else latency)."""
     slo_ms: float | None = None
     """The server objective's latency bound: the p99 every measured rate must stay within."""
+    level_requests: int = 300
+    """The server objective's load levels: at least this many requests each..."""
+    level_s: float = 3.0
+    """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
+
+    def __post_init__(self) -> None:
+        if self.objective == "throughput":  # one flag for the code that reads `throughput`
+            object.__setattr__(self, "throughput", True)
 
     @property
     def goal(self) -> str:
@@ -80,7 +88,7 @@ class TuneOptions:
             raise UserError(
                 f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}."
             )
-        if self.throughput and self.objective not in (None, "throughput"):
+        if self.throughput and self.goal != "throughput":
             raise UserError(
                 f"--throughput is --objective throughput: drop one of it and --objective "
                 f"{self.objective}."

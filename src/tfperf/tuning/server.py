@@ -21,8 +21,8 @@ Contract
   when its rate beats the incumbent's by more than :data:`MIN_STEP`; it sweeps again while a
   sweep moved (at most ``sweeps`` sweeps). A rejected or failed runtime config is not tried
   again under another layout (accuracy does not depend on the layout). Budgets: ``max_trials``
-  counts evaluations; no evaluation starts once the time left is below ``reserve`` times the
-  median time of one (what the confirmation will need).
+  counts evaluations; no evaluation starts unless the time left holds it and ``reserve`` more
+  (what the confirmation will need), each as long as the median one so far.
 - :func:`confirmation` decides from alternating SLO searches of the default and the winner
   (pair ``i`` ran one after the other): the ratio of their rates pair by pair
   (:func:`tfperf.core.stats.paired_speedup` on the inverse rates), and whether to recommend the
@@ -64,8 +64,10 @@ class ServerCandidate:
     layout: ServingLayout
 
     def key(self) -> str:
-        """Its label: the runtime config's and the layout's."""
-        return f"{label(dict(self.config))} | {self.layout.label()}"
+        """Its label: the layout's, then the runtime config's where it is not the default
+        (``"2x1t pinned batch=4/1ms"``, ``"1x streams=2 + runtime=openvino-f32"``)."""
+        config = dict(self.config)
+        return self.layout.label() + (f" + {label(config)}" if normalize(config) else "")
 
     @property
     def openvino(self) -> bool:
@@ -87,6 +89,18 @@ class ServerOutcome:
     elapsed_s: float = 0.0
     load: dict | None = None
     """The :class:`tfperf.serving.LoadResult` as a dict (its levels), when measured."""
+    speedup: dict | None = None
+    """``{"median": its rate over the default's}`` once both are known (progress lines)."""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.candidate.key()
+
+    @property
+    def time_ms(self) -> None:
+        """A server candidate has a rate, not a time per call."""
+        return None
 
     @property
     def rate(self) -> float:
@@ -267,7 +281,8 @@ class ServerSearch:
         if left is None:
             return
         spent = [o.elapsed_s for o in self.outcomes if o.status == MEASURED]
-        need = self.reserve * statistics.median(spent) if spent else 0.0
+        # room for this evaluation and for the confirmation after it
+        need = (1 + self.reserve) * statistics.median(spent) if spent else 0.0
         if left <= need:
             raise _Stop("budget")
 
