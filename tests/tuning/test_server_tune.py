@@ -87,3 +87,7 @@ def test_bad_server_options_are_one_sentence_and_exit_2(tmp_path):
         with pytest.raises(UserError, match=words):
             options.check()
     assert TuneOptions(objective="throughput").throughput
+    train = {"kind": "builtin", "name": "resnet50-train", "size": "tiny", "batch": 1}
+    options = TuneOptions(objective="server", slo_ms=5.0, store_path=str(tmp_path / "s.db"))
+    with pytest.raises(UserError, match="training workload"):
+        tune(train, options)

@@ -45,7 +45,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from tfperf.accuracy import guard
@@ -352,7 +351,7 @@ def _keep_default(
         "adoption_text": "nothing to change",
         "artifact": None,
         "notes": [],
-        "serving": _serving(replace(DEFAULT_CANDIDATE), default_qps, slo_ms),
+        "serving": _serving(DEFAULT_CANDIDATE, default_qps, slo_ms),
         "confirmation": decided,
     }
 

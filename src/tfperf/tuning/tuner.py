@@ -146,6 +146,8 @@ def tune(
             )
             save(doc, found.machine, workload, options)
             summary = {"recommendation": doc["recommendation"], "profile": doc["profile"]}
+            if found.objective == "server":  # the rate the recommendation is measured against
+                summary.update(default=doc["default"], slo_ms=doc["slo_ms"])
             run.finish("ok", summary)
     return doc
 
@@ -174,6 +176,11 @@ def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None)
     objective, before any worker starts."""
     machine = collect_machine()
     train = _is_training(workload)
+    if train and options.goal == "server":
+        raise UserError(
+            f"{workload.get('name')} is a training workload and a server answers requests: "
+            "tune an inference workload with --objective server."
+        )
     fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
     batches = tuple(options.batch_sizes or DEFAULT_BATCHES) if options.throughput else ()
     batch = int(workload.get("batch", 1))
