@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from tfperf.cli.export import export_option, export_run, export_table, export_target
+from tfperf.cli.load import load_options, render_load, run_load_command, wants_load
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -330,19 +331,29 @@ def register(group: click.Group) -> None:
     @group.command("bench")
     @click.argument("model", required=False)
     @_measure_options
+    @load_options
     @click.option(
         "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
     )
     def bench_cmd(model: str | None, to_mlflow: bool, **opts: Any) -> None:
         """Measure a workload: a built-in (--workload NAME) or MODEL (.keras, SavedModel dir,
         .tflite, module:function). With --set/--env, the default config and that config are
-        measured side by side."""
+        measured side by side. With --concurrency, --rate or --slo-ms, the config (the default,
+        or --set/--env's) is measured under load, served by the layout the layout options
+        describe (docs/serving.md)."""
         from tfperf.core.config import Config
         from tfperf.report import mlflow_log
 
         export_target(opts["export"])
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
+        if wants_load(opts):
+            if opts["export"] or to_mlflow:
+                raise UserError("--export and --mlflow do not take a load run yet; leave them out.")
+            command = shlex.join(["tfperf", *sys.argv[1:]])
+            _emit(run_load_command(opts, workload, candidate, command), opts["as_json"],
+                  render_load)
+            return
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         if to_mlflow:
             mlflow_log.require_mlflow()  # before measuring, not after

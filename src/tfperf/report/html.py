@@ -18,7 +18,9 @@ recomputed with :func:`tfperf.core.stats.paired_speedup` from the steady blocks 
 network access is needed to view it), with the latency distribution per configuration, the
 speedups with their 95% intervals, and the share of peak FLOP/s where known (the figures:
 :func:`latency_figure`, :func:`speedup_figure`, :func:`peak_figure`). A tune's page opens with
-its answer.
+its answer. A load run's trials (``load`` blocks) are not ``results``: they are its ``load``
+sections (:mod:`tfperf.report.load`), drawn as latency percentiles against achieved
+throughput per layout with the SLO line.
 
 plotly is imported inside the functions that draw.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
+from tfperf.report.load import load_figure, load_sections
 
 SCHEMA_VERSION = 1
 LOG_AXIS_SPAN = 5.0
@@ -182,7 +185,11 @@ def build_report(doc: dict) -> dict:
     run = doc["run"]
     default_batch = (run.get("workload") or {}).get("batch") or 1
     run_peak = (run.get("summary") or {}).get("peak") or {}
-    results = [_result(t, default_batch, run_peak) for t in doc["trials"]]
+    results = [
+        _result(t, default_batch, run_peak)
+        for t in doc["trials"]
+        if not any(b["phase"] == "load" for b in t.get("blocks", []))
+    ]
     warnings = []
     if run["status"] in _RUN_STATUS_NOTES:
         warnings.append(_RUN_STATUS_NOTES[run["status"]])
@@ -207,6 +214,7 @@ def build_report(doc: dict) -> dict:
         },
         "results": results,
         "comparisons": _comparisons(doc),
+        "load": load_sections(doc),
         "warnings": warnings,
     }
 
@@ -525,6 +533,11 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
     has_peak = any(r["gflops"] is not None for r in report["results"])
     sections = [
         (
+            "Latency under load",
+            load_figure(report["load"]) if report.get("load") else None,
+            "",
+        ),
+        (
             "Latency distribution",
             latency_figure(report, samples_ms) if has_samples else None,
             "No steady-state samples were recorded.",
@@ -543,6 +556,8 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
     parts = []
     first = True
     for title, fig, note in sections:
+        if fig is None and not note:
+            continue  # a section this kind of run never has
         parts.append(f"<h2>{html.escape(title)}</h2>")
         if fig is None:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")

@@ -125,6 +125,7 @@ class Harness:
             "max_batch": layout.max_batch,
             "max_delay_ms": layout.max_delay_ms,
             "executors": executors(self.config, layout),
+            "streams": layout.streams if executors(self.config, layout) > 1 else None,
         }
 
     def _worker(self, index: int) -> Worker:

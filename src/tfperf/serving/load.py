@@ -16,7 +16,7 @@ Contract:
   level within the SLO raises the lower end, each beyond it lowers the upper one). The answer
   is the achieved rate of the highest offered rate within the SLO
   (:func:`tfperf.serving.levels.slo_answer`). :func:`search_slo` is that search by name.
-- Between levels, an instance that died is restarted (:meth:`Harness.restart_dead`) and the
+- Before each level, an instance that died is restarted (:meth:`Harness.restart_dead`) and the
   result's ``notes`` say which died, why, and how many requests it lost; the levels already
   measured are kept.
 - ``recorder`` (a :class:`tfperf.runner.recorder.RunRecorder`) records a trial for the layout
@@ -120,6 +120,8 @@ class _Sweep:
         }
 
     def level(self, load: OpenLoop | ClosedLoop) -> LoadLevel:
+        if self.harness.restart_dead():
+            self.notes.append("the instances that died were restarted before the next level")
         seen = len(self.harness.faults)
         record = run_level(self.harness, load, self.scenario.timeout_s)
         if isinstance(load, OpenLoop):
@@ -134,8 +136,6 @@ class _Sweep:
         for fault in self.harness.faults[seen:]:
             self.notes.append(fault)
             self.progress(fault)
-        if self.harness.restart_dead():
-            self.notes.append("the instances that died were restarted before the next level")
         return level
 
     def closed(self, concurrency: int) -> LoadLevel:

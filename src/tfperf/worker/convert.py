@@ -392,6 +392,8 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
     properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
     if config.get("runtime_threads"):
         properties["INFERENCE_NUM_THREADS"] = str(config["runtime_threads"])
+    if config.get("streams"):  # a serving instance's throughput streams (worker.requests)
+        properties["NUM_STREAMS"] = str(config["streams"])
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
     ran = _openvino_precision(compiled)
     if runtime.endswith("bf16") and ran is not None and "bf16" not in ran:
@@ -429,6 +431,10 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         request.infer(feed)
         return [np.array(request.get_output_tensor(i).data) for i in order]
 
+    def new_call() -> Callable[[], Any]:
+        own = compiled.create_infer_request()
+        return lambda: own.infer(feed)
+
     return Prepared(
         call=lambda: request.infer(feed),
         outputs=outputs,
@@ -437,6 +443,7 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         flops_source=loaded.flops_source,
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
+        new_call=new_call,
     )
 
 

@@ -204,6 +204,8 @@ class Session:
         if serving and serving.get("cores") and hasattr(os, "sched_setaffinity"):
             # before TensorFlow starts a thread: each thread it starts inherits the core set
             os.sched_setaffinity(0, [int(c) for c in serving["cores"]])
+        if serving and serving.get("streams"):
+            config = {**config, "streams": int(serving["streams"])}  # OpenVINO compiles with them
         t0 = time.perf_counter()
         import tensorflow as tf
 

@@ -36,6 +36,9 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     fingerprint: dict[str, Any] | None = None
     """The loaded workload's :attr:`Loaded.fingerprint`, which the worker reports."""
+    new_call: Callable[[], Callable[[], None]] | None = None
+    """Where the runtime can serve several calls at once (OpenVINO's streams): a call of its
+    own (an infer request) for each serving executor; ``None``: every executor shares ``call``."""
 
 
 @dataclass

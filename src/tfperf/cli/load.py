@@ -1,0 +1,168 @@
+"""``tfperf bench`` under load: the scenario and layout options, and how a load run is shown.
+
+``--concurrency 1,2,4`` (closed loop), ``--rate QPS[,QPS...]`` (open loop, Poisson arrivals) and
+``--slo-ms X`` (the highest rate whose p99 is within X ms) turn ``bench`` into a load
+measurement of the layout the layout options describe (``--instances 1,2`` measures each
+instance count in turn). The library behind it is :func:`tfperf.serving.run.run_load`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tfperf.core.errors import UserError
+
+LOAD_KEYS = ("concurrency", "rate", "slo_ms")
+LAYOUT_KEYS = ("threads_per_instance", "pin", "max_batch", "max_delay_ms", "streams")
+
+
+def load_options(fn: Any) -> Any:
+    """Add the scenario and layout options to a command."""
+    options = [
+        click.option("--concurrency", metavar="N[,N...]", help="Closed-loop load levels."),
+        click.option("--rate", metavar="QPS[,QPS...]", help="Open-loop rates (Poisson arrivals)."),
+        click.option(
+            "--slo-ms",
+            type=float,
+            default=None,
+            help="Find the highest rate whose p99 latency stays within this many ms.",
+        ),
+        click.option(
+            "--instances",
+            default="1",
+            show_default=True,
+            metavar="K[,K...]",
+            help="Model instances (worker processes) serving at once; several: one layout each.",
+        ),
+        click.option("--threads-per-instance", type=int, default=None, help="Threads each."),
+        click.option(
+            "--pin/--no-pin", default=False, show_default=True, help="Pin each instance to cores."
+        ),
+        click.option("--max-batch", type=int, default=1, show_default=True,
+                     help="Dynamic batch: join waiting requests into calls of up to this many."),
+        click.option("--max-delay-ms", type=float, default=0.0, show_default=True,
+                     help="How long the batcher waits for a batch to fill."),
+        click.option("--streams", type=int, default=None, help="OpenVINO throughput streams."),
+        click.option("--level-requests", type=int, default=300, show_default=True,
+                     help="Each load level sends at least this many requests..."),
+        click.option("--level-seconds", type=float, default=3.0, show_default=True,
+                     help="...and lasts at least this long (at most 10 times longer)."),
+        click.option("--request-timeout", type=float, default=10.0, show_default=True,
+                     help="Seconds after its arrival a request counts as timed out."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _numbers(text: str | None, kind: type, option: str) -> tuple[Any, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(kind(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(
+            f"{option} takes comma-separated numbers like 1,2,4, not {text!r}."
+        ) from None
+
+
+def wants_load(opts: dict[str, Any]) -> bool:
+    """Whether the options ask for a load measurement; layout options alone are a mistake."""
+    if any(opts.get(k) for k in LOAD_KEYS):
+        return True
+    layout_given = opts.get("instances") not in (None, "1") or any(
+        opts.get(k) not in (None, False, 1, 0.0) for k in LAYOUT_KEYS
+    )
+    if layout_given:
+        raise UserError(
+            "the layout options (--instances, --max-batch, ...) describe a server under load: "
+            "add --concurrency N, --rate QPS or --slo-ms X."
+        )
+    return False
+
+
+def scenario_of(opts: dict[str, Any]) -> Any:
+    from tfperf.serving import LoadScenario
+
+    seconds = opts["level_seconds"]
+    return LoadScenario(
+        concurrency=_numbers(opts["concurrency"], int, "--concurrency"),
+        rates=_numbers(opts["rate"], float, "--rate"),
+        slo_ms=opts["slo_ms"],
+        requests=opts["level_requests"],
+        seconds=seconds,
+        max_seconds=max(10 * seconds, 1.0),
+        timeout_s=opts["request_timeout"],
+    )
+
+
+def layouts_of(opts: dict[str, Any]) -> list[Any]:
+    from tfperf.core.serving import ServingLayout
+    from tfperf.serving import pinned
+
+    layouts = []
+    for k in _numbers(opts["instances"], int, "--instances") or (1,):
+        layout = ServingLayout(
+            instances=k,
+            threads=opts["threads_per_instance"],
+            max_batch=opts["max_batch"],
+            max_delay_ms=opts["max_delay_ms"],
+            streams=opts["streams"],
+        )
+        layouts.append(pinned(layout) if opts["pin"] else layout)
+    return layouts
+
+
+def run_load_command(
+    opts: dict[str, Any], workload: dict[str, Any], config: Any, command: str
+) -> dict[str, Any]:
+    """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.report.console import err_console
+    from tfperf.serving.run import run_load
+    from tfperf.store import Store
+
+    scenario = scenario_of(opts)
+    layouts = layouts_of(opts)
+    config.worker_env({})  # a missing allocator is a user error before anything starts
+    quiet = opts["as_json"]
+    say = err_console().print
+
+    def progress(line: str) -> None:
+        if not quiet:
+            say(line, markup=False, soft_wrap=True)
+
+    with Store.open(resolve_store_path(opts["store"])) as store:
+        return run_load(
+            workload,
+            config,
+            layouts,
+            scenario,
+            store=store,
+            command=command,
+            progress=progress,
+            timeout_s=opts["timeout"],
+        )
+
+
+def render_load(doc: dict[str, Any]) -> None:
+    """A load run for people: one table of levels per layout, then the SLO answer."""
+    from tfperf.report.console import console, print_table
+    from tfperf.report.load import load_table
+
+    out = console()
+    for layout in doc["layouts"]:
+        print_table(load_table(layout), out)
+    if doc["slo_ms"] is not None:
+        best = doc["max_qps_at_slo"]
+        answer = (
+            f"{best:.4g} requests/s ({doc['best_layout']})"
+            if best is not None
+            else "no level met it"
+        )
+        out.print(f"max QPS with p99 within {doc['slo_ms']:g} ms: {answer}", markup=False)
+    for note in doc["notes"]:
+        out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+    out.print(f"[dim]{doc['generator']}; run {doc['run_id']}[/]", soft_wrap=True)

@@ -1,0 +1,165 @@
+"""The load generator's accounting, proved on a simulated clock against a server whose service
+time the test controls: every property here holds whatever the machine's speed."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pytest
+
+from tfperf.serving.generator import Answer, ClosedLoop, OpenLoop, run_level
+from tfperf.serving.levels import level_of
+
+
+class SimClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class SimServer:
+    """``workers`` requests served at once, each taking ``service_s``; nothing completes
+    between ``stall`` [start, end); ``error_every`` N-th request fails; ``mute`` never answers."""
+
+    def __init__(self, clock, service_s, workers=1, stall=None, error_every=None, mute=False):
+        self.clock = clock
+        self.service_s = service_s
+        self.workers = workers
+        self.stall = stall
+        self.error_every = error_every
+        self.mute = mute
+        self.busy: list[tuple[float, int]] = []
+        self.submitted = 0
+
+    def room(self) -> bool:
+        return len(self.busy) < self.workers
+
+    def submit(self, request_id: int) -> None:
+        self.submitted += 1
+        start = self.clock.t
+        if self.stall and self.stall[0] <= start < self.stall[1]:
+            start = self.stall[1]
+        done = start + self.service_s
+        if self.stall and start < self.stall[0] < done:
+            done += self.stall[1] - self.stall[0]
+        heapq.heappush(self.busy, (float("inf") if self.mute else done, request_id))
+
+    def poll(self, timeout_s: float) -> list[Answer]:
+        limit = self.clock.t + timeout_s
+        if not self.busy or self.busy[0][0] > limit:
+            self.clock.t = limit
+            return []
+        self.clock.t = max(self.clock.t, self.busy[0][0])
+        out = []
+        while self.busy and self.busy[0][0] <= self.clock.t:
+            _, rid = heapq.heappop(self.busy)
+            failed = self.error_every and rid % self.error_every == 0
+            out.append(Answer(rid, not failed, "boom" if failed else None, 0))
+        return out
+
+
+def _adds_up(record) -> None:
+    assert record.sent == record.completed + record.failed + record.timed_out
+    assert len(record.latencies_s) == len(record.from_send_s) == record.completed
+    assert len(record.waited_s) == record.timed_out
+
+
+def test_open_loop_sends_its_whole_poisson_schedule_and_every_request_ends_once():
+    clock = SimClock()
+    server = SimServer(clock, service_s=0.002)
+    load = OpenLoop(rate=100.0, min_requests=300, min_s=1.0, max_s=60.0, seed=3)
+    record = run_level(server, load, timeout_s=5.0, clock=clock)
+    _adds_up(record)
+    assert record.sent == len(load.schedule()) == 300
+    assert record.completed == 300 and record.failed == record.timed_out == 0
+    gaps = np.diff(load.schedule())
+    assert 0.8 < gaps.mean() * 100.0 < 1.2  # exponential gaps of mean 1/rate
+
+
+def test_a_stalled_server_makes_latency_from_the_scheduled_arrival_grow_but_not_from_the_send():
+    clock = SimClock()
+    server = SimServer(clock, service_s=0.002, stall=(1.0, 2.0))
+    record = run_level(
+        server, OpenLoop(50.0, 150, 3.0, 60.0, seed=1), timeout_s=30.0, clock=clock
+    )
+    _adds_up(record)
+    from_arrival = np.asarray(record.latencies_s)
+    from_send = np.asarray(record.from_send_s)
+    # the requests due during the stall waited for it, and their latency says so ...
+    assert (from_arrival > 0.5).sum() >= 20
+    # ... while counted from the moment they were finally sent, only the one caught in
+    # service looks slow: the omission the generator avoids
+    assert (from_send > 0.5).sum() <= 1
+
+
+def test_open_loop_beyond_capacity_achieves_less_than_offered_and_p99_grows_with_the_backlog():
+    levels = {}
+    for rate in (50.0, 200.0, 400.0):  # capacity: 1 / 10 ms = 100 per second
+        clock = SimClock()
+        record = run_level(
+            SimServer(clock, service_s=0.010),
+            OpenLoop(rate, 400, 2.0, 60.0, seed=2),
+            timeout_s=60.0,
+            clock=clock,
+        )
+        _adds_up(record)
+        levels[rate] = level_of(record, offered_qps=rate)
+    assert levels[50.0].achieved_qps == pytest.approx(50.0, rel=0.25)
+    assert levels[200.0].achieved_qps < 0.6 * 200.0
+    assert levels[400.0].achieved_qps < 0.3 * 400.0
+    assert levels[50.0].p99_ms < levels[200.0].p99_ms < levels[400.0].p99_ms
+
+
+def test_a_server_that_never_answers_times_every_request_out_and_the_level_still_ends():
+    clock = SimClock()
+    record = run_level(
+        SimServer(clock, 0.001, mute=True),
+        OpenLoop(100.0, 50, 0.1, 10.0),
+        timeout_s=2.0,
+        clock=clock,
+    )
+    _adds_up(record)
+    assert record.timed_out == record.sent == 50 and record.completed == 0
+    assert min(record.waited_s) == pytest.approx(2.0)
+    assert clock.t < 10.0  # bounded: the schedule, then one timeout
+    level = level_of(record, offered_qps=100.0)
+    assert level.p99_ms == pytest.approx(2000.0)  # the given-up requests count, they do not vanish
+
+
+def test_failed_answers_are_counted_apart_and_named():
+    clock = SimClock()
+    record = run_level(
+        SimServer(clock, 0.001, error_every=10),
+        OpenLoop(100.0, 200, 0.5, 10.0),
+        timeout_s=2.0,
+        clock=clock,
+    )
+    _adds_up(record)
+    assert record.failed == 20
+    assert record.failures == {"instance 0: boom": 20}
+
+
+def test_closed_loop_keeps_its_concurrency_until_enough_requests_and_time_then_stops():
+    clock = SimClock()
+    server = SimServer(clock, 0.010, workers=2)
+    load = ClosedLoop(concurrency=3, min_requests=100, min_s=0.5, max_s=30.0)
+    record = run_level(server, load, timeout_s=5.0, clock=clock)
+    _adds_up(record)
+    assert record.sent >= 100 and record.duration_s >= 0.5
+    assert record.completed == record.sent == server.submitted
+    # two served at once, the third waiting: about 2 per 10 ms, whatever the concurrency above 2
+    level = level_of(record, concurrency=3)
+    assert level.achieved_qps == pytest.approx(200.0, rel=0.1)
+    assert level.p50_ms == pytest.approx(15.0, rel=0.4)
+
+
+def test_closed_loop_stops_at_its_maximum_duration_even_before_enough_requests():
+    clock = SimClock()
+    record = run_level(
+        SimServer(clock, 0.5), ClosedLoop(1, 1000, 0.1, 2.0), timeout_s=5.0, clock=clock
+    )
+    _adds_up(record)
+    assert record.sent <= 6 and clock.t < 5.0

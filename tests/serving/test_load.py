@@ -1,0 +1,122 @@
+"""Load measurement end to end: real worker instances of the tiny built-in MLP, real requests,
+a real store. Nothing here asserts a timing: only accounting, shapes and what is recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.serving import ServingLayout
+from tfperf.runner.recorder import RunRecorder
+from tfperf.serving import LoadScenario, measure_load, pinned, search_slo
+from tfperf.store import Store
+
+TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
+SHORT = {"requests": 100, "seconds": 0.3, "max_seconds": 5.0, "timeout_s": 10.0}
+"""Short levels: these tests check accounting, not figures."""
+
+
+def _adds_up(result) -> None:
+    for level in result.levels:
+        assert level.sent == level.completed + level.failed + level.timed_out
+        assert level.sent >= 1
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """Two pinned instances with a dynamic batcher, closed and open levels and an SLO,
+    recorded in a real store."""
+    path = tmp_path_factory.mktemp("load") / "store.sqlite"
+    layout = pinned(ServingLayout(instances=2, max_batch=2, max_delay_ms=1.0))
+    scenario = LoadScenario(concurrency=(1, 4), rates=(100.0,), slo_ms=1000.0, **SHORT)
+    lines: list[str] = []
+    with Store.open(path) as store:
+        with RunRecorder(store, "load", "test", TINY_MLP, {}, {}) as run:
+            result = measure_load(
+                TINY_MLP, Config(), layout, scenario, progress=lines.append, recorder=run
+            )
+            run.finish("ok", result.to_dict())
+        stored = store.load_run(run.run_id)
+    return result, stored, lines
+
+
+def test_closed_and_open_levels_are_measured_with_real_requests_and_add_up(swept):
+    result, _, lines = swept
+    assert [lv.scenario for lv in result.levels] == ["closed", "closed", "open"]
+    assert [lv.concurrency for lv in result.levels[:2]] == [1, 4]
+    assert result.levels[2].offered_qps == 100.0
+    _adds_up(result)
+    for level in result.levels:
+        assert level.completed >= SHORT["requests"] and level.failed == level.timed_out == 0
+        assert 0 < level.p50_ms <= level.p90_ms <= level.p99_ms <= level.p999_ms
+        assert level.p99_ci_ms[0] <= level.p99_ms <= level.p99_ci_ms[1]
+        assert level.generator_cpu > 0
+    assert len(lines) == 3
+
+
+def test_the_slo_answer_is_the_achieved_rate_of_the_level_within_it(swept):
+    result, _, _ = swept
+    assert result.slo_ms == 1000.0
+    assert result.max_qps_at_slo == result.levels[2].achieved_qps
+
+
+def test_every_level_is_in_the_store_as_a_load_block_with_its_figures(swept):
+    result, stored, _ = swept
+    (trial,) = stored["trials"]
+    blocks = [b for b in trial["blocks"] if b["phase"] == "load"]
+    assert [b["info"] for b in blocks] == [lv.to_dict() for lv in result.levels]
+    assert [len(b["samples_s"]) for b in blocks] == [lv.completed for lv in result.levels]
+    assert trial["info"]["layout"] == result.layout.to_dict()
+    assert trial["info"]["result"]["max_qps_at_slo"] == result.max_qps_at_slo
+    assert result.layout.cores and trial["status"] == "ok"
+
+
+def test_the_slo_search_probes_capacity_then_bisects_the_rate():
+    result = search_slo(TINY_MLP, Config(), ServingLayout(), 1000.0, LoadScenario(**SHORT))
+    _adds_up(result)
+    assert result.levels[0].scenario == "closed" and result.capacity_qps > 0
+    opened = result.levels[1:]
+    assert len(opened) == 5 and all(lv.scenario == "open" for lv in opened)
+    # a generous SLO: every level is within it, so each step raises the rate
+    rates = [lv.offered_qps for lv in opened]
+    assert rates == sorted(rates) and rates[0] == pytest.approx(result.capacity_qps / 2)
+    assert result.max_qps_at_slo == opened[-1].achieved_qps
+
+
+def test_a_crashing_instance_is_counted_as_failed_restarted_and_nothing_measured_is_lost(tmp_path):
+    crash = Config(
+        env={
+            "TFPERF_INJECT_FAULT": "segfault-on-request",
+            "TFPERF_INJECT_AT": "30",
+            "TFPERF_INJECT_INSTANCE": "1",
+        }
+    )
+    with Store.open(tmp_path / "s.sqlite") as store:
+        with RunRecorder(store, "load", "test", TINY_MLP, {}, {}) as run:
+            result = measure_load(
+                TINY_MLP,
+                crash,
+                ServingLayout(instances=2),
+                LoadScenario(concurrency=(4, 4), **SHORT),
+                recorder=run,
+            )
+        stored = store.load_run(run.run_id)
+    _adds_up(result)
+    for level in result.levels:  # the restarted instance crashed again at its 30th request
+        assert level.failed >= 1 and level.completed > level.failed
+        assert list(level.failures) == ["instance 1: worker crashed with SIGSEGV"]
+    assert any("instance 1 crashed with SIGSEGV" in note for note in result.notes)
+    assert any("restarted" in note for note in result.notes)
+    blocks = [b for b in stored["trials"][0]["blocks"] if b["phase"] == "load"]
+    assert [b["info"]["failed"] for b in blocks] == [lv.failed for lv in result.levels]
+
+
+def test_a_model_file_that_is_not_a_model_is_one_sentence(tmp_path):
+    bad = tmp_path / "bad.keras"
+    bad.write_text("not a model")
+    workload = {"kind": "model", "path": str(bad), "format": "keras", "inputs": None,
+                "unsafe": False, "batch": 1}
+    with pytest.raises(UserError) as info:
+        measure_load(workload, Config(), ServingLayout(), LoadScenario(concurrency=(1,), **SHORT))
+    assert "\n" not in str(info.value)
