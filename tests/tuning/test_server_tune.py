@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import run_cli
+from tfperf.cli.runs import report
 from tfperf.cli.tune import render_server
 from tfperf.core.errors import UserError
 from tfperf.profiles import load_profile, render, serving_layout
@@ -59,6 +60,15 @@ def test_the_run_keeps_every_load_level_and_the_profile_the_layout(served):
     layout = serving_layout(profile)
     assert layout is not None and layout.instances == doc["recommendation"]["serving"]["instances"]
     assert "tensorflow_model_server" in render(profile, "tf-serving")
+
+
+def test_the_html_report_answers_with_the_layout_beside_the_default(served):
+    doc, folder = served
+    shown = report(run=doc["run_id"], store=folder / "store.db", html=folder / "run.html")
+    page = (folder / "run.html").read_text()
+    assert "requests/s within p99 50 ms" in page
+    assert ("serve it as" in page) != doc["recommendation"]["keep_default"]
+    assert shown["load"], "each measured layout's levels are in the report"
 
 
 def test_the_console_shows_each_layout_s_rate_and_the_answer(served, capsys):
