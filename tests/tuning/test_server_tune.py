@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import run_cli
+from tfperf.api.results import TuneResult
 from tfperf.cli.runs import report
 from tfperf.cli.tune import render_server
 from tfperf.core.errors import UserError
@@ -77,6 +78,8 @@ def test_the_console_shows_each_layout_s_rate_and_the_answer(served, capsys):
     shown = capsys.readouterr().out
     assert "req/s" in shown and "p99 within 50 ms" in shown
     assert ("Serve it as" in shown) != doc["recommendation"]["keep_default"]
+    rows = dict(TuneResult(doc).rows())
+    assert "req/s within p99 50 ms" in rows
 
 
 def test_bad_server_options_are_one_sentence_and_exit_2(tmp_path):
