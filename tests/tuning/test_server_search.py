@@ -53,13 +53,17 @@ class Scripted:
         self.now += self.seconds
         if candidate.config.get("runtime") == "litert":
             return ServerOutcome(candidate, REJECTED, reason="max rel error 0.5", accuracy={})
+        if candidate.config.get("runtime") == "litert-fp16":
+            info = {"runtime_failed": True}
+            return ServerOutcome(candidate, "failed", reason="conversion failed", info=info)
         return ServerOutcome(
             candidate, MEASURED, max_qps_at_slo=scripted_rate(candidate), elapsed_s=self.seconds
         )
 
 
 def test_the_search_climbs_to_the_best_layout_and_runtime():
-    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}, LITERT, OPENVINO])
+    runtimes = [{}, LITERT, {"runtime": "litert-fp16"}, OPENVINO]
+    space = server_space([0, 1], slo_ms=10.0, runtimes=runtimes)
     evaluator = Scripted()
     result = ServerSearch(space, evaluator, clock=evaluator.clock).run()
     best = result.incumbent
@@ -70,8 +74,9 @@ def test_the_search_climbs_to_the_best_layout_and_runtime():
     assert result.default is not None and result.default.candidate == DEFAULT_CANDIDATE
     assert result.outcomes[0].candidate == DEFAULT_CANDIDATE
     assert result.stopped == "converged"
-    # a runtime rejected once is never measured under another layout
+    # a runtime rejected, or failed before any load, is never tried under another layout
     assert sum(key.endswith("runtime=litert") for key in evaluator.tried) == 1
+    assert sum(key.endswith("runtime=litert-fp16") for key in evaluator.tried) == 1
     assert len(evaluator.tried) == len(set(evaluator.tried))
 
 

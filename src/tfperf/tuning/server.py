@@ -19,8 +19,9 @@ Contract
   tolerance) or ``"failed"``. It measures the default first, then visits the dimensions in
   :data:`DIMENSIONS` order from the incumbent, trying each other value and moving to the best
   when its rate beats the incumbent's by more than :data:`MIN_STEP`; it sweeps again while a
-  sweep moved (at most ``sweeps`` sweeps). A rejected or failed runtime config is not tried
-  again under another layout (accuracy does not depend on the layout). Budgets: ``max_trials``
+  sweep moved (at most ``sweeps`` sweeps). A runtime config that was rejected, or that failed
+  before any load (``info["runtime_failed"]``: its conversion, say), is not tried again under
+  another layout (neither depends on the layout). Budgets: ``max_trials``
   counts evaluations; no evaluation starts unless the time left holds it and ``reserve`` more
   (what the confirmation will need), each as long as the median one so far.
 - :func:`confirmation` decides from alternating SLO searches of the default and the winner
@@ -297,7 +298,7 @@ class ServerSearch:
         outcome = self.evaluate(candidate, self.time_left())
         self.outcomes.append(outcome)
         self._seen[key] = outcome
-        if outcome.status == REJECTED:
+        if outcome.status == REJECTED or outcome.info.get("runtime_failed"):
             self._bad_runtimes[runtime] = outcome
         return outcome
 

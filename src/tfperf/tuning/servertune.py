@@ -140,6 +140,7 @@ class ServerEvaluator:
             outcome.accuracy = check
         else:
             outcome = ServerOutcome(candidate, status, reason=reason, accuracy=check)
+            outcome.info["runtime_failed"] = status == FAILED
             self._record(outcome)
         outcome.elapsed_s = time.monotonic() - started
         if candidate == DEFAULT_CANDIDATE:
