@@ -34,6 +34,8 @@ def test_a_level_reports_its_percentiles_interval_counts_and_generator_share():
     assert level.p50_ms < level.p90_ms < level.p99_ms < level.p999_ms
     lo, hi = level.p99_ci_ms
     assert lo <= level.p99_ms <= hi
+    for name, value in (("p50", level.p50_ms), ("p90", level.p90_ms), ("p99.9", level.p999_ms)):
+        assert level.ci_ms[name][0] <= value <= level.ci_ms[name][1]
     assert level.generator_cpu == 0.25
     assert LoadLevel.from_dict(level.to_dict()) == level
 

@@ -69,7 +69,9 @@ def test_every_level_is_in_the_store_as_a_load_block_with_its_figures(swept):
     assert [len(b["samples_s"]) for b in blocks] == [lv.completed for lv in result.levels]
     assert trial["info"]["layout"] == result.layout.to_dict()
     assert trial["info"]["result"]["max_qps_at_slo"] == result.max_qps_at_slo
-    assert result.layout.cores and trial["status"] == "ok"
+    assert trial["status"] == "ok"
+    # each instance reported the CPUs it may run on: its own core set
+    assert trial["info"]["instance_cpus"] == [list(c) for c in result.layout.cores]
 
 
 def test_the_slo_search_probes_capacity_then_bisects_the_rate():

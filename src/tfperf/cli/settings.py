@@ -8,7 +8,8 @@ Contract
   (a ``pyproject.toml`` without that table is passed by, as ruff and pytest do), and in a folder
   with both, ``tfperf.toml`` wins.
 - The keys are option names (:data:`SETTINGS`: ``store``, ``tolerance``, ``budget``,
-  ``max_trials``, ``processes``, ``runtimes``; ``max-trials`` is the same key). A key at the top
+  ``max_trials``, ``processes``, ``runtimes``, and for load levels ``level_requests``,
+  ``level_seconds``, ``request_timeout``; ``max-trials`` is the same key). A key at the top
   applies to every command that has that option; a table named after a command
   (``[tool.tfperf.tuning]``, ``[tune]`` in ``tfperf.toml``) overrides it for that command (and a
   group's, ``[builds]``, for its subcommands). A relative ``store`` is relative to the file's
@@ -139,6 +140,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("max_trials", _count, "none: tune runs until its search converges"),
         Setting("processes", _count, "3 for a --budget of 15 s or more, else 1 (bench, compare)"),
         Setting("runtimes", _runtimes, "every runtime that applies (tune)"),
+        Setting("level_requests", _count, "300 requests per load level at least (bench)"),
+        Setting("level_seconds", _seconds, "3 s per load level at least (bench)"),
+        Setting("request_timeout", _seconds, "10 s before a request under load times out (bench)"),
     )
 }
 """The keys a configuration file may hold, by option name."""

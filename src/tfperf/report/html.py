@@ -34,7 +34,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
-from tfperf.report.load import load_figure, load_sections
+from tfperf.report.load import load_figure, load_html, load_sections
 
 SCHEMA_VERSION = 1
 LOG_AXIS_SPAN = 5.0
@@ -359,6 +359,8 @@ def peak_figure(report: dict):
 
 
 def _results_table(report: dict) -> str:
+    if report.get("load"):
+        return load_html(report["load"])
     speed = {c["candidate"]["trial_id"]: c["speedup"] for c in report["comparisons"]}
     head = (
         "<tr><th>config</th><th>role</th><th>status</th><th>n</th><th>p50 ms</th>"
@@ -519,24 +521,15 @@ def _server_answer(summary: dict, rec: dict) -> str:
     ])
 
 
-def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:
-    """The report as one self-contained HTML page (plotly's JavaScript embedded).
-
-    ``samples_ms`` maps trial ids to steady-state samples in milliseconds for the latency
-    plot; without it the plot is left out.
-    """
-    import plotly.io as pio
-
-    samples_ms = samples_ms or {}
+def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str, Any, str]]:
+    """(title, figure or ``None``, what to say without one) per section; a load run has only
+    its load picture, other runs never have it."""
+    if report.get("load"):
+        return [("Latency under load", load_figure(report["load"]), "")]
     has_samples = any(samples_ms.get(r["trial_id"]) for r in report["results"])
     has_speedups = any(c["speedup"]["median"] is not None for c in report["comparisons"])
     has_peak = any(r["gflops"] is not None for r in report["results"])
-    sections = [
-        (
-            "Latency under load",
-            load_figure(report["load"]) if report.get("load") else None,
-            "",
-        ),
+    return [
         (
             "Latency distribution",
             latency_figure(report, samples_ms) if has_samples else None,
@@ -553,11 +546,20 @@ def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) 
             "FLOP counts are unknown for this workload.",
         ),
     ]
+
+
+def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:
+    """The report as one self-contained HTML page (plotly's JavaScript embedded).
+
+    ``samples_ms`` maps trial ids to steady-state samples in milliseconds for the latency
+    plot; without it the plot is left out.
+    """
+    import plotly.io as pio
+
+    sections = _figures(report, samples_ms or {})
     parts = []
     first = True
     for title, fig, note in sections:
-        if fig is None and not note:
-            continue  # a section this kind of run never has
         parts.append(f"<h2>{html.escape(title)}</h2>")
         if fig is None:
             parts.append(f"<p class='note'>{html.escape(note)}</p>")

@@ -9,7 +9,8 @@ Contract:
   mid-sweep shows every level it finished; the SLO answer is the finished trial's, ``None``
   before). :func:`tfperf.report.html.build_report` puts them under ``load``.
 - :func:`load_table` is a rich table of one section's (or one ``LoadResult.to_dict()``'s)
-  levels; :func:`load_lines` the plain lines of a whole report's load sections.
+  levels; :func:`load_lines` the plain lines of a whole report's load sections;
+  :func:`load_html` the HTML tables of the report page.
 - :func:`load_figure` draws, for each measured layout, p50/p90/p99 latency against achieved
   throughput (one line per percentile, levels joined in order of achieved rate), with the
   SLO as a horizontal line when the run had one. plotly is imported inside it.
@@ -94,6 +95,27 @@ def load_table(section: Mapping[str, Any]) -> Any:
     return table
 
 
+def load_html(sections: list[Mapping[str, Any]]) -> str:
+    """One HTML table of levels per layout, titled with its SLO answer."""
+    import html
+
+    parts = []
+    for section in sections:
+        title = f"Layout {section['layout_label']}"
+        if section.get("slo_ms") is not None:
+            title += (
+                f": max {_fmt(section.get('max_qps_at_slo'), '.4g')} requests/s with p99 "
+                f"within {section['slo_ms']:g} ms"
+            )
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _level_row(lv)) + "</tr>"
+            for lv in section["levels"]
+        )
+        parts.append(f"<h3>{html.escape(title)}</h3><table><tr>{head}</tr>{rows}</table>")
+    return "".join(parts)
+
+
 def load_lines(report: Mapping[str, Any]) -> list[str]:
     """Plain lines for a report's load sections (one header, one line per level)."""
     lines = []
@@ -129,9 +151,17 @@ def load_figure(sections: list[Mapping[str, Any]]) -> Any:
                     line={"color": colors[i % len(colors)], "dash": dash},
                 )
             )
-    if slo is not None:
-        fig.add_hline(y=slo, line_dash="dash", line_color="#333",
-                      annotation_text=f"SLO p99 {slo:g} ms")
+    if slo is not None:  # a trace, not a shape: an annotation on a log axis takes log units
+        rates = [lv.get("achieved_qps") or 0.0 for sec in sections for lv in sec["levels"]]
+        fig.add_trace(
+            go.Scatter(
+                x=[0.0, max(rates, default=1.0) * 1.05],
+                y=[slo, slo],
+                mode="lines",
+                name=f"SLO p99 {slo:g} ms",
+                line={"color": "#333", "dash": "longdash", "width": 1},
+            )
+        )
     fig.update_layout(
         title="Latency under load (from each request's scheduled arrival)",
         xaxis_title="achieved requests per second",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import resource
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -138,7 +138,9 @@ class _Level:
         self.clock = clock
         self.start = clock()
         self.record = LevelRecord()
-        self.arrived: dict[int, float] = {}  # outstanding: request id -> scheduled arrival
+        # outstanding: request id -> scheduled arrival, oldest first (an OrderedDict: the
+        # oldest is read after every give-up, which a plain dict makes slower as it empties)
+        self.arrived: OrderedDict[int, float] = OrderedDict()
         self.sent_at: dict[int, float] = {}
         self.queue: deque[int] = deque()
         self.last_arrival = self.start

@@ -12,8 +12,8 @@ Contract:
   time it had waited when it was given up (at least the timeout: a lower bound of its
   latency), so a backlog shows in p99 instead of vanishing from it. Failed requests have no
   latency. ``p99_ci_ms`` is the distribution-free 95% interval of p99
-  (:func:`tfperf.core.stats.quantile_ci`); with fewer than a few hundred requests its upper
-  end is the largest latency.
+  (:func:`tfperf.core.stats.quantile_ci`), ``ci_ms`` that of each percentile; where there are
+  too few requests for one (p99.9 under a thousand) its upper end is the largest latency.
 - ``sent == completed + failed + timed_out``. ``failures`` names each instance's failures
   (``{"instance N: reason": count}``), so requests lost to a crashed instance are told apart.
 - ``generator_cpu`` is the load generator's own CPU time over the level's duration, as a
@@ -67,6 +67,8 @@ class LoadLevel:
     """p99 counted from each request's actual send (for comparison only)."""
     mean_ms: float | None = None
     failures: Mapping[str, int] = field(default_factory=dict)
+    ci_ms: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """The 95% interval of each percentile: ``{"p50", "p90", "p99", "p99.9"}``."""
 
     def within(self, slo_ms: float) -> bool:
         """The SLO rule of the module docstring."""
@@ -93,6 +95,7 @@ class LoadLevel:
             "failed": self.failed,
             "timed_out": self.timed_out,
             "failures": dict(self.failures),
+            "ci_ms": {k: list(v) for k, v in self.ci_ms.items()},
             "duration_s": self.duration_s,
             "generator_cpu": self.generator_cpu,
         }
@@ -121,11 +124,25 @@ class LoadLevel:
             p99_from_send_ms=data.get("p99_from_send_ms"),
             mean_ms=data.get("mean_ms"),
             failures=dict(data.get("failures") or {}),
+            ci_ms={k: (v[0], v[1]) for k, v in (data.get("ci_ms") or {}).items()},
         )
 
 
 def _ms(values: np.ndarray, q: float) -> float | None:
     return float(np.quantile(values, q)) * 1000.0 if values.size else None
+
+
+_QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99, "p99.9": 0.999}
+
+
+def _intervals(lat_s: np.ndarray) -> dict[str, tuple[float | None, float | None]]:
+    if not lat_s.size:
+        return {name: (None, None) for name in _QUANTILES}
+    out = {}
+    for name, q in _QUANTILES.items():
+        lo, hi = quantile_ci(lat_s, q)
+        out[name] = (lo * 1000.0, hi * 1000.0)
+    return out
 
 
 def level_of(
@@ -134,7 +151,7 @@ def level_of(
     """The :class:`LoadLevel` of one measured level (closed with ``concurrency``, open with
     ``offered_qps``)."""
     lat = np.asarray(record.latencies_s + record.waited_s, dtype=float)
-    lo, hi = quantile_ci(lat, 0.99) if lat.size else (None, None)
+    intervals = _intervals(lat)
     duration = max(record.duration_s, 1e-9)
     sent_window = record.arrivals_s
     return LoadLevel(
@@ -146,7 +163,7 @@ def level_of(
         p90_ms=_ms(lat, 0.90),
         p99_ms=_ms(lat, 0.99),
         p999_ms=_ms(lat, 0.999),
-        p99_ci_ms=(None if lo is None else lo * 1000.0, None if hi is None else hi * 1000.0),
+        p99_ci_ms=intervals["p99"],
         sent=record.sent,
         completed=record.completed,
         failed=record.failed,
@@ -157,6 +174,7 @@ def level_of(
         p99_from_send_ms=_ms(np.asarray(record.from_send_s, dtype=float), 0.99),
         mean_ms=float(lat.mean()) * 1000.0 if lat.size else None,
         failures=dict(record.failures),
+        ci_ms=intervals,
     )
 
 

@@ -7,9 +7,10 @@ applies call-level knobs (thread pools) before its first op, builds the workload
 ``ready`` (its ``install`` is :func:`tfperf.worker.probe.describe_install` plus a few keys, see
 :func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until
 ``quit``. An ``init`` with a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
-``executors``, ``instance``) makes it one instance of a served model: pinned to ``cores``
-before TensorFlow starts a thread, it also answers ``request`` messages asynchronously
-(:mod:`tfperf.worker.requests`).
+``executors``, ``streams``, ``instance``) makes it one instance of a served model: pinned to
+``cores`` before TensorFlow starts a thread, it also answers ``request`` messages
+asynchronously (:mod:`tfperf.worker.requests`); its ``ready`` then has ``serving:
+{"cores"}``, the CPUs it may run on.
 Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.core.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
@@ -243,6 +244,7 @@ class Session:
             "extra_available": sorted(self.prepared.extra),
             "rss_bytes": _rss_bytes(),
             "peak_rss_bytes": _peak_rss_bytes(),
+            **({"serving": {"cores": _cpus()}} if serving else {}),
         }
 
     def _first_call(self, workload: dict[str, Any]) -> float:
@@ -303,6 +305,11 @@ class Session:
         fn = self.prepared.extra.get(name)
         samples = _timed(fn, int(msg["calls"])) if fn is not None else []
         return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
+
+
+def _cpus() -> list[int] | None:
+    """The CPUs this process may run on (``None`` where the system does not say)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def _call_maker(prepared: Any) -> Callable[[], Callable[[], None]]:
