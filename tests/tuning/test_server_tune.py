@@ -96,6 +96,7 @@ def test_bad_server_options_are_one_sentence_and_exit_2(tmp_path):
         (TuneOptions(slo_ms=5.0), "--slo-ms applies to --objective server"),
         (TuneOptions(objective="server", slo_ms=-1.0), "positive number of milliseconds"),
         (TuneOptions(objective="server", slo_ms=5.0, resume="latest"), "cannot be resumed"),
+        (TuneOptions(objective="server", slo_ms=5.0, strategy="optuna"), "drop --strategy"),
     ):
         with pytest.raises(UserError, match=words):
             options.check()

@@ -104,6 +104,11 @@ class TuneOptions:
             raise UserError(
                 f"--slo-ms must be a positive number of milliseconds, not {self.slo_ms}."
             )
+        if self.goal == "server" and self.strategy != "staged":
+            raise UserError(
+                "the server search is a staged one over layouts: drop --strategy "
+                f"{self.strategy} with --objective server."
+            )
         if self.goal == "server" and self.resume is not None:
             raise UserError(
                 "a server tune cannot be resumed: run `tfperf tune --objective server` again."
