@@ -4,7 +4,9 @@ For each layout, on one harness (its instances started once): a closed-loop conc
 an open-loop rate sweep that goes past capacity (the same rates for both layouts: fractions of
 the 1-instance capacity the closed sweep measured), and the SLO search with an SLO of 4x the
 1-instance single-stream p50. Printed side by side: each level's offered and achieved rate,
-p50/p99 (ms, from the scheduled arrival) and the counts, then both layouts' SLO answers.
+p50/p99 (ms, from the scheduled arrival) with p99's 95% interval, completed/sent, failed (f)
+and timed out (t), the generator's CPU (share of one core) and, open loop, its own lag
+(p99, ms); then both layouts' SLO answers.
 
 Usage: ``python benchmarks/serving_load.py [--workload mlp] [--size standard]
 [--requests 300] [--seconds 2] [--slo-ms X]``. Prints figures; asserts nothing. Measure under the
@@ -30,6 +32,7 @@ def _level(level: LoadLevel) -> str:
         f"[{level.p99_ci_ms[0]:.3g},{level.p99_ci_ms[1]:.3g}] "
         f"{level.completed}/{level.sent} f{level.failed} t{level.timed_out} "
         f"cpu {level.generator_cpu:.2f}"
+        + ("" if level.generator_lag_p99_ms is None else f" lag {level.generator_lag_p99_ms:.2f}")
     )
 
 
@@ -64,7 +67,7 @@ def main() -> int:
     names = list(results)
     print(f"workload {args.workload} ({args.size}, batch 1); levels of >= {args.requests} "
           f"requests and >= {args.seconds:g} s; latency from the scheduled arrival (ms)")
-    print(f"{'level':<14}" + "".join(f"| {n:<84}" for n in names))
+    print(f"{'level':<14}" + "".join(f"| {n:<94}" for n in names))
     for part in ("closed", "open", "slo"):
         rows = zip(*(results[n][part].levels for n in names), strict=False)
         for levels in rows:
@@ -73,7 +76,7 @@ def main() -> int:
                     else f"{lv.offered_qps:.1f}/s")
             if part == "slo":
                 what = "slo search"
-            print(f"{what:<14}" + "".join(f"| {_level(x):<84}" for x in levels))
+            print(f"{what:<14}" + "".join(f"| {_level(x):<94}" for x in levels))
     why = "given" if args.slo_ms is not None else "4x the 1-instance single-stream p50"
     print(f"SLO: p99 within {first['slo_ms']:.3f} ms ({why})")
     for n in names:

@@ -75,6 +75,7 @@ def test_open_loop_sends_its_whole_poisson_schedule_and_every_request_ends_once(
     _adds_up(record)
     assert record.sent == len(load.schedule()) == 300
     assert record.completed == 300 and record.failed == record.timed_out == 0
+    assert len(record.lags_s) == 300 and max(record.lags_s) < 1e-9  # a simulated wait is exact
     gaps = np.diff(load.schedule())
     assert 0.8 < gaps.mean() * 100.0 < 1.2  # exponential gaps of mean 1/rate
 

@@ -121,11 +121,14 @@ def run_load_command(
     """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
     from tfperf.core.paths import resolve_store_path
     from tfperf.report.console import err_console
-    from tfperf.serving.run import run_load
+    from tfperf.serving.load import check_layout
+    from tfperf.serving.run import LoadInterrupted, run_load
     from tfperf.store import Store
 
     scenario = scenario_of(opts)
     layouts = layouts_of(opts)
+    for layout in layouts:
+        check_layout(config, layout)
     config.worker_env({})  # a missing allocator is a user error before anything starts
     quiet = opts["as_json"]
     say = err_console().print
@@ -134,17 +137,27 @@ def run_load_command(
         if not quiet:
             say(line, markup=False, soft_wrap=True)
 
-    with Store.open(resolve_store_path(opts["store"])) as store:
-        return run_load(
-            workload,
-            config,
-            layouts,
-            scenario,
-            store=store,
-            command=command,
-            progress=progress,
-            timeout_s=opts["timeout"],
+    try:
+        with Store.open(resolve_store_path(opts["store"])) as store:
+            return run_load(
+                workload,
+                config,
+                layouts,
+                scenario,
+                store=store,
+                command=command,
+                progress=progress,
+                timeout_s=opts["timeout"],
+            )
+    except LoadInterrupted as exc:
+        kept = f"{exc.levels} level{'s' if exc.levels != 1 else ''}"
+        say(
+            f"Interrupted: run {exc.run_id} keeps the {kept} measured so far; "
+            f"see `tfperf report {exc.run_id}`.",
+            markup=False,
+            soft_wrap=True,
         )
+        raise click.exceptions.Exit(130) from None
 
 
 def render_load(doc: dict[str, Any]) -> None:

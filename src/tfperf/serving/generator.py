@@ -112,6 +112,9 @@ class LevelRecord:
     """Timed-out requests: how long each had waited when given up."""
     failures: dict[str, int] = field(default_factory=dict)
     """``"instance N: reason"`` (or the error) -> failed requests."""
+    lags_s: list[float] = field(default_factory=list)
+    """Open loop: how late the generator noticed each arrival (its own delay, whatever the
+    server does; it counts in the latency)."""
     arrivals_s: float = 0.0
     """From the first arrival to the last."""
     duration_s: float = 0.0
@@ -234,6 +237,7 @@ def _open(level: _Level, load: OpenLoop) -> None:
         now = level.clock()
         while i < len(offsets) and level.start + offsets[i] <= now:
             level.arrive(level.start + float(offsets[i]))
+            level.record.lags_s.append(now - level.last_arrival)
             i += 1
         level.dispatch()
         level.wait(level.start + float(offsets[i]) if i < len(offsets) else None)

@@ -17,7 +17,9 @@ Contract:
 - ``sent == completed + failed + timed_out``. ``failures`` names each instance's failures
   (``{"instance N: reason": count}``), so requests lost to a crashed instance are told apart.
 - ``generator_cpu`` is the load generator's own CPU time over the level's duration, as a
-  share of one core (it runs in the ``tfperf`` process, on the same cores as the instances).
+  share of one core (it runs in the ``tfperf`` process, on the same cores as the instances);
+  ``generator_lag_p99_ms`` (open loop) is how late it noticed its arrivals: its own share of
+  the latencies, which a saturated generator would make large.
 - :meth:`LoadLevel.within` is the SLO rule: p99 point estimate within ``slo_ms`` and at most
   1% of the requests failed.
 - :class:`LoadResult` holds one layout's levels and, when an SLO was given, the answer
@@ -69,6 +71,8 @@ class LoadLevel:
     failures: Mapping[str, int] = field(default_factory=dict)
     ci_ms: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """The 95% interval of each percentile: ``{"p50", "p90", "p99", "p99.9"}``."""
+    generator_lag_p99_ms: float | None = None
+    """Open loop: p99 of how late the generator itself noticed an arrival."""
 
     def within(self, slo_ms: float) -> bool:
         """The SLO rule of the module docstring."""
@@ -96,6 +100,7 @@ class LoadLevel:
             "timed_out": self.timed_out,
             "failures": dict(self.failures),
             "ci_ms": {k: list(v) for k, v in self.ci_ms.items()},
+            "generator_lag_p99_ms": self.generator_lag_p99_ms,
             "duration_s": self.duration_s,
             "generator_cpu": self.generator_cpu,
         }
@@ -125,6 +130,7 @@ class LoadLevel:
             mean_ms=data.get("mean_ms"),
             failures=dict(data.get("failures") or {}),
             ci_ms={k: (v[0], v[1]) for k, v in (data.get("ci_ms") or {}).items()},
+            generator_lag_p99_ms=data.get("generator_lag_p99_ms"),
         )
 
 
@@ -175,6 +181,7 @@ def level_of(
         mean_ms=float(lat.mean()) * 1000.0 if lat.size else None,
         failures=dict(record.failures),
         ci_ms=intervals,
+        generator_lag_p99_ms=_ms(np.asarray(record.lags_s, dtype=float), 0.99),
     )
 
 

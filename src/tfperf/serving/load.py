@@ -18,6 +18,8 @@ Contract:
   since one stall of a shared machine can push a single level's p99 over). The answer is the
   achieved rate of the highest offered rate within the SLO
   (:func:`tfperf.serving.levels.slo_answer`). :func:`search_slo` is that search by name.
+- A layout with ``streams`` for a runtime other than OpenVINO raises
+  :class:`~tfperf.core.errors.UserError`.
 - Before each level, an instance that died is restarted (:meth:`Harness.restart_dead`) and the
   result's ``notes`` say which died, why, and how many requests it lost; the levels already
   measured are kept.
@@ -39,7 +41,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.serving import ServingLayout
 from tfperf.serving.generator import ClosedLoop, OpenLoop, run_level
-from tfperf.serving.harness import Harness, executors
+from tfperf.serving.harness import OPENVINO_PREFIX, Harness, executors
 from tfperf.serving.levels import LoadLevel, LoadResult, level_of, slo_answer
 
 SEARCH_STEPS = 5
@@ -236,6 +238,15 @@ def measure_on(
     return result
 
 
+def check_layout(config: Config, layout: ServingLayout) -> None:
+    """Raise :class:`UserError` for a layout this config cannot be served with."""
+    if layout.streams and not config.runtime.startswith(OPENVINO_PREFIX):
+        raise UserError(
+            f"streams are OpenVINO's; this config runs {config.runtime}: add "
+            "--set runtime=openvino-f32 or leave --streams out."
+        )
+
+
 def measure_load(
     workload: Mapping[str, Any],
     config: Config,
@@ -250,6 +261,7 @@ def measure_load(
 ) -> LoadResult:
     """Serve ``workload`` under ``config`` with ``layout`` and offer it ``scenario``'s load
     (module docstring). ``timeout_s`` bounds each instance's start."""
+    check_layout(config, layout)
     if not scenario.concurrency and not scenario.rates and scenario.slo_ms is None:
         scenario = dataclasses.replace(scenario, concurrency=(1,))
     harness = Harness(

@@ -16,8 +16,10 @@ Contract:
   ``max_qps_at_slo`` is the highest of the layouts' answers (``None`` without an SLO or when
   no layout meets it) and ``best_layout`` the label of the layout that gave it.
 - A layout whose instances cannot start for a reason the user caused raises
-  :class:`~tfperf.core.errors.UserError` (the run is stored as ``failed``); Ctrl-C stores the
-  run as ``interrupted`` with every level finished so far.
+  :class:`~tfperf.core.errors.UserError` (the run is stored as ``failed``); one whose
+  instances crash at start is a note, and the other layouts are measured. Ctrl-C stores the
+  run as ``interrupted`` with every level finished so far and raises :class:`LoadInterrupted`
+  (a ``KeyboardInterrupt`` naming the run and how many levels it keeps).
 """
 
 from __future__ import annotations
@@ -39,6 +41,21 @@ GENERATOR = (
     "the load generator runs in the tfperf process, unpinned, on the same cores as the "
     "instances; generator_cpu is its own CPU use per level (share of one core)"
 )
+
+
+class LoadInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_load`: run ``run_id`` is stored as ``interrupted`` with its
+    ``levels`` finished levels."""
+
+    def __init__(self, run_id: int, levels: int) -> None:
+        super().__init__(run_id, levels)
+        self.run_id = run_id
+        self.levels = levels
+
+
+def _levels_kept(store: Any, run_id: int) -> int:
+    trials = store.load_run(run_id)["trials"]
+    return sum(b["phase"] == "load" for t in trials for b in t["blocks"])
 
 
 def load_document(
@@ -103,9 +120,9 @@ def run_load(
                     failed.append(f"{layout.label()}: its instances could not start ({exc.reason})")
                     continue
                 results.append(result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             run.finish("interrupted", load_document(results, scenario, config, failed))
-            raise
+            raise LoadInterrupted(run.run_id, _levels_kept(store, run.run_id)) from exc
         doc = load_document(results, scenario, config, failed)
         run.finish("ok" if not failed else ("partial" if results else "failed"), doc)
     return {

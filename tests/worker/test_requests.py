@@ -1,0 +1,76 @@
+"""The worker's request server (queue, dynamic batcher, executors) with calls the test controls:
+no TensorFlow, and nothing timed beyond "eventually"."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from tfperf.worker.requests import Batching, RequestServer
+
+
+def _collect(answers: queue.Queue, n_ids: int) -> list[dict]:
+    got, seen = [], 0
+    while seen < n_ids:
+        msg = answers.get(timeout=10)
+        got.append(msg)
+        seen += len(msg["ids"])
+    return got
+
+
+def test_waiting_requests_are_served_together_up_to_the_batch_and_each_answered_once():
+    answers: queue.Queue = queue.Queue()
+    gate = threading.Event()
+    sizes: list[int] = []
+
+    def call(size: int):
+        def run() -> None:
+            gate.wait(10)  # the first call holds the executor while the rest queue up
+            sizes.append(size)
+
+        return run
+
+    calls = {1: lambda: call(1), 4: lambda: call(4)}
+    server = RequestServer(calls, Batching(max_batch=4, max_delay_s=0.0), answers.put)
+    for rid in range(9):
+        server.submit(rid)
+    gate.set()
+    got = _collect(answers, 9)
+    assert sorted(i for m in got for i in m["ids"]) == list(range(9))
+    # whatever the first call took (1 to 4), the 5 to 8 left waited and went 4 at a time
+    assert len(got) == 3 and all(1 <= len(m["ids"]) <= 4 for m in got)
+    assert sizes == [1 if len(m["ids"]) == 1 else 4 for m in got]  # a batch runs padded to 4
+    assert all(m["error"] is None for m in got)
+
+
+def test_each_executor_gets_a_call_of_its_own_and_they_serve_at_once():
+    answers: queue.Queue = queue.Queue()
+    made: list[int] = []
+    both = threading.Barrier(2, timeout=10)
+
+    def make() -> object:
+        made.append(1)
+        return both.wait  # returns only when two calls run at the same time
+
+    server = RequestServer({1: make}, Batching(executors=2), answers.put)
+    server.submit(0)
+    server.submit(1)
+    got = _collect(answers, 2)
+    assert len(made) == 2 and all(m["error"] is None for m in got)
+
+
+def test_a_call_that_raises_answers_its_requests_with_the_error_and_serving_goes_on():
+    answers: queue.Queue = queue.Queue()
+    count = [0]
+
+    def flaky() -> None:
+        count[0] += 1
+        if count[0] == 1:
+            raise RuntimeError("inputs do not fit\nsecond line")
+
+    server = RequestServer({1: lambda: flaky}, Batching(), answers.put)
+    server.submit(0)
+    server.submit(1)
+    first, second = _collect(answers, 2)
+    assert first["ids"] == [0] and first["error"] == "RuntimeError: inputs do not fit"
+    assert second["ids"] == [1] and second["error"] is None
