@@ -120,6 +120,7 @@ def run_load_command(
 ) -> dict[str, Any]:
     """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
     from tfperf.core.paths import resolve_store_path
+    from tfperf.progress import note
     from tfperf.report.console import err_console
     from tfperf.serving.load import check_layout
     from tfperf.serving.run import LoadInterrupted, run_load
@@ -130,12 +131,10 @@ def run_load_command(
     for layout in layouts:
         check_layout(config, layout)
     config.worker_env({})  # a missing allocator is a user error before anything starts
-    quiet = opts["as_json"]
     say = err_console().print
 
     def progress(line: str) -> None:
-        if not quiet:
-            say(line, markup=False, soft_wrap=True)
+        note(line, markup=False)  # stderr, left out with -q
 
     try:
         with Store.open(resolve_store_path(opts["store"])) as store:
