@@ -216,3 +216,75 @@ def test_a_profile_with_the_former_thread_knob_name_reads_with_todays(tmp_path):
     ran = run_cli("run", "--profile", str(path), "--", sys.executable, "-c", "print('served')")
     assert ran.returncode == 0, ran.stderr
     assert "served" in ran.stdout
+
+
+def _batching_parameters_class():
+    """TensorFlow Serving's ``BatchingParameters`` message (its batching fields), built from
+    its field list, to parse what the tf-serving format prints as TensorFlow Serving would."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="session_bundle_config.proto", package="tensorflow.serving",
+        dependency=["google/protobuf/wrappers.proto"],
+    )
+    message = proto.message_type.add(name="BatchingParameters")
+    names = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
+    for number, name in enumerate(names, 1):
+        message.field.add(
+            name=name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+            type_name=".google.protobuf.Int64Value",
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+    pool.Add(proto)
+    found = pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
+    return message_factory.GetMessageClass(found)
+
+
+def _serving_profile(config: dict, **layout) -> dict:
+    serving = {"instances": 2, "threads": 1, "cores": [[0], [1]], "max_batch": 8,
+               "max_delay_ms": 2.0, "max_qps_at_slo": 1000.0, "slo_ms": 20.0, **layout}
+    profile = _profile(config, objective="server")
+    profile["serving"] = profile_from_tune(
+        {"recommendation": {"label": "x", "config": {}, "serving": serving}}, collect_machine()
+    )["serving"]
+    return profile
+
+
+def test_a_tune_for_a_server_saves_its_layout_in_the_profile(tmp_path):
+    profile = _serving_profile({})
+    assert profile["serving"] == {
+        "instances": 2, "threads": 1, "cores": [[0], [1]], "max_batch": 8, "max_delay_ms": 2.0,
+        "streams": None, "max_qps_at_slo": 1000.0, "slo_ms": 20.0,
+    }
+    path = save_profile(profile, tmp_path / "p.json")
+    assert load_profile(path)["serving"] == profile["serving"]
+    assert _profile({})["serving"] is None
+
+
+def test_tf_serving_format_is_a_batching_parameters_file_with_each_instance_s_flags(tmp_path):
+    from google.protobuf import text_format
+
+    text = render(_serving_profile({"inter_threads": 1}), "tf-serving")
+    params = text_format.Parse(text, _batching_parameters_class()())
+    assert params.max_batch_size.value == 8
+    assert params.batch_timeout_micros.value == 2000
+    assert params.num_batch_threads.value == 1
+    # 1000 requests/s over 2 instances for 20 ms: 10 requests, 2 batches of 8
+    assert params.max_enqueued_batches.value == 2
+    for pin, port in (("taskset -c 0", 8500), ("taskset -c 1", 8502)):
+        assert f"#   {pin} tensorflow_model_server --port={port} --rest_api_port={port + 1}" in text
+    for flag in ("--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1",
+                 "--enable_batching=true --batching_parameters_file=batching_parameters.txt"):
+        assert text.count(flag) == 2
+
+
+def test_tf_serving_format_without_batching_leaves_it_off(tmp_path):
+    text = render(_serving_profile({}, instances=1, cores=[], max_batch=1, max_delay_ms=0.0),
+                  "tf-serving")
+    assert "leave --enable_batching off" in text and "--enable_batching=true" not in text
+    assert "taskset" not in text and "max_batch_size" not in text
+    path = save_profile(_profile({"runtime": "litert"}), tmp_path / "p.json")
+    refused = run_cli("apply", str(path), "--format", "tf-serving")
+    assert refused.returncode == 2 and "TensorFlow Serving cannot run" in refused.stderr

@@ -7,7 +7,9 @@ A profile is one JSON file::
 
     {"format": "tfperf-profile", "version": 1, "created_at": ISO time,
      "workload": {...}, "label": str, "config": {...config dict...},
-     "objective": "latency" | "throughput", "batch": int,   # samples per call it was tuned at
+     "objective": "latency" | "throughput" | "server",
+     "batch": int,                # samples per call it was tuned at
+     "serving": {...ServingLayout dict..., "max_qps_at_slo", "slo_ms"} | None,
      "speedup": {"median", "ci95"} | None, "max_abs_error", "adoption",
      "env": {NAME: VALUE},        # the env-level knobs (LD_PRELOAD, TF_*, thread counts)
      "code": [str, ...],          # lines of code the config needs beyond the environment
@@ -24,10 +26,18 @@ A profile is one JSON file::
   machine's allocator; a missing allocator raises UserError naming the package), falling back
   to the stored ``env``.
 - :func:`render` formats a profile as ``env`` (``KEY=VALUE`` lines, for ``--env-file``), ``sh``
-  (``export`` lines) or ``python`` (a snippet to put before TensorFlow is imported).
+  (``export`` lines), ``python`` (a snippet to put before TensorFlow is imported) or
+  ``tf-serving`` (TensorFlow Serving's batching parameters file, with the flags that start each
+  instance of the profile's serving layout in its comments).
+- :func:`serving_layout` is the profile's :class:`~tfperf.core.serving.ServingLayout` (a tune
+  for ``--objective server`` saves one), ``None`` when it has none.
 - :func:`mismatch_warnings` compares the profile's machine and install with this one's.
 - :func:`run_with_profile` runs a command with the profile's environment and returns its exit
-  code.
+  code. With a serving layout it runs one copy per instance (:func:`instance_copies`), each
+  pinned to its core set, with its thread counts and ``TFPERF_INSTANCE`` (0..K-1),
+  ``TFPERF_INSTANCES`` (K), ``TFPERF_THREADS`` and ``TFPERF_CORES`` in its environment, so that
+  a server can pick its port; it returns when all have ended (see
+  :mod:`tfperf.runner.copies`).
 
 Nothing here imports TensorFlow.
 """
@@ -35,10 +45,12 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,12 +59,14 @@ from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import current_label, current_names
+from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
+from tfperf.runner.copies import Copy, run_copies
 from tfperf.runner.launcher import Child, LaunchError
 
 FORMAT = "tfperf-profile"
 VERSION = 1
-FORMATS = ("env", "sh", "python")
+FORMATS = ("env", "sh", "python", "tf-serving")
 
 
 def profiles_dir() -> Path:
@@ -124,9 +138,9 @@ def _slug(text: str) -> str:
 
 
 def _workload_name(workload: Mapping[str, Any], objective: str = "latency") -> str:
-    """The workload part of a profile's file name (a throughput tune's ends in
-    ``-throughput``, so that it does not replace the latency profile)."""
-    suffix = "-throughput" if objective == "throughput" else ""
+    """The workload part of a profile's file name (a throughput or server tune's ends in
+    ``-throughput`` or ``-server``, so that it does not replace the latency profile)."""
+    suffix = "" if objective == "latency" else f"-{objective}"
     if workload.get("kind") == "builtin":
         return (
             f"{workload.get('name')}-{workload.get('size', 'standard')}-b{workload.get('batch', 1)}"
@@ -156,6 +170,7 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "config": config,
         "objective": doc.get("objective", "latency"),
         "batch": rec.get("batch") or (doc.get("workload") or {}).get("batch", 1),
+        "serving": _serving_record(rec.get("serving"), doc.get("slo_ms")),
         "speedup": {"median": speedup.get("median"), "ci95": speedup.get("ci95")}
         if not rec.get("keep_default")
         else None,
@@ -170,6 +185,29 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
             "tf_distribution": tf_distribution_version(),
         },
     }
+
+
+def _serving_record(serving: Mapping[str, Any] | None, slo_ms: float | None) -> dict | None:
+    """The profile's ``serving``: the layout (every field of it) and the rate it held."""
+    if not serving:
+        return None
+    return ServingLayout.from_dict(serving).to_dict() | {
+        "max_qps_at_slo": serving.get("max_qps_at_slo"),
+        "slo_ms": serving.get("slo_ms", slo_ms),
+    }
+
+
+def serving_layout(profile: Mapping[str, Any]) -> ServingLayout | None:
+    """The profile's serving layout, ``None`` when it has none."""
+    data = profile.get("serving")
+    if not data:
+        return None
+    try:
+        return ServingLayout.from_dict(data)
+    except (TypeError, ValueError, AttributeError, UserError):
+        raise UserError(
+            "the profile's serving layout is damaged; run `tfperf tune --objective server` again."
+        ) from None
 
 
 def default_profile_path(profile: Mapping[str, Any]) -> Path:
@@ -217,7 +255,10 @@ def load_profile(ref: str | Path) -> dict:
             f"{path} is a version {data.get('version')} profile and this tfperf reads version "
             f"{VERSION}; run `tfperf tune` again with this tfperf."
         )
-    shapes = {"config": dict, "env": dict, "code": list, "machine": dict, "install": dict}
+    shapes = {
+        "config": dict, "env": dict, "code": list, "machine": dict, "install": dict,
+        "serving": dict,
+    }
     broken = [
         key
         for key, kind in shapes.items()
@@ -283,8 +324,10 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
     """The profile as ``env`` lines, ``sh`` exports or a ``python`` snippet."""
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
-    env = profile_env(profile)
     header = f"tfperf profile {profile.get('label', '?')} ({_speed_text(profile)})"
+    if fmt == "tf-serving":
+        return _tf_serving(profile, header)
+    env = profile_env(profile)
     code = list(profile.get("code") or [])
     artifact = profile.get("artifact")
     if fmt == "env":
@@ -314,6 +357,86 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+MAX_ENQUEUED_FLOOR = 2
+"""The fewest batches a TensorFlow Serving instance may queue (one running, one filling)."""
+
+
+def _tf_serving(profile: Mapping[str, Any], header: str) -> str:
+    """TensorFlow Serving's batching parameters file for the profile's layout; the flags that
+    start each instance are its comments (``#`` starts a comment in the text format), so the
+    whole output can be saved as the file."""
+    config = Config.from_dict(profile.get("config") or {})
+    if config.runtime != "tf" or config.precision != "fp32":
+        raise UserError(
+            f"this profile runs {config.runtime} at {config.precision}, which TensorFlow "
+            "Serving cannot run; serve it with `tfperf run --profile P -- CMD`, or tune with "
+            "--runtimes tf."
+        )
+    layout = serving_layout(profile) or ServingLayout()
+    lines = [f"# {header}", "# TensorFlow Serving with the same layout."]
+    start = f"start {_instances(layout)}:"
+    if layout.batching:
+        lines.append(f"# Save this as batching_parameters.txt, then {start}")
+    else:
+        lines.append(f"# No dynamic batching (leave --enable_batching off); {start}")
+    lines += _tf_serving_commands(profile, layout, config)
+    env = {k: v for k, v in profile_env(profile).items() if not k.startswith("TF_NUM_")}
+    if env:
+        lines.append("# with this environment: " + " ".join(f"{k}={v}" for k, v in env.items()))
+    if layout.instances > 1:
+        lines.append("# and spread the requests over their ports (a load balancer in front).")
+    if layout.batching:
+        lines += [
+            f"max_batch_size {{ value: {layout.max_batch} }}",
+            f"batch_timeout_micros {{ value: {round(layout.max_delay_ms * 1000)} }}",
+            "num_batch_threads { value: 1 }",
+            f"max_enqueued_batches {{ value: {_max_enqueued(profile, layout)} }}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _instances(layout: ServingLayout) -> str:
+    pinned = ", each pinned to its cores" if layout.pinned else ""
+    return "one instance" if layout.instances == 1 else f"{layout.instances} instances{pinned}"
+
+
+def _tf_serving_commands(
+    profile: Mapping[str, Any], layout: ServingLayout, config: Config
+) -> list[str]:
+    """One ``tensorflow_model_server`` command line (as comments) per instance."""
+    workload = profile.get("workload") or {}
+    path = workload.get("path") if workload.get("format") == "savedmodel" else None
+    flags = [f"--model_name=model --model_base_path={path or '/models/model'}"]
+    intra = layout.threads or config.intra_threads
+    threads = [f"--tensorflow_intra_op_parallelism={intra}"] if intra else []
+    if config.inter_threads:
+        threads.append(f"--tensorflow_inter_op_parallelism={config.inter_threads}")
+    if threads:
+        flags.append(" ".join(threads))
+    if layout.batching:
+        flags.append("--enable_batching=true --batching_parameters_file=batching_parameters.txt")
+    lines = []
+    for index in range(layout.instances):
+        pin = f"taskset -c {_cpu_list(layout.cores[index])} " if layout.pinned else ""
+        port = 8500 + 2 * index
+        lines.append(
+            f"#   {pin}tensorflow_model_server --port={port} --rest_api_port={port + 1} \\"
+        )
+        lines += [f"#     {flag} \\" for flag in flags[:-1]] + [f"#     {flags[-1]}"]
+    return lines
+
+
+def _max_enqueued(profile: Mapping[str, Any], layout: ServingLayout) -> int:
+    """Batches an instance may queue: those that can still finish within the SLO at the rate
+    the layout held (more only wait to miss it; TensorFlow Serving fails them fast instead)."""
+    serving = profile.get("serving") or {}
+    qps, slo_ms = serving.get("max_qps_at_slo"), serving.get("slo_ms")
+    if not qps or not slo_ms:
+        return MAX_ENQUEUED_FLOOR * 4
+    per_window = qps / layout.instances * slo_ms / 1000.0
+    return max(MAX_ENQUEUED_FLOOR, math.ceil(per_window / layout.max_batch))
+
+
 def _imports(code: Sequence[str]) -> list[str]:
     """The imports the code lines use (TensorFlow after the environment is set)."""
     text = "\n".join(code)
@@ -331,39 +454,103 @@ def _speed_text(profile: Mapping[str, Any]) -> str:
         return "keep the default"
     low, high = speedup.get("ci95") or [None, None]
     ci = f", 95% CI {low:.2f}-{high:.2f}" if low and high else ""
+    serving = profile.get("serving") or {}
+    if profile.get("objective") == "server" and serving.get("max_qps_at_slo"):
+        return (
+            f"{speedup['median']:.2f}x the default's requests per second within p99 "
+            f"{serving.get('slo_ms'):g} ms{ci}: {serving['max_qps_at_slo']:.4g} per s"
+        )
     if profile.get("objective") == "throughput":
         return f"{speedup['median']:.2f}x the samples per second{ci}, batch {profile.get('batch')}"
     return f"{speedup['median']:.2f}x faster{ci}"
 
 
 def run_with_profile(
-    profile: Mapping[str, Any], command: Sequence[str], environ: Mapping[str, str] | None = None
+    profile: Mapping[str, Any],
+    command: Sequence[str],
+    environ: Mapping[str, str] | None = None,
+    on_failure: Callable[[str], None] | None = None,
 ) -> int:
     """Run ``command`` with the profile's env knobs over ``environ``; its exit code.
 
     ``LD_PRELOAD`` entries the caller already had are kept after the profile's allocator.
-    A missing program raises :class:`UserError`.
+    With a serving layout, one copy per instance (see the module docstring); ``on_failure``
+    hears of each copy that fails. A missing program raises :class:`UserError`.
     """
     if not command:
         raise UserError(
             "give the command to run after --, e.g. tfperf run --profile P -- python serve.py."
         )
     env = dict(os.environ if environ is None else environ)
-    knobs = profile_env(profile)
-    if "LD_PRELOAD" in knobs and env.get("LD_PRELOAD"):
-
-        knobs = Config.from_dict(profile["config"]).worker_env({"LD_PRELOAD": env["LD_PRELOAD"]})
-    env.update(knobs)
-    # In tfperf's own process group: the terminal's Ctrl-C reaches the command as it would
-    # without tfperf, and leaving (Ctrl-C included) stops it if it still runs.
-    child = Child(list(command), env=env, own_group=False, log=False)
+    layout = serving_layout(profile)
     try:
-        child.start()
+        if layout is not None:
+            copies = instance_copies(profile, layout, env)
+            return run_copies(command, copies, on_failure=on_failure)
+        return _run_one(command, _with_knobs(profile, env, Config.from_dict({})))
     except LaunchError as exc:
         why = "permission denied" if isinstance(exc.__cause__, PermissionError) else (
             "no such program; check the command"
         )
         raise UserError(f"cannot run {command[0]!r}: {why}.") from None
+
+
+def _with_knobs(profile: Mapping[str, Any], env: Mapping[str, str], threads: Config) -> dict:
+    """``env`` with the profile's env knobs, the thread counts of ``threads`` over its own."""
+    knobs = profile_env(profile)
+    config = profile.get("config")
+    if isinstance(config, Mapping) and (
+        threads.intra_threads or ("LD_PRELOAD" in knobs and env.get("LD_PRELOAD"))
+    ):
+        chosen = Config.from_dict(config)
+        if threads.intra_threads:
+            chosen = replace(chosen, intra_threads=threads.intra_threads)
+        base = {"LD_PRELOAD": env["LD_PRELOAD"]} if env.get("LD_PRELOAD") else {}
+        knobs = chosen.worker_env(base)
+    return {**env, **knobs}
+
+
+def instance_copies(
+    profile: Mapping[str, Any], layout: ServingLayout, environ: Mapping[str, str]
+) -> list[Copy]:
+    """One :class:`Copy` per instance of ``layout``: its environment and its core set.
+
+    Raises :class:`UserError` when a core set names CPUs this process may not use (a layout
+    tuned on a bigger machine).
+    """
+    usable = os.sched_getaffinity(0)
+    for cores in layout.cores:
+        if not set(cores) <= usable:
+            raise UserError(
+                f"the profile pins an instance to CPUs {_cpu_list(cores)}, and this process may "
+                f"use only {_cpu_list(sorted(usable))}; tune again on this machine."
+            )
+    threads = Config(intra_threads=layout.threads)
+    copies = []
+    for index in range(layout.instances):
+        cores = layout.cores[index] if layout.pinned else None
+        env = _with_knobs(profile, environ, threads) | {
+            "TFPERF_INSTANCE": str(index),
+            "TFPERF_INSTANCES": str(layout.instances),
+        }
+        if layout.threads:
+            env["TFPERF_THREADS"] = str(layout.threads)
+        if cores:
+            env["TFPERF_CORES"] = _cpu_list(cores)
+        name = f"instance {index} of {layout.instances}"
+        copies.append(Copy(env=env, cpus=cores, name=name))
+    return copies
+
+
+def _cpu_list(cpus: Sequence[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+def _run_one(command: Sequence[str], env: Mapping[str, str]) -> int:
+    """The command once, in tfperf's process group: the terminal's Ctrl-C reaches it as it
+    would without tfperf, and leaving (Ctrl-C included) stops it if it still runs."""
+    child = Child(list(command), env=env, own_group=False, log=False)
+    child.start()
     with child:
         ended = child.wait()
     return ended.returncode if ended.returncode is not None else 1

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 from helpers import require, run_cli
 from tfperf.core.allocators import find_allocator
@@ -73,3 +79,102 @@ def test_run_bad_input_exits_2(tmp_path):
     assert missing.returncode == 2 and "no such program" in missing.stderr
     no_profile = run_cli("run", "--profile", str(tmp_path / "none.json"), "--", "true")
     assert no_profile.returncode == 2 and "Traceback" not in no_profile.stderr
+
+
+# ------------------------------------------------------------------ a serving layout
+REPORT = (
+    "import json, os, sys; i = os.environ['TFPERF_INSTANCE']; "
+    "json.dump({'instances': os.environ['TFPERF_INSTANCES'], "
+    "'cpus': sorted(os.sched_getaffinity(0)), 'cores': os.environ.get('TFPERF_CORES'), "
+    "'intra': os.environ.get('TF_NUM_INTRAOP_THREADS'), "
+    "'threads': os.environ.get('TFPERF_THREADS'), "
+    "'onednn': os.environ.get('TF_ENABLE_ONEDNN_OPTS')}, "
+    "open(os.path.join(sys.argv[1], i + '.json'), 'w')); sys.exit(3 if i == sys.argv[2] else 0)"
+)
+
+
+def _serving(tmp_path, **layout):
+    serving = {"instances": 2, "threads": 1, "max_batch": 4, "max_delay_ms": 2.0, **layout}
+    return _save(
+        tmp_path, {"onednn": False}, objective="server",
+        serving=serving | {"max_qps_at_slo": 900.0, "slo_ms": 20.0},
+    )
+
+
+def _two_cpus() -> list[int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    require(len(cpus) >= 2, "pinning two instances needs two usable CPUs")
+    return cpus[:2]
+
+
+def test_a_serving_profile_runs_one_pinned_copy_per_instance(tmp_path):
+    first, second = _two_cpus()
+    path = _serving(tmp_path, cores=[[first], [second]])
+    result = run_cli(
+        "run", "--profile", str(path), "--", sys.executable, "-c", REPORT, str(tmp_path), "none"
+    )
+    assert result.returncode == 0, result.stderr
+    seen = {i: json.loads((tmp_path / f"{i}.json").read_text()) for i in (0, 1)}
+    for index, cpu in ((0, first), (1, second)):
+        assert seen[index] == {
+            "instances": "2", "cpus": [cpu], "cores": str(cpu), "intra": "1", "threads": "1",
+            "onednn": "0",
+        }
+    assert "starting 2 instances" in result.stderr
+
+
+def test_a_copy_that_fails_is_reported_and_its_code_returned(tmp_path):
+    path = _serving(tmp_path)
+    result = run_cli(
+        "run", "--profile", str(path), "--", sys.executable, "-c", REPORT, str(tmp_path), "1"
+    )
+    assert result.returncode == 3
+    assert "instance 1 of 2 exited with code 3" in result.stderr
+    unpinned = json.loads((tmp_path / "0.json").read_text())
+    assert unpinned["cpus"] == sorted(os.sched_getaffinity(0)) and unpinned["cores"] is None
+
+
+SERVE = (
+    "import os, sys, time; "
+    "open(os.path.join(sys.argv[1], os.environ['TFPERF_INSTANCE']), 'w').write(str(os.getpid()));"
+    "time.sleep(600)"
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_ctrl_c_stops_every_copy(tmp_path):
+    path = _serving(tmp_path, instances=3, threads=None, max_batch=1, max_delay_ms=0.0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfperf", "run", "--profile", str(path), "--",
+         sys.executable, "-c", SERVE, str(tmp_path)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("[0-9]"))) < 3 or any(
+            not p.read_text() for p in tmp_path.glob("[0-9]")
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            time.sleep(0.1)
+        pids = [int((tmp_path / str(i)).read_text()) for i in range(3)]
+        assert not any(_gone(pid) for pid in pids)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_layout_pinned_to_cpus_this_machine_lacks_is_refused(tmp_path):
+    path = _serving(tmp_path, cores=[[4096], [4097]])
+    result = run_cli("run", "--profile", str(path), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 2
+    assert "CPUs 4096" in result.stderr and "tune again" in result.stderr

@@ -125,3 +125,14 @@ def test_ctrl_c_during_pipeline_leaves_no_worker(tmp_path: Path):
     os.killpg(proc.pid, signal.SIGINT)
     proc.wait(timeout=60)
     assert gone(worker.pid), "Ctrl-C left the pipeline worker running"
+
+
+def test_a_child_given_cpus_runs_on_them_and_the_parent_keeps_its_own():
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    with launcher.Child([sys.executable, "-c", show], cpus=[cpu], stream=True) as child:
+        lines: list[str] = []
+        assert child.wait(60, on_line=lines.append).ok
+    assert lines == [str([cpu])]
+    assert os.sched_getaffinity(0) == before

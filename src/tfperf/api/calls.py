@@ -114,6 +114,8 @@ def tune(
     batch: int = 1,
     size: str = "standard",
     throughput: bool = False,
+    objective: str | None = None,
+    slo_ms: float | None = None,
     batch_sizes: str | Sequence[int] | None = None,
     strategy: str = "staged",
     quick: bool = False,
@@ -134,7 +136,8 @@ def tune(
     mlflow: bool = False,
 ) -> TuneResult:
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
-    profile (``tfperf tune``)."""
+    profile (``tfperf tune``); ``objective="server", slo_ms=X`` tunes the serving layout for
+    the most requests per second within a p99 of ``X`` ms (docs/serving.md)."""
     from tfperf.accuracy import load_labels
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
@@ -147,7 +150,8 @@ def tune(
         knobs=_csv(knobs), store=_path(store), resume=resume, profile_out=_path(profile_out),
         out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
         candidate_timeout=candidate_timeout, seed=seed, throughput=throughput,
-        batch_sizes=_csv(batch_sizes), command="tfperf.tune()",
+        objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
+        command="tfperf.tune()",
     )
     sample_labels = load_labels(os.fspath(labels)) if labels is not None else None
     _mlflow_ready(mlflow)

@@ -119,10 +119,18 @@ class TuneResult(Result):
     def rows(self) -> list[tuple[str, str]]:
         rec = self.recommendation
         raw = self.doc["recommendation"]
+        if raw.get("serving"):  # a server tune: requests per second within the SLO
+            qps = (self.doc["default"]["serving"]["max_qps_at_slo"],
+                   raw["serving"]["max_qps_at_slo"])
+            shown = " -> ".join("-" if not q else f"{q:.4g}" for q in qps)
+            what = (f"req/s within p99 {self.doc.get('slo_ms'):g} ms", shown)
+        else:
+            times = (_ms(self.doc["default"].get("time_ms")), _ms(raw.get("time_ms")))
+            what = ("time", " -> ".join(times))
         return [
             ("answer", "keep the default" if rec.keep_default else f"use {rec.label}"),
             ("speedup (95% CI)", speedup_text(None if rec.keep_default else raw["speedup"])),
-            ("time", f"{_ms(self.doc['default'].get('time_ms'))} -> {_ms(raw.get('time_ms'))}"),
+            what,
             ("max rel error", "-" if rec.max_rel_error is None else f"{rec.max_rel_error:.2g}"),
             ("adopting it takes", rec.adoption or "-"),
             ("apply", f"tfperf run --profile {self.profile} -- python your_script.py"),

@@ -141,6 +141,68 @@ def render_tune(doc: dict) -> None:
     )
 
 
+def _qps_text(value: float | None) -> str:
+    return "-" if not value else f"{value:.4g}"
+
+
+def render_server(doc: dict) -> None:
+    """A server tune for people: each layout's rate within the SLO, the answer, the evidence."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tfperf.report.console import console, print_table
+
+    out = console()
+    slo = doc["slo_ms"]
+    table = Table(
+        title=f"tfperf tune --objective server (run {doc['run_id']}): {doc['trials']} layouts, "
+        f"p99 within {slo:g} ms, stopped: {doc['stopped']}",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("#", "config | layout", "status", "req/s in SLO", "x default", "rel err", "adopt"):
+        table.add_column(col, justify="left" if col in ("config | layout", "status") else "right")
+    for i, row in enumerate(doc["candidates"], 1):
+        ratio = (row.get("speedup") or {}).get("median")
+        status = "ok" if row["status"] == "measured" else f"{row['status']}: {row['reason']}"
+        table.add_row(
+            str(i), escape(row["label"]), escape(status), _qps_text(row["max_qps_at_slo"]),
+            "-" if ratio is None else f"{ratio:.2f}x", _err_text(row["max_rel_error"]),
+            _ADOPT_SHORT[row["adoption"]],
+        )
+    print_table(table, out)
+    rec, default = doc["recommendation"], doc["default"]["serving"]
+    confirmed = rec.get("confirmation") or {}
+    if confirmed:
+        shown = ", ".join(_qps_text(q) for q in confirmed["default_qps"])
+        won = ", ".join(_qps_text(q) for q in confirmed["candidate_qps"])
+        out.print(f"confirmation, req/s within the SLO: default {shown}; best {won}",
+                  soft_wrap=True, markup=False)
+    if rec["keep_default"]:
+        out.print(
+            f"[bold]Keep the default[/] ({_qps_text(default['max_qps_at_slo'])} req/s within "
+            f"p99 {slo:g} ms): {escape(rec['reason'])}.", soft_wrap=True,
+        )
+    else:
+        speedup = rec["speedup"] or {}
+        low, high = speedup.get("ci95") or [None, None]
+        kind = "95% CI" if (speedup.get("n_pairs") or 0) >= 6 else "range"
+        interval = "" if low is None else f" ({kind} {low:.2f}-{high:.2f})"
+        out.print(
+            f"[bold green]Serve it as {escape(rec['label'])}[/]: "
+            f"{_qps_text(rec['serving']['max_qps_at_slo'])} req/s within p99 {slo:g} ms, "
+            f"{speedup.get('median') or 0:.2f}x the default's "
+            f"{_qps_text(default['max_qps_at_slo'])}{interval}; adopting it takes: "
+            f"{rec['adoption_text']}.", soft_wrap=True,
+        )
+    for warning in doc.get("warnings", []):
+        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    out.print(
+        f"profile: {doc['profile']}  (tfperf run --profile {doc['profile']} -- CMD; "
+        f"tfperf apply {doc['profile']} --format tf-serving)", soft_wrap=True,
+    )
+
+
 @click.command("tune")
 @click.argument("model", required=False)
 @click.option("--workload", "-w", help="A built-in workload (lstm, encoder, mobilenetv2, ...).")
@@ -159,9 +221,22 @@ def render_tune(doc: dict) -> None:
     help="Examples per call (with --throughput: the baseline's).",
 )
 @click.option(
+    "--objective",
+    type=click.Choice(["latency", "throughput", "server"]),
+    default=None,
+    help="latency (default): the time of one call; throughput: samples per second, other "
+    "batch sizes tried; server: requests per second within --slo-ms, over serving layouts.",
+)
+@click.option(
     "--throughput",
     is_flag=True,
-    help="Tune samples per second: also try other batch sizes, compare time per sample.",
+    help="The same as --objective throughput.",
+)
+@click.option(
+    "--slo-ms",
+    type=float,
+    default=None,
+    help="With --objective server: the p99 latency bound in milliseconds.",
 )
 @click.option(
     "--batch-sizes",
@@ -234,7 +309,9 @@ def tune_command(
     workload: str | None,
     size: str,
     batch: int,
+    objective: str | None,
     throughput: bool,
+    slo_ms: float | None,
     batch_sizes: str | None,
     inputs: str | None,
     unsafe: bool,
@@ -290,6 +367,8 @@ def tune_command(
         candidate_timeout=candidate_timeout,
         seed=seed,
         throughput=throughput,
+        objective=objective,
+        slo_ms=slo_ms,
         batch_sizes=batch_sizes,
         command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
@@ -310,6 +389,8 @@ def tune_command(
         raise click.exceptions.Exit(130) from None
     if as_json:
         emit_json(doc)
+    elif doc.get("objective") == "server":
+        render_server(doc)
     else:
         render_tune(doc)
     export_run(export, options.store_path, doc["run_id"])
@@ -322,10 +403,11 @@ def tune_command(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["env", "sh", "python"]),
+    type=click.Choice(["env", "sh", "python", "tf-serving"]),
     default="sh",
     show_default=True,
-    help="env: KEY=VALUE lines; sh: export lines; python: a snippet.",
+    help="env: KEY=VALUE lines; sh: export lines; python: a snippet; tf-serving: TensorFlow "
+    "Serving's batching parameters file, its flags for each instance in the comments.",
 )
 def apply_command(profile: str, fmt: str) -> None:
     """Print how to adopt a tuned profile."""
@@ -346,9 +428,20 @@ def apply_command(profile: str, fmt: str) -> None:
 @click.option("--profile", "profile", required=True, help="A profile saved by tfperf tune.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run_command(profile: str, command: tuple[str, ...]) -> int:
-    """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py."""
+    """Run COMMAND with a profile's env-level knobs: tfperf run --profile P -- python serve.py.
+
+    A profile tuned for a server runs one copy per instance, each pinned to its cores, with
+    TFPERF_INSTANCE (0..K-1) and TFPERF_INSTANCES (K) set; Ctrl-C stops them all."""
+    from rich.markup import escape
+
     from tfperf.cli.verbosity import detail, note
-    from tfperf.profiles import load_profile, mismatch_warnings, profile_env, run_with_profile
+    from tfperf.profiles import (
+        load_profile,
+        mismatch_warnings,
+        profile_env,
+        run_with_profile,
+        serving_layout,
+    )
     from tfperf.report.console import err_console
 
     data = load_profile(profile)
@@ -360,7 +453,18 @@ def run_command(profile: str, command: tuple[str, ...]) -> int:
             f"{'; '.join(data['code'])}[/]"
         )
     detail(" ".join(["tfperf run sets", *(f"{k}={v}" for k, v in profile_env(data).items())]))
-    code = run_with_profile(data, command)
+    layout = serving_layout(data)
+    if layout is not None:
+        count = layout.instances
+        note(
+            f"[dim]starting {count} instance{'s' if count > 1 else ''} ({layout.label()}): "
+            f"TFPERF_INSTANCE=0..{count - 1}[/]"
+        )
+
+    def failed(sentence: str) -> None:
+        err_console().print(f"[yellow]warning:[/] {escape(sentence)}", soft_wrap=True)
+
+    code = run_with_profile(data, command, on_failure=failed)
     raise click.exceptions.Exit(code)
 
 

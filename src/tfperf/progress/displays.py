@@ -19,6 +19,9 @@ from tfperf.tuning import Progress as TuneProgress
 def trial_line(number: str, outcome: Any) -> str:
     """One finished tune trial: ``trial 3/12  LABEL  1.92 ms  4.10x  ok``."""
     ms = "-" if outcome.time_ms is None else f"{outcome.time_ms:.3g} ms"
+    if hasattr(outcome, "max_qps_at_slo"):  # a server candidate: its rate within the SLO
+        qps = outcome.max_qps_at_slo
+        ms = "- req/s" if not qps else f"{qps:.4g} req/s"
     median = (outcome.speedup or {}).get("median")
     speedup = "-" if median is None else f"{median:.2f}x"
     reason = " ".join(str(outcome.reason).split())

@@ -477,6 +477,8 @@ def _answer_table(rows: list[tuple[str, object]]) -> str:
 def _tune_answer(summary: dict, rec: dict) -> str:
     """A tune's recommendation (or its "keep the default" and why)."""
     esc = html.escape
+    if rec.get("serving"):
+        return _server_answer(summary, rec)
     if rec.get("keep_default"):
         items = [f"<p><b>Keep the default.</b> {esc(str(rec.get('reason')))}.</p>"]
         why = rec.get("keep_default_why") or {}
@@ -508,6 +510,41 @@ def _tune_answer(summary: dict, rec: dict) -> str:
         ("apply with", apply),
     ]
     return _answer_table(rows)
+
+
+def _server_answer(summary: dict, rec: dict) -> str:
+    """A server tune's answer: the layout, its rate within the SLO beside the default's, the
+    confirmation's ratio, and how to start it (or why the default is kept)."""
+    serving = rec["serving"]
+    slo = serving.get("slo_ms") or summary.get("slo_ms")
+    default = ((summary.get("default") or {}).get("serving") or {}).get("max_qps_at_slo")
+    within = f"requests/s within p99 {fmt(slo, 'g')} ms"
+    profile = summary.get("profile")
+    if rec.get("keep_default"):
+        return _answer_table([
+            ("answer", "keep the default (one instance, no batching)"),
+            ("why", rec.get("reason")),
+            (f"default's {within}", fmt(default, ".4g")),
+        ])
+    speedup = rec.get("speedup") or {}
+    low, high = speedup.get("ci95") or [None, None]
+    layout = (
+        f"{serving['instances']} instance(s), {serving.get('threads') or 'default'} thread(s) "
+        f"each, {'pinned' if serving.get('cores') else 'not pinned'}, dynamic batch "
+        f"{serving['max_batch']} after at most {fmt(serving['max_delay_ms'], 'g')} ms"
+    )
+    return _answer_table([
+        ("serve it as", rec.get("label")),
+        ("layout", layout),
+        (f"tuned {within}", fmt(serving.get("max_qps_at_slo"), ".4g")),
+        (f"default's {within}", fmt(default, ".4g")),
+        ("ratio (confirmation range)",
+         f"{fmt(speedup.get('median'), '.2f')}x ({fmt(low, '.2f')}-{fmt(high, '.2f')})"),
+        ("max relative error", fmt(rec.get("max_rel_error"))),
+        ("profile", profile),
+        ("start it with", f"tfperf run --profile {profile} -- python serve.py" if profile else ""),
+        ("TensorFlow Serving", f"tfperf apply {profile} --format tf-serving" if profile else ""),
+    ])
 
 
 def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str, Any, str]]:

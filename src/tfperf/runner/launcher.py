@@ -6,7 +6,8 @@ Contract:
   be stopped with it), with the environment it is given (``None``: this one), stdin closed,
   and stdout and stderr together in a log file kept for the error report. ``pass_fds`` hands it
   pipe ends (a worker's protocol); ``stream=True`` reads its output line by line instead,
-  handing each line to the ``on_line`` of :meth:`Child.wait`.
+  handing each line to the ``on_line`` of :meth:`Child.wait`. ``cpus`` pins it (and all it
+  starts) to those CPU ids from its first instruction on.
 - :meth:`Child.wait` waits for it to end, at most ``timeout_s`` seconds from its start; the
   deadline fires even when the child prints nothing. On the deadline the whole group is killed
   and the :class:`Ended` record says so (``timed_out``). ``on_poll`` is called about every 0.1 s
@@ -119,8 +120,10 @@ class Child:
         stream: bool = False,
         own_group: bool = True,
         log: bool = True,
+        cpus: Sequence[int] | None = None,
     ) -> None:
         self.argv = [str(a) for a in argv]
+        self.cpus = None if cpus is None else {int(c) for c in cpus}
         self.own_group = own_group
         self.keep_log = log
         self.env = None if env is None else dict(env)
@@ -141,6 +144,7 @@ class Child:
             out = self._log
         elif not self.stream:
             out = None  # the user's own command writes to the terminal
+        unpin = _pin_this_thread(self.cpus)
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -157,6 +161,8 @@ class Child:
             raise LaunchError(
                 f"cannot run {self.argv[0]} ({exc.strerror or exc}): check that it exists"
             ) from exc
+        finally:
+            unpin()
         self.started_at = time.monotonic()
         return self
 
@@ -308,6 +314,18 @@ class Child:
             return self._log.read()
         except (OSError, ValueError):
             return b""
+
+
+def _pin_this_thread(cpus: set[int] | None) -> Callable[[], None]:
+    """Pin this thread to ``cpus`` while a child is forked from it, and return what restores
+    its mask. The child inherits the mask before it runs a single instruction (pinning it after
+    the start would leave the threads it made meanwhile unpinned); only the calling thread's
+    mask changes."""
+    if cpus is None:
+        return lambda: None
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    return lambda: os.sched_setaffinity(0, before)
 
 
 def run(

@@ -48,6 +48,24 @@ class TuneOptions:
     """Tune samples per second (adds the ``batch`` knob) instead of the time of one call."""
     batch_sizes: tuple[int, ...] | None = None
     command: str = "tfperf tune"
+    objective: str | None = None
+    """``"latency"``, ``"throughput"`` or ``"server"`` (``None``: throughput when
+    ``throughput`` is set, else latency)."""
+    slo_ms: float | None = None
+    """The server objective's latency bound: the p99 every measured rate must stay within."""
+    level_requests: int = 300
+    """The server objective's load levels: at least this many requests each..."""
+    level_s: float = 3.0
+    """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
+
+    def __post_init__(self) -> None:
+        if self.objective == "throughput":  # one flag for the code that reads `throughput`
+            object.__setattr__(self, "throughput", True)
+
+    @property
+    def goal(self) -> str:
+        """The objective asked for: ``objective``, else what ``throughput`` says."""
+        return self.objective or ("throughput" if self.throughput else "latency")
 
     def check(self) -> None:
         """Raise :class:`UserError` for options that cannot be tuned."""
@@ -59,15 +77,48 @@ class TuneOptions:
             raise UserError("--max-trials must be at least 1.")
         if self.budget_s is not None and self.budget_s <= 0:
             raise UserError("--budget must be a positive number of seconds.")
+        self._check_objective()
         if self.batch_sizes is not None and not self.throughput:
             raise UserError("--batch-sizes applies to a throughput tune: add --throughput.")
         if self.knobs and "batch" in self.knobs and not self.throughput:
             raise UserError("the batch knob is tuned for throughput only: add --throughput.")
 
+    def _check_objective(self) -> None:
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            raise UserError(
+                f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}."
+            )
+        if self.throughput and self.goal != "throughput":
+            raise UserError(
+                f"--throughput is --objective throughput: drop one of it and --objective "
+                f"{self.objective}."
+            )
+        if self.goal == "server" and self.slo_ms is None:
+            raise UserError(
+                "--objective server needs the latency bound: add --slo-ms MS (the p99 in "
+                "milliseconds each request must stay within)."
+            )
+        if self.slo_ms is not None and self.goal != "server":
+            raise UserError("--slo-ms applies to --objective server: add it, or drop --slo-ms.")
+        if self.slo_ms is not None and not self.slo_ms > 0:
+            raise UserError(
+                f"--slo-ms must be a positive number of milliseconds, not {self.slo_ms}."
+            )
+        if self.goal == "server" and self.strategy != "staged":
+            raise UserError(
+                "the server search is a staged one over layouts: drop --strategy "
+                f"{self.strategy} with --objective server."
+            )
+        if self.goal == "server" and self.resume is not None:
+            raise UserError(
+                "a server tune cannot be resumed: run `tfperf tune --objective server` again."
+            )
+
     def record(self, objective: str, space_values: dict[str, Any], batches: tuple) -> dict:
         """The settings a tune run stores."""
         return {
             "objective": objective,
+            "slo_ms": self.slo_ms,
             "batch_sizes": list(batches),
             "strategy": self.strategy,
             "max_trials": self.max_trials,
@@ -78,6 +129,8 @@ class TuneOptions:
             "resumed_from": None if self.resume is None else str(self.resume),
         }
 
+
+OBJECTIVES = ("latency", "throughput", "server")
 
 QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
 """What ``--quick`` means (explicit options win)."""

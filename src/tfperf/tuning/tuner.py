@@ -62,6 +62,7 @@ from tfperf.tuning.conclude import conclude, export_artifact
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.search import Outcome, Search, SearchResult, cache_key
+from tfperf.tuning.servertune import tune_server
 from tfperf.tuning.space import (
     DEFAULT_BATCHES,
     Space,
@@ -128,8 +129,7 @@ def tune(
                 per_sample=found.objective == "throughput",
             )
             try:
-                result, space_used, ready = search(evaluator, found, options, cache, progress)
-                doc = _document(evaluator, result, options, ready, found.objective)
+                doc = _run(evaluator, found, options, cache, progress)
             except KeyboardInterrupt:
                 run.finish("interrupted", {})
                 raise TuneInterrupted(run.run_id, _finished(store, run.run_id)) from None
@@ -139,19 +139,36 @@ def tune(
                 run_id=run.run_id,
                 workload=dict(workload),
                 machine=machine_summary(found.machine),
-                install=ready.get("install", {}),
+                install=(evaluator.default_ready or {}).get("install", {}),
                 strategy=options.strategy,
-                stopped=result.stopped,
-                trials=len(result.outcomes),
                 elapsed_s=time.monotonic() - started,
                 tolerance=options.tolerance.to_dict(),
-                space_size=space_used.size(),
-                unavailable=space_used.unavailable,
             )
             save(doc, found.machine, workload, options)
             summary = {"recommendation": doc["recommendation"], "profile": doc["profile"]}
+            if found.objective == "server":  # the rate the recommendation is measured against
+                summary.update(default=doc["default"], slo_ms=doc["slo_ms"])
             run.finish("ok", summary)
     return doc
+
+
+def _run(
+    evaluator: Evaluator, found: Plan, options: TuneOptions, cache: dict, progress: Progress
+) -> dict:
+    """The search and its conclusion for the plan's objective: the document's core, with
+    ``stopped``, ``trials``, ``space_size`` and ``unavailable``."""
+    if found.objective == "server":
+        doc = tune_server(evaluator, found.space, options, progress)
+    else:
+        result, space_used, ready = search(evaluator, found, options, cache, progress)
+        doc = _document(evaluator, result, options, ready, found.objective)
+        doc.update(
+            stopped=result.stopped,
+            trials=len(result.outcomes),
+            space_size=space_used.size(),
+            unavailable=space_used.unavailable,
+        )
+    return _warn_environment(doc, evaluator)
 
 
 def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None) -> Plan:
@@ -159,13 +176,20 @@ def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None)
     objective, before any worker starts."""
     machine = collect_machine()
     train = _is_training(workload)
+    if train and options.goal == "server":
+        raise UserError(
+            f"{workload.get('name')} is a training workload and a server answers requests: "
+            "tune an inference workload with --objective server."
+        )
     fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
     batches = tuple(options.batch_sizes or DEFAULT_BATCHES) if options.throughput else ()
     batch = int(workload.get("batch", 1))
     facts = machine_facts(machine, fmt, train, options.runtimes, batch, batches)
     chosen = _restricted(space or build_space(facts), options.knobs)
-    throughput = options.throughput or "batch" in chosen.knobs()
-    objective = "throughput" if throughput else "latency"
+    throughput = options.goal == "throughput" or "batch" in chosen.knobs()
+    objective = "server" if options.goal == "server" else (
+        "throughput" if throughput else "latency"
+    )
     return Plan(machine, facts, chosen, objective, batches, space is not None)
 
 
@@ -210,6 +234,11 @@ def _document(
     """The recommendation and the warnings a person must read with it."""
     doc = conclude(evaluator, result, options.confirm_rounds, ready)
     doc["objective"] = objective
+    return doc
+
+
+def _warn_environment(doc: dict, evaluator: Evaluator) -> dict:
+    """Add the warnings a person must read with any recommendation."""
     if evaluator.reference_is_flat():
         doc["warnings"].append(
             "the model's outputs on the sample inputs are (nearly) constant, so the "

@@ -1,0 +1,89 @@
+"""Tune built-in workloads for a server and print default vs tuned requests per second within
+the SLO, and the layout tune chose.
+
+For each workload the SLO is 4x its single-stream p50 (``tfperf bench --json``, a short
+measurement), at least :data:`MIN_SLO_MS`: a served request also crosses the load generator,
+a dispatcher and a pipe, which a sub-millisecond model's bound would not leave room for.
+Then ``tfperf tune --objective server --slo-ms SLO`` runs with every runtime, and, for the
+first workload, once more with ``--runtimes tf`` (what the layout alone gives). Each line
+shows the default's and the tuned ``max_qps_at_slo`` (medians of tune's own confirmation,
+default and winner in alternating SLO searches), their ratio with its range over the
+confirmation pairs, the layout, and how long the tune took.
+
+    python benchmarks/serving_tune.py                         # mlp and lstm, 180 s per tune
+    python benchmarks/serving_tune.py --workloads mlp --budget 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MIN_SLO_MS = 5.0
+
+
+def _tfperf(*args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfperf", *args, "--json"], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"tfperf {' '.join(args)} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def single_stream_p50_ms(workload: str, store: str) -> float:
+    doc = _tfperf(
+        "bench", "--workload", workload, "--budget", "5", "--no-peak", "--processes", "1",
+        "--store", store,
+    )
+    return float(doc["results"][0]["latency_ms"]["p50"])
+
+
+def _qps(value: float | None) -> str:
+    return "-" if not value else f"{value:8.1f}"
+
+
+def tune_line(workload: str, slo_ms: float, runtimes: str | None, budget: float, tmp: str) -> str:
+    args = ["tune", "-w", workload, "--objective", "server", "--slo-ms", f"{slo_ms:.3f}",
+            "--budget", str(budget), "--store", f"{tmp}/store.db",
+            "--profile-out", f"{tmp}/{workload}-{runtimes or 'all'}.json"]
+    if runtimes:
+        args += ["--runtimes", runtimes]
+    started = time.monotonic()
+    doc = _tfperf(*args)
+    took = time.monotonic() - started
+    rec = doc["recommendation"]
+    default = doc["default"]["serving"]["max_qps_at_slo"]
+    tuned = rec["serving"]["max_qps_at_slo"]
+    speedup = rec.get("speedup") or {}
+    low, high = (speedup.get("ci95") or [None, None])[:2]
+    ratio = "-" if not speedup.get("median") else f"{speedup['median']:.2f}x"
+    span = "" if low is None else f" [{low:.2f}-{high:.2f}]"
+    answer = "keep the default: " + rec["reason"] if rec["keep_default"] else rec["label"]
+    return (
+        f"{workload:12} {runtimes or 'all':5} slo {slo_ms:7.2f} ms  default {_qps(default)}/s  "
+        f"tuned {_qps(tuned)}/s  {ratio}{span}  {doc['trials']:2d} layouts {took:5.0f} s  "
+        f"{answer}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default="mlp,lstm")
+    parser.add_argument("--budget", type=float, default=180.0, help="seconds per tune")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tfperf-serving-tune-") as tmp:
+        store = str(Path(tmp) / "store.db")
+        for i, workload in enumerate(args.workloads.split(",")):
+            slo = max(4.0 * single_stream_p50_ms(workload, store), MIN_SLO_MS)
+            for runtimes in ([None, "tf"] if i == 0 else [None]):
+                print(tune_line(workload, slo, runtimes, args.budget, tmp), flush=True)
+
+
+if __name__ == "__main__":
+    main()

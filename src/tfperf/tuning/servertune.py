@@ -1,0 +1,372 @@
+"""``tfperf tune --objective server --slo-ms X``: the server search run for real, its winner
+confirmed against the default, and the document's core.
+
+Contract
+--------
+
+:func:`tune_server` ``(evaluator, plan, options, progress) -> dict`` runs after nothing has
+started. It starts the default worker (its outputs are the accuracy reference), then
+:class:`tfperf.tuning.server.ServerSearch` over :func:`tfperf.tuning.server.server_space`
+(this process's CPUs, the SLO, the runtimes of the tune's space, so ``--runtimes`` holds) with
+:class:`ServerEvaluator`, which
+
+- checks each runtime config once, with the tune's accuracy guard on a worker of its own
+  (:func:`tfperf.accuracy.guard`; a layout does not change what the model computes, its runtime
+  and precision do), and rejects every candidate of a runtime beyond the tolerance;
+- measures an accepted candidate with :func:`tfperf.serving.search_slo` (its instances started
+  for it, the levels recorded in the tune's run as trials of role ``"serving"``).
+
+The search's budget is ``options.budget_s`` or :data:`DEFAULT_BUDGET_S`, for the whole tune:
+it stops starting candidates when what is left would not hold the confirmation. The
+confirmation runs :func:`confirm_pairs` pairs of SLO searches of the default and the winner,
+alternating which goes first (trials of role ``"confirmation"``), and
+:func:`tfperf.tuning.server.confirmation` decides. A winner that missed the SLO in one of its
+confirmation searches, or did not take more requests than the default in every pair, is not
+recommended: the default is kept and ``reason`` says why.
+
+The document's core (the rest as any tune's, ``docs/tune.md``)::
+
+    {"objective": "server", "slo_ms",
+     "default": {"time_ms", "batch", "samples_per_s",
+                 "serving": {"max_qps_at_slo", ...the default layout}},
+     "recommendation": {... as any tune's ..., "serving": {"instances", "threads", "cores",
+                        "max_batch", "max_delay_ms", "streams", "max_qps_at_slo", "slo_ms"},
+                        "confirmation": {"default_qps", "candidate_qps", "ratio",
+                                         "missed_slo", "recommend", "reason"} | None},
+     "candidates": [{"label", "config", "serving", "status", "reason", "max_qps_at_slo",
+                     "speedup": {"median"}, "max_abs_error", ..., "adoption"}],
+     "stopped", "trials", "space_size", "unavailable", "warnings"}
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tfperf.accuracy import guard
+from tfperf.core.config import Config
+from tfperf.core.errors import UserError
+from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
+from tfperf.core.serving import DEFAULT_LAYOUT
+from tfperf.runner.handle import WorkerFailed
+from tfperf.serving import LoadScenario, search_slo
+from tfperf.serving.harness import available_cpus
+from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason, samples_per_s
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.server import (
+    DEFAULT_CANDIDATE,
+    FAILED,
+    MEASURED,
+    MIN_STEP,
+    REJECTED,
+    ServerCandidate,
+    ServerOutcome,
+    ServerResult,
+    ServerSearch,
+    confirmation,
+    server_space,
+)
+from tfperf.tuning.space import Space, to_config_dict
+
+DEFAULT_BUDGET_S = 600.0
+"""A server tune's whole time, unless ``--budget`` says otherwise (ten minutes)."""
+
+
+def confirm_pairs(confirm_rounds: int) -> int:
+    """Pairs of SLO searches of the confirmation: one per 7 of ``--confirm-rounds`` (a pair
+    costs two whole SLO searches), at least 2."""
+    return max(2, confirm_rounds // 7)
+
+
+class _Role:
+    """The tune's run recorder, with every trial the load measurement opens given ``role``."""
+
+    def __init__(self, run: Any, role: str) -> None:
+        self._run = run
+        self._role = role
+
+    def trial(self, trial_label: str, config: Mapping[str, Any], role: str) -> int:
+        return self._run.trial(trial_label, config, self._role)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+
+class ServerEvaluator:
+    """Evaluates server candidates for real (see the module docstring)."""
+
+    def __init__(self, evaluator: Evaluator, options: TuneOptions, scenario: LoadScenario) -> None:
+        self.evaluator = evaluator
+        self.options = options
+        self.scenario = scenario
+        self.progress = evaluator.progress
+        self._accuracy: dict[str, tuple[str, str, dict | None]] = {}
+        self.default_qps: float | None = None
+        """The default's rate within the SLO, once measured (the first candidate)."""
+
+    def accuracy(self, config: Mapping[str, Any]) -> tuple[str, str, dict | None]:
+        """``(status, reason, check)`` of a runtime config, checked once on a worker of its own
+        (the default's outputs are the reference)."""
+        name = label(dict(config))
+        if name not in self._accuracy:
+            self._accuracy[name] = self._check(dict(config))
+        return self._accuracy[name]
+
+    def _check(self, config: dict) -> tuple[str, str, dict | None]:
+        if not config:
+            return MEASURED, "", {"accepted": True, "max_abs_error": 0.0, "max_rel_error": 0.0}
+        workers = self.evaluator.workers
+        try:
+            handle = workers.get(config, self.options.candidate_timeout_s)
+            reference, labels = self.evaluator.reference_at(handle.batch)
+            check = guard(reference, workers.outputs(handle), self.options.tolerance, labels)
+        except WorkerFailed as exc:
+            workers.drop_dead()
+            return FAILED, failure_reason(exc, config), None
+        finally:
+            workers.drop(label(config))
+        return (MEASURED, "", check) if check["accepted"] else (REJECTED, check["reason"], check)
+
+    def __call__(self, candidate: ServerCandidate, timeout_s: float | None) -> ServerOutcome:
+        self.progress.candidate(candidate.key())
+        started = time.monotonic()
+        status, reason, check = self.accuracy(candidate.config)
+        if status == MEASURED:
+            outcome = self.measure(candidate, self.evaluator.run, role="serving")
+            outcome.accuracy = check
+        else:
+            outcome = ServerOutcome(candidate, status, reason=reason, accuracy=check)
+            outcome.info["runtime_failed"] = status == FAILED
+            self._record(outcome)
+        outcome.elapsed_s = time.monotonic() - started
+        if candidate == DEFAULT_CANDIDATE:
+            self.default_qps = outcome.max_qps_at_slo
+        if self.default_qps and outcome.rate:
+            outcome.speedup = {"median": outcome.rate / self.default_qps}
+        self.progress.done(outcome)
+        return outcome
+
+    def measure(self, candidate: ServerCandidate, run: Any, role: str) -> ServerOutcome:
+        """One SLO search of ``candidate``, recorded under ``role``."""
+        config = Config.from_dict(to_config_dict(dict(candidate.config)))
+        recorder = None if run is None else _Role(run, role)
+        try:
+            result = search_slo(
+                self.evaluator.workload, config, candidate.layout, self.options.slo_ms,
+                self.scenario, recorder=recorder, timeout_s=self.options.candidate_timeout_s,
+            )
+        except WorkerFailed as exc:
+            return ServerOutcome(candidate, FAILED, reason=failure_reason(exc, candidate.config))
+        except UserError as exc:
+            return ServerOutcome(candidate, FAILED, reason=str(exc))
+        return ServerOutcome(
+            candidate, MEASURED, max_qps_at_slo=result.max_qps_at_slo, load=result.to_dict()
+        )
+
+    def _record(self, outcome: ServerOutcome) -> None:
+        run = self.evaluator.run
+        if run is None:
+            return
+        config = to_config_dict(dict(outcome.candidate.config))
+        trial = run.trial(outcome.candidate.key(), config, "candidate")
+        status = "rejected" if outcome.status == REJECTED else "failed"
+        run.finish_trial(trial, status, {"server": outcome.to_dict()}, {"reason": outcome.reason})
+
+
+def runtime_configs(space: Space) -> list[dict]:
+    """The runtime configs of the tune's space: the default first, then one per runtime."""
+    configs = [{}]
+    for runtime in space.values.get("runtime", ()):
+        config = space.canonical({"runtime": runtime})
+        if config and config not in configs:
+            configs.append(config)
+    return configs
+
+
+def tune_server(
+    evaluator: Evaluator, space: Space, options: TuneOptions, progress: Progress
+) -> dict:
+    """Search, confirm and build the document's core (see the module docstring)."""
+    started = time.monotonic()
+    progress.phase("starting the default configuration")
+    ready = evaluator.start_default()
+    evaluator.workers.drop(label({}))  # the reference is kept; its worker would only wait
+    slo_ms = float(options.slo_ms or 0.0)
+    found = server_space(available_cpus(), slo_ms, runtime_configs(space))
+    levels = LoadScenario(requests=options.level_requests, seconds=options.level_s)
+    judge = ServerEvaluator(evaluator, options, levels)
+    pairs = confirm_pairs(options.confirm_rounds)
+    budget = (options.budget_s or DEFAULT_BUDGET_S) - (time.monotonic() - started)
+    progress.start(options.max_trials, budget)
+    result = ServerSearch(
+        found, judge, max_trials=options.max_trials, budget_s=budget, reserve=2 * pairs
+    ).run()
+    doc = conclude_server(judge, result, pairs, ready)
+    doc.update(
+        objective="server", slo_ms=slo_ms, stopped=result.stopped, trials=len(result.outcomes),
+        space_size=found.size(), unavailable=space.unavailable,
+    )
+    return doc
+
+
+def conclude_server(
+    judge: ServerEvaluator, result: ServerResult, pairs: int, ready: dict
+) -> dict:
+    """Confirm the winner against the default and build the document's core."""
+    default = result.default
+    default_qps = default.max_qps_at_slo if default is not None else None
+    winner = result.incumbent
+    decided = None
+    if winner != DEFAULT_CANDIDATE:
+        decided = confirm(judge, winner, pairs)
+        if decided["default_qps"]:
+            default_qps = _median(decided["default_qps"])
+    candidates = [_row(o, default_qps) for o in _ranked(result.outcomes)]
+    warnings = list(_warnings(result))
+    if decided is not None and decided["recommend"]:
+        recommendation = _recommend(winner, decided, candidates, judge.options.slo_ms)
+    else:
+        recommendation = _keep_default(decided, default_qps, result, judge.options.slo_ms)
+    tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
+    default_ms = statistics.median(tail) * 1e3 if tail else None
+    batch = judge.evaluator.default_batch
+    return {
+        "default": {
+            "time_ms": default_ms, "batch": batch,
+            "samples_per_s": samples_per_s(default_ms, batch),
+            "serving": DEFAULT_LAYOUT.to_dict() | {"max_qps_at_slo": default_qps},
+        },
+        "recommendation": recommendation,
+        "candidates": candidates,
+        "warnings": warnings,
+    }
+
+
+def confirm(judge: ServerEvaluator, winner: ServerCandidate, pairs: int) -> dict:
+    """Alternating SLO searches of the default and the winner; :func:`confirmation`'s verdict."""
+    judge.progress.phase(f"confirming {winner.key()} against the default")
+    measured: dict[str, list[float | None]] = {"default": [], "winner": []}
+    for pair in range(pairs):
+        order = [("default", DEFAULT_CANDIDATE), ("winner", winner)]
+        for side, candidate in order if pair % 2 == 0 else order[::-1]:
+            outcome = judge.measure(candidate, judge.evaluator.run, role="confirmation")
+            measured[side].append(outcome.max_qps_at_slo if outcome.status == MEASURED else None)
+    return confirmation(measured["default"], measured["winner"], judge.options.threshold)
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v]
+    return statistics.median(present) if present else None
+
+
+def _ranked(outcomes: list[ServerOutcome]) -> list[ServerOutcome]:
+    order = {MEASURED: 0, REJECTED: 1, FAILED: 2}
+    return sorted(outcomes, key=lambda o: (order[o.status], -o.rate))
+
+
+def _row(outcome: ServerOutcome, default_qps: float | None) -> dict:
+    accuracy = outcome.accuracy or {}
+    ratio = outcome.rate / default_qps if default_qps and outcome.rate else None
+    config = dict(outcome.candidate.config)
+    return {
+        "label": outcome.candidate.key(),
+        "config": to_config_dict(config),
+        "serving": outcome.candidate.layout.to_dict(),
+        "status": outcome.status,
+        "reason": outcome.reason or (
+            "no rate it was offered kept p99 within the SLO"
+            if outcome.status == MEASURED and not outcome.max_qps_at_slo else ""
+        ),
+        "max_qps_at_slo": outcome.max_qps_at_slo,
+        "speedup": None if ratio is None else {"median": ratio},
+        "time_ms": None,
+        "batch": None,
+        "samples_per_s": None,
+        "max_abs_error": accuracy.get("max_abs_error"),
+        "max_rel_error": accuracy.get("max_rel_error"),
+        "top1_agreement": accuracy.get("top1_agreement"),
+        "metric": accuracy.get("metric"),
+        "adoption": adoption(config),
+        "artifact": None,
+        "notes": [],
+    }
+
+
+def _serving(candidate: ServerCandidate, qps: float | None, slo_ms: float | None) -> dict:
+    return candidate.layout.to_dict() | {"max_qps_at_slo": qps, "slo_ms": slo_ms}
+
+
+def _recommend(
+    winner: ServerCandidate, decided: dict, candidates: list[dict], slo_ms: float | None
+) -> dict:
+    row = next((c for c in candidates if c["label"] == winner.key()), {})
+    config = normalize(dict(winner.config))
+    kind = adoption(config)
+    ratio = decided["ratio"] or {"median": None, "ci95": [None, None]}
+    return {
+        "label": winner.key(),
+        "config": to_config_dict(config),
+        "keep_default": False,
+        "reason": decided["reason"],
+        "keep_default_why": None,
+        "speedup": {**ratio, "default_qps": decided["default_qps"],
+                    "candidate_qps": decided["candidate_qps"]},
+        "time_ms": None, "batch": None, "samples_per_s": None,
+        "max_abs_error": row.get("max_abs_error"),
+        "max_rel_error": row.get("max_rel_error"),
+        "top1_agreement": row.get("top1_agreement"),
+        "adoption": kind,
+        "adoption_text": ADOPTION_TEXT[kind] + "; start it with `tfperf run --profile P -- CMD`",
+        "artifact": None,
+        "notes": [],
+        "serving": _serving(winner, _median(decided["candidate_qps"]), slo_ms),
+        "confirmation": decided,
+    }
+
+
+def _keep_default(
+    decided: dict | None, default_qps: float | None, result: ServerResult, slo_ms: float | None
+) -> dict:
+    if decided is not None:
+        case, why = "not_confirmed", decided["reason"]
+    elif any(o.status == REJECTED for o in result.outcomes):
+        case, why = "rejected", "no layout took more requests within the SLO, and runtimes " \
+            "that might were rejected by the accuracy guard"
+    else:
+        case, why = "none_faster", "no layout took more requests per second within the SLO " \
+            f"than the default (by more than {100 * MIN_STEP:.0f}%)"
+    return {
+        "label": "default",
+        "config": to_config_dict({}),
+        "keep_default": True,
+        "reason": why,
+        "keep_default_why": {"case": case, "summary": why},
+        "speedup": None if decided is None else decided["ratio"],
+        "time_ms": None, "batch": None, "samples_per_s": None,
+        "max_abs_error": 0.0, "max_rel_error": 0.0, "top1_agreement": None,
+        "adoption": "env",
+        "adoption_text": "nothing to change",
+        "artifact": None,
+        "notes": [],
+        "serving": _serving(DEFAULT_CANDIDATE, default_qps, slo_ms),
+        "confirmation": decided,
+    }
+
+
+def _warnings(result: ServerResult) -> list[str]:
+    out = []
+    if result.default is not None and result.default.status == MEASURED and not (
+        result.default.max_qps_at_slo
+    ):
+        out.append(
+            "the default met the SLO at no rate it was offered: the bound may be below the "
+            "model's time for one request on this machine"
+        )
+    if result.default is not None and result.default.status != MEASURED:
+        out.append(f"the default could not be measured under load: {result.default.reason}")
+    return out
+

@@ -1,0 +1,144 @@
+"""The server objective's search and its confirmation rule on a scripted evaluator (no workers,
+no TensorFlow): each candidate's rate within the SLO is a product of known effects."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.core.serving import ServingLayout
+from tfperf.tuning.server import (
+    DEFAULT_CANDIDATE,
+    MEASURED,
+    REJECTED,
+    ServerCandidate,
+    ServerOutcome,
+    ServerSearch,
+    confirmation,
+    server_space,
+    split_cpus,
+)
+
+OPENVINO = {"runtime": "openvino-f32"}
+LITERT = {"runtime": "litert"}
+
+
+def scripted_rate(candidate: ServerCandidate) -> float:
+    """100 requests/s for the default; two pinned instances, batching and OpenVINO's streams
+    help; a wait for a batch helps at 1 ms only."""
+    layout = candidate.layout
+    rate = 100.0
+    if layout.instances == 2:
+        rate *= 1.6 if layout.pinned else 1.3
+    rate *= {1: 1.0, 2: 1.1, 4: 1.25, 8: 1.2}[layout.max_batch]
+    rate *= {0.0: 1.0, 1.0: 1.1}.get(layout.max_delay_ms, 0.9)
+    if candidate.config.get("runtime") == "openvino-f32":
+        rate *= 1.5 * (1.2 if layout.streams == 2 else 1.0)
+    return rate
+
+
+class Scripted:
+    """The evaluator: the scripted rate; LiteRT's outputs are beyond the tolerance; each
+    evaluation takes ``seconds`` on ``clock``."""
+
+    def __init__(self, seconds: float = 10.0) -> None:
+        self.now = 0.0
+        self.seconds = seconds
+        self.tried: list[str] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, candidate: ServerCandidate, timeout_s: float | None) -> ServerOutcome:
+        self.tried.append(candidate.key())
+        self.now += self.seconds
+        if candidate.config.get("runtime") == "litert":
+            return ServerOutcome(candidate, REJECTED, reason="max rel error 0.5", accuracy={})
+        if candidate.config.get("runtime") == "litert-fp16":
+            info = {"runtime_failed": True}
+            return ServerOutcome(candidate, "failed", reason="conversion failed", info=info)
+        return ServerOutcome(
+            candidate, MEASURED, max_qps_at_slo=scripted_rate(candidate), elapsed_s=self.seconds
+        )
+
+
+def test_the_search_climbs_to_the_best_layout_and_runtime():
+    runtimes = [{}, LITERT, {"runtime": "litert-fp16"}, OPENVINO]
+    space = server_space([0, 1], slo_ms=10.0, runtimes=runtimes)
+    evaluator = Scripted()
+    result = ServerSearch(space, evaluator, clock=evaluator.clock).run()
+    best = result.incumbent
+    assert best.config == OPENVINO
+    assert best.layout == ServingLayout(
+        instances=2, threads=1, cores=((0,), (1,)), max_batch=4, max_delay_ms=1.0, streams=2
+    )
+    assert result.default is not None and result.default.candidate == DEFAULT_CANDIDATE
+    assert result.outcomes[0].candidate == DEFAULT_CANDIDATE
+    assert result.stopped == "converged"
+    # a runtime rejected, or failed before any load, is never tried under another layout
+    assert sum(key.endswith("runtime=litert") for key in evaluator.tried) == 1
+    assert sum(key.endswith("runtime=litert-fp16") for key in evaluator.tried) == 1
+    assert len(evaluator.tried) == len(set(evaluator.tried))
+
+
+def test_with_tensorflow_alone_the_gain_comes_from_the_layout():
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}])
+    result = ServerSearch(space, Scripted()).run()
+    assert result.incumbent.config == {}
+    assert result.incumbent.layout.instances == 2 and result.incumbent.layout.batching
+    assert all(o.candidate.config == {} for o in result.outcomes)
+
+
+def test_the_budget_keeps_room_for_the_confirmation_and_the_best_so_far():
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}, OPENVINO])
+    evaluator = Scripted(seconds=10.0)
+    result = ServerSearch(space, evaluator, budget_s=75.0, reserve=4, clock=evaluator.clock).run()
+    assert result.stopped == "budget"
+    # each evaluation takes 10 s, and the confirmation 4 of them: none starts after 25 s
+    assert len(result.outcomes) == 3
+    assert result.incumbent == max(result.outcomes, key=lambda o: o.rate).candidate
+    limited = ServerSearch(space, Scripted(), max_trials=3).run()
+    assert limited.stopped == "max-trials" and len(limited.outcomes) == 3
+
+
+def test_a_default_that_fails_leaves_the_default_as_the_answer():
+    def broken(candidate, timeout_s):
+        return ServerOutcome(candidate, "failed", reason="worker crashed")
+
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}])
+    result = ServerSearch(space, broken).run()
+    assert result.incumbent == DEFAULT_CANDIDATE
+
+
+def test_the_space_follows_the_cores_the_slo_and_the_runtime():
+    two = server_space([0, 1], slo_ms=20.0, runtimes=[{}])
+    assert two.shapes == ((1, None, False), (1, 1, False), (2, 1, True), (2, 1, False))
+    assert two.delays_ms == (1.0, 2.0, 5.0)
+    four = server_space([0, 1, 2, 3], slo_ms=20.0, runtimes=[{}])
+    assert (4, 1, True) in four.shapes and (2, 2, True) in four.shapes
+    assert split_cpus([0, 1, 2, 3], 2) == ((0, 1), (2, 3))
+    assert two.neighbours(DEFAULT_CANDIDATE, "streams") == []
+    assert two.neighbours(DEFAULT_CANDIDATE, "delay") == []
+    on_openvino = ServerCandidate(OPENVINO, ServingLayout(streams=2))
+    back = server_space([0, 1], 20.0, [{}, OPENVINO]).neighbours(on_openvino, "runtime")
+    assert back == [ServerCandidate({}, ServingLayout())]
+    assert {c.layout.streams for c in two.neighbours(on_openvino, "streams")} == {None, 1}
+
+
+@pytest.mark.parametrize(
+    ("default", "winner", "recommend", "words"),
+    [
+        ([100.0, 105.0, 98.0], [150.0, 160.0, 149.0], True, "in every pair"),
+        ([100.0, 105.0, 98.0], [150.0, None, 149.0], False, "missed the SLO in 1 of its 3"),
+        ([100.0, 105.0, 98.0], [150.0, 101.0, 97.0], False, "not take more"),
+        ([None, None, None], [50.0, 52.0, 51.0], True, "met the SLO at no rate"),
+        ([100.0] * 7, [120.0, 121.0, 119.0, 122.0, 118.0, 120.0, 123.0], True, "significantly"),
+    ],
+)
+def test_confirmation_recommends_only_a_winner_that_met_the_slo_and_beat_the_default(
+    default, winner, recommend, words
+):
+    decided = confirmation(default, winner)
+    assert decided["recommend"] is recommend
+    assert words in decided["reason"]
+    if decided["ratio"] is not None:
+        assert decided["ratio"]["median"] > 0.9
