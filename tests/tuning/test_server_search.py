@@ -142,3 +142,21 @@ def test_confirmation_recommends_only_a_winner_that_met_the_slo_and_beat_the_def
     assert words in decided["reason"]
     if decided["ratio"] is not None:
         assert decided["ratio"]["median"] > 0.9
+
+
+def test_runtimes_without_tensorflow_keep_the_default_as_the_baseline_only():
+    # OpenVINO alone is allowed: it must carry the answer even where it is slower than
+    # TensorFlow's default, which is measured as the baseline and never recommended
+    class SlowOpenVino(Scripted):
+        def __call__(self, candidate, timeout_s):
+            outcome = super().__call__(candidate, timeout_s)
+            if candidate.config.get("runtime") == "openvino-f32":
+                return ServerOutcome(candidate, MEASURED, max_qps_at_slo=outcome.rate * 0.5)
+            return outcome
+
+    space = server_space([0, 1], 10.0, runtimes=[{}, OPENVINO], default_runtime_allowed=False)
+    evaluator = SlowOpenVino()
+    result = ServerSearch(space, evaluator, clock=evaluator.clock).run()
+    assert result.default is not None and result.default.candidate == DEFAULT_CANDIDATE
+    assert result.incumbent.config == OPENVINO
+    assert result.incumbent.layout.instances == 2  # the layout search went on from there

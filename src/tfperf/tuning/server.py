@@ -133,6 +133,9 @@ class ServerSpace:
     batches: tuple[int, ...] = BATCHES
     delays_ms: tuple[float, ...] = ()
     streams: tuple[int | None, ...] = (None,)
+    default_runtime_allowed: bool = True
+    """False when ``--runtimes`` leaves TensorFlow out: the default is then measured as the
+    baseline only, and the search goes on from the best of the runtimes allowed."""
 
     def shape_of(self, layout: ServingLayout) -> tuple[int, int | None, bool]:
         return (layout.instances, layout.threads, layout.pinned)
@@ -148,6 +151,8 @@ class ServerSpace:
         layout = at.layout
         if dimension == "runtime":
             others = [normalize(dict(r)) for r in self.runtimes]
+            if not self.default_runtime_allowed:  # the baseline, never a step
+                others = [r for r in others if r.get("runtime") not in (None, "tf")]
             current = normalize(dict(at.config))
             return [_on_runtime(r, layout) for r in others if r != current]
         if dimension == "shape":
@@ -197,10 +202,14 @@ def split_cpus(cpus: Sequence[int], instances: int) -> tuple[tuple[int, ...], ..
 
 
 def server_space(
-    cpus: Sequence[int], slo_ms: float, runtimes: Sequence[Mapping[str, Any]]
+    cpus: Sequence[int],
+    slo_ms: float,
+    runtimes: Sequence[Mapping[str, Any]],
+    default_runtime_allowed: bool = True,
 ) -> ServerSpace:
     """The values worth trying with ``cpus`` usable, for ``slo_ms``, over these runtime
-    configs (the first is the default's, ``{}``)."""
+    configs (the first is the default's, ``{}``; ``default_runtime_allowed`` False keeps it
+    as the baseline only)."""
     n = len(cpus)
     shapes: list[tuple[int, int | None, bool]] = [(1, None, False)]
     if n > 1:
@@ -218,6 +227,7 @@ def server_space(
         cpus=tuple(cpus),
         delays_ms=delays,
         streams=streams,
+        default_runtime_allowed=default_runtime_allowed,
     )
 
 
@@ -335,9 +345,17 @@ class ServerSearch:
             for candidate in self.space.neighbours(base.candidate, dimension):
                 tried.append(self._try(candidate))
         finally:
-            better = [o for o in tried if o.rate > 0 and o.rate > base.rate * (1 + MIN_STEP)]
+            floor = base.rate * (1 + MIN_STEP)
+            if dimension == "runtime" and self._baseline_only(base):
+                floor = 0.0  # the default's runtime is not the user's to adopt
+            better = [o for o in tried if o.rate > 0 and o.rate > floor]
             if better:
                 self.best = max(better, key=lambda o: o.rate)
+
+
+    def _baseline_only(self, outcome: ServerOutcome) -> bool:
+        on_default = outcome.candidate.config.get("runtime") in (None, "tf")
+        return not self.space.default_runtime_allowed and on_default
 
 
 def confirmation(

@@ -196,7 +196,8 @@ def tune_server(
     ready = evaluator.start_default()
     evaluator.workers.drop(label({}))  # the reference is kept; its worker would only wait
     slo_ms = float(options.slo_ms or 0.0)
-    found = server_space(available_cpus(), slo_ms, runtime_configs(space))
+    allowed = space.bare_runtime in space.values.get("runtime", (space.bare_runtime,))
+    found = server_space(available_cpus(), slo_ms, runtime_configs(space), allowed)
     levels = LoadScenario(requests=options.level_requests, seconds=options.level_s)
     judge = ServerEvaluator(evaluator, options, levels)
     pairs = confirm_pairs(options.confirm_rounds)
