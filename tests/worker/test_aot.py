@@ -39,7 +39,6 @@ def aot_runtime() -> Path:
 
 
 def _outputs(worker: Worker, path: Path) -> list:
-    worker.start()
     worker.wait_ready()
     worker.run_block(3)
     return load_outputs(worker.outputs(path))

@@ -83,7 +83,7 @@ class AotModel:
     """A compiled model of ``folder`` (its ``model.json`` and shared library), ready to run."""
 
     def __init__(self, folder: str | Path, threads: int | None = None) -> None:
-        folder = Path(folder)
+        folder = Path(folder).resolve()  # a bare file name would be looked up in the library path
         self.meta = json.loads((folder / "model.json").read_text())
         built, here = self.meta.get("target_cpu"), host_target()
         if not runs_here(built, here):
