@@ -61,7 +61,9 @@ def _row(name: str, outcome, default_ms: float | None) -> dict:
         "speedup": speed.get("median"),
         "ci": speed.get("ci95") or [None, None],
         "error": accuracy.get("max_abs_error"),
-        "compile": _compile_s(outcome.info.get("notes") or []),
+        "compile": _compile_s(outcome.info.get("notes") or [])
+        if outcome.config.get("runtime") == "xla-aot"
+        else "",
         "reason": outcome.reason,
     }
 

@@ -108,6 +108,22 @@ _NO_TF_LOADER = textwrap.dedent(
 )
 
 
+def test_the_profile_s_python_line_runs_the_library_without_tensorflow(compiled):
+    from tfperf.profiles import code_lines
+
+    (line,) = code_lines({"runtime": "xla-aot", "runtime_threads": 2}, "builtin",
+                         artifact_from_notes(compiled[2]))
+    check = (
+        f"import runpy, sys\nimport numpy as np\n{line}\n"
+        "arrays = [np.zeros(s['shape'], s['dtype']) for s in model.meta['inputs']]\n"
+        "print(model(*arrays)[0].shape, 'tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.strip() == f"{compiled[0][0].shape} False"
+
+
 def test_a_library_compiled_for_a_newer_cpu_is_refused(compiled, monkeypatch):
     from tfperf.core import aot_loader
 

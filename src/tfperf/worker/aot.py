@@ -189,7 +189,8 @@ def _export(loaded: Any, where: Path) -> tuple[list[dict], list[dict]]:
                 "shape): XLA AOT compiles static shapes only."
             )
     try:
-        frozen = convert_variables_to_constants_v2(concrete)
+        # functional While/If kept: lowered to v1 frames (Enter, Exit) XLA cannot compile them
+        frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
     except Exception as exc:
         raise ConversionError(
             f"the model's variables cannot be folded into constants: {first_error(exc)}"
@@ -315,6 +316,8 @@ def _compile(loaded: Any, folder: Path, multithreading: bool, target: str) -> No
 
 def aot_prepared(loaded: Any, config: dict) -> Prepared:
     """The model compiled ahead of time and called through ctypes (see the module docstring)."""
+    if loaded.format == "tflite":
+        raise ConversionError("a .tflite model runs on LiteRT; XLA AOT compiles TensorFlow models.")
     facts = xla_aot_facts()
     if not facts["available"]:
         raise ConversionError(_missing_sentence(facts))
