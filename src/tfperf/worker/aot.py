@@ -160,8 +160,9 @@ def _reason(output: str) -> str:
     raised = _TRACEBACK_END.findall(output)
     if raised:
         return raised[-1][1].strip()[:300]
-    lines = [ln.strip() for ln in output.splitlines() if "error" in ln.lower()]
-    return (lines[-1] if lines else output.strip().splitlines()[-1:] or ["no output"])[0][:300]
+    lines = [ln.strip() for ln in output.splitlines() if "error:" in ln.lower()]
+    lines = lines or [ln.strip() for ln in output.splitlines() if ln.strip()] or ["no output"]
+    return lines[0 if "error:" in lines[0].lower() else -1][:300]
 
 
 def _export(loaded: Any, where: Path) -> tuple[list[dict], list[dict]]:
@@ -216,6 +217,21 @@ def _spec(name: str, shape: Any, dtype: Any) -> dict:
     return {"name": name, "shape": [int(d) for d in shape], "dtype": np.dtype(dtype).name}
 
 
+def _march() -> str:
+    # Eigen's matmuls and convolutions (the dot and convolution thunks) live in the archive:
+    # built for the baseline x86-64 they would run SSE2 code on an AVX-512 machine (x86-64-v3
+    # at most: with AVX-512 this Eigen's spatial-convolution packers do not compile).
+    level = host_target() or "x86-64"
+    return f"-march={'x86-64-v3' if level == 'x86-64-v4' else level}"
+
+
+def runtime_key(tf_dir: Path, cxx: str) -> str:
+    """What the runtime archive is built from: the install's sources, the compiler, the flags."""
+    stat = (tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt").stat()
+    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{_march()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def runtime_archive(tf_dir: Path, cxx: str) -> Path:
     """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4).
 
@@ -223,9 +239,8 @@ def runtime_archive(tf_dir: Path, cxx: str) -> Path:
     ``xla-aot`` worker (:func:`main`), so that the minutes of the first build are not
     counted against the worker's start-up deadline."""
     sources = tf_dir / "xla_aot_runtime_src"
-    stat = (sources / "CMakeLists.txt").stat()
-    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{host_target()}"
-    folder = cache_dir() / "xla-aot-runtime" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    march = _march()
+    folder = cache_dir() / "xla-aot-runtime" / runtime_key(tf_dir, cxx)
     build = folder / "build"
     archive = build / "libtf_xla_runtime.a"
     with _locked(folder / ".lock"):
@@ -236,6 +251,7 @@ def runtime_archive(tf_dir: Path, cxx: str) -> Path:
                 [
                     "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
                     "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", f"-DCMAKE_CXX_COMPILER={cxx}",
+                    f"-DCMAKE_CXX_FLAGS={march}",
                 ],
                 "configuring the XLA AOT runtime",
                 cwd=build,
@@ -324,7 +340,8 @@ def aot_prepared(loaded: Any, config: dict) -> Prepared:
     threads = config.get("runtime_threads") or 1
     multithreading = threads > 1
     target = host_target() or "x86-64"
-    folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{target}")
+    runtime = runtime_key(tensorflow_dir(), compiler())[:6]  # type: ignore[arg-type]
+    folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{target}-{runtime}")
     notes = [
         f"XLA AOT for {target}, "
         + (f"multithreaded on {threads} Eigen threads" if multithreading else "single-threaded")
