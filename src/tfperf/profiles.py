@@ -58,7 +58,7 @@ from typing import Any
 from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import current_label, current_names
+from tfperf.core.knobs import XLA_AOT, current_label, current_names
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -129,6 +129,13 @@ def code_lines(
         lines.append(
             f"compiled = openvino.Core().compile_model({artifact!r}, 'CPU')  # {runtime}; "
             "run_model.py beside the model shows the properties"
+        )
+    elif runtime == XLA_AOT:
+        folder = os.path.dirname(artifact) if artifact else "MODEL_FOLDER"
+        loader = os.path.join(folder, "run_model.py")
+        lines.append(
+            f'model = runpy.run_path({loader!r})["AotModel"]({folder!r}, threads={threads})'
+            "  # xla-aot, no TensorFlow needed: outputs = model(*numpy_arrays)"
         )
     return lines
 
@@ -440,7 +447,8 @@ def _max_enqueued(profile: Mapping[str, Any], layout: ServingLayout) -> int:
 def _imports(code: Sequence[str]) -> list[str]:
     """The imports the code lines use (TensorFlow after the environment is set)."""
     text = "\n".join(code)
-    others = [m for m in ("keras", "ai_edge_litert.interpreter", "openvino") if f"{m}." in text]
+    modules = ("keras", "ai_edge_litert.interpreter", "openvino", "runpy")
+    others = [m for m in modules if f"{m}." in text]
     lines = []
     if "tf." in text or not others:
         lines.append("import tensorflow as tf  # after the environment is set")

@@ -49,6 +49,8 @@ def check_schema(doc: dict) -> None:
     assert machine["cores"]["usable"] >= 1 and machine["fingerprint"]
     assert isinstance(install["isa_missing"], list)
     assert install["status"] in ("ok", "not_installed", "import_failed", "crashed", "timeout")
+    assert set(doc["xla_aot"]) == {"available", "missing"}
+    assert doc["xla_aot"]["available"] == (not doc["xla_aot"]["missing"])
     for f in doc["findings"]:
         assert {"id", "severity", "evidence", "fix"} <= set(f)
         assert f["severity"] in ("info", "warn", "error")
@@ -67,6 +69,7 @@ def test_json_report_and_fail_on_warn(tmp_path: Path) -> None:
         "OMP_NUM_THREADS": "4",
         "KMP_AFFINITY": "granularity=fine,compact,1,0",
         "TF_NUM_INTRAOP_THREADS": "64",
+        "CXX": "/nonexistent/g++",  # no C++ compiler: XLA AOT cannot compile
     }
     res = run_cli("doctor", "--json", "--fail-on", "warn", env=env)
     assert res.returncode == 1, res.stderr
@@ -78,7 +81,9 @@ def test_json_report_and_fail_on_warn(tmp_path: Path) -> None:
     assert install["allocator"] == "system"
     assert install["env"]["OMP_NUM_THREADS"] == "4"
     ids = {f["id"] for f in doc["findings"]}
-    assert {"tf-duplicate-distributions", "threads-oversubscribe"} <= ids
+    assert {"tf-duplicate-distributions", "threads-oversubscribe", "xla-aot-missing"} <= ids
+    assert doc["xla_aot"]["available"] is False
+    assert any("CXX=/nonexistent/g++ is not found" in m for m in doc["xla_aot"]["missing"])
     if install["openmp"]["linked"] is False:
         assert "omp-no-effect" in ids
     assert "fail-on" in res.stderr
@@ -89,7 +94,7 @@ def test_human_report_passes_fail_on_error(tmp_path: Path) -> None:
     require(HAS_TF, "TensorFlow is not installed")
     res = run_cli("doctor", "--fail-on", "error")
     assert res.returncode == 0, res.stderr
-    for section in ("Machine", "TensorFlow install", "Findings"):
+    for section in ("Machine", "TensorFlow install", "XLA AOT", "Findings"):
         assert section in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
 

@@ -231,3 +231,13 @@ def test_findings_are_sorted_errors_first() -> None:
     severities = [f["severity"] for f in rules.evaluate(m, i)]
     assert severities == sorted(severities, key=["error", "warn", "info"].index)
     assert set(severities) == {"error", "warn", "info"}
+
+
+def test_xla_aot_missing_pieces_are_one_information_with_their_fixes():
+    install = copy.deepcopy(INSTALL)
+    install["xla_aot"] = {"available": False, "missing": ["cmake (apt-get install cmake)"]}
+    (found,) = rules.rule_xla_aot(MACHINE, install)
+    assert found["id"] == "xla-aot-missing" and found["severity"] == "info"
+    assert "apt-get install cmake" in found["evidence"]
+    install["xla_aot"] = {"available": True, "missing": []}
+    assert rules.rule_xla_aot(MACHINE, install) == []

@@ -71,3 +71,34 @@ def test_a_model_needing_select_tf_ops_is_a_failed_candidate_with_one_sentence(t
         assert doc["recommendation"]["keep_default"] is True
     else:  # a LiteRT with the flex delegate: the notes say what was done
         assert any("SELECT_TF_OPS" in note for note in litert["notes"])
+
+
+@pytest.mark.tf
+def test_a_model_xla_aot_cannot_compile_is_a_failed_candidate_and_the_tune_goes_on(tmp_path):
+    from tfperf.core.aot import xla_aot_facts
+
+    facts = xla_aot_facts()
+    require(facts["available"], "XLA AOT needs " + "; ".join(facts["missing"]))
+    (tmp_path / "string_model.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+
+        def build():
+            @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.float32)])
+            def model(x):
+                return x + tf.cast(tf.strings.length(tf.strings.as_string(x)), tf.float32)
+            return model, np.linspace(0.5, 1.5, 8, dtype=np.float32).reshape(1, 8)
+    """)
+    )
+    result = run_cli(
+        "tune", "string_model:build", "--knobs", "runtime", "--runtimes", "tf,xla-aot",
+        "--confirm-rounds", "6", "--store", str(tmp_path / "store.sqlite"),
+        "--profile-out", str(tmp_path / "p.json"), "--json", cwd=tmp_path, timeout=1800,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    doc = json.loads(result.stdout)
+    (aot,) = [c for c in doc["candidates"] if c["config"]["runtime"] == "xla-aot"]
+    assert aot["status"] == "failed" and "\n" not in aot["reason"]
+    assert "XLA has no CPU kernel for the op(s) AsString" in aot["reason"], aot["reason"]
+    assert doc["recommendation"]["keep_default"] is True

@@ -315,3 +315,26 @@ def test_the_runtime_step_puts_each_litert_runtime_on_every_usable_core():
         {"runtime": "openvino-f32", "runtime_threads": 1}
     )
     assert named and all(c.get("runtime_threads") != 2 for c in named)
+
+
+def test_xla_aot_is_tried_with_and_without_its_threads_where_the_install_compiles():
+    space = build_space(replace(FULL, cores=2, schedulable=2, xla_aot_missing=()))
+    assert space.values["runtime"][-1] == "xla-aot"
+    # First on every core (compiled with XLA's multithreading), then the thread step tries
+    # the single-threaded library, which is the runtime's own default.
+    step = {c["runtime"]: c for c in space.runtime_step({})}
+    assert step["xla-aot"] == {"runtime": "xla-aot", "runtime_threads": 2}
+    fewer = space.neighbours(step["xla-aot"], "runtime_threads")
+    assert {"runtime": "xla-aot"} in fewer
+    assert space.canonical({"runtime": "xla-aot", "runtime_threads": 1}) == {"runtime": "xla-aot"}
+    assert not space.applicable("xla", {"runtime": "xla-aot"})
+    assert space.applicable("allocator", {"runtime": "xla-aot"})
+
+
+def test_xla_aot_missing_pieces_are_listed_and_not_tried():
+    space = build_space(replace(FULL, xla_aot_missing=("a C++ compiler (apt-get install g++)",)))
+    assert "xla-aot" not in space.values["runtime"]
+    assert "apt-get install g++" in _why(space)[("runtime", "xla-aot")]
+    unchecked = build_space(FULL)  # facts that never asked: neither tried nor listed
+    assert "xla-aot" not in unchecked.values["runtime"]
+    assert ("runtime", "xla-aot") not in _why(unchecked)

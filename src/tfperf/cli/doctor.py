@@ -100,6 +100,14 @@ def _install_rows(i: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _aot_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    aot = doc.get("xla_aot") or {}
+    if not aot:
+        return []
+    text = "available" if aot.get("available") else "missing " + "; ".join(aot.get("missing", []))
+    return [("XLA AOT", text)]
+
+
 def _table(rows: list[tuple[str, str]]) -> Any:
     from rich.table import Table
 
@@ -122,7 +130,7 @@ def render(doc: dict[str, Any]) -> None:
     env = install.get("env") or {}
     sections = (
         ("Machine", _machine_rows(doc["machine"])),
-        ("TensorFlow install", _install_rows(install)),
+        ("TensorFlow install", [*_install_rows(install), *_aot_rows(doc)]),
         ("Performance environment variables", list(env.items()) or [("(none set)", "")]),
     )
     for title, rows in sections:

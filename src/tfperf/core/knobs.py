@@ -31,14 +31,18 @@ from typing import Any
 
 LITERT_RUNTIMES = ("litert", "litert-dynint8", "litert-fp16", "litert-int8")
 OPENVINO_RUNTIMES = ("openvino-f32", "openvino-bf16")
-RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
+XLA_AOT = "xla-aot"
+"""The model compiled ahead of time by XLA (``saved_model_cli aot_compile_cpu``) into a shared
+library called without TensorFlow's runtime; ``runtime_threads`` > 1 compiles it with XLA's
+multithreading and runs it on an Eigen pool of that many threads."""
+RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
 PRECISIONS = ("fp32", "bf16", "mixed_float16")
 ALLOCATORS = ("system", "tcmalloc", "jemalloc")
 XLA_MODES = ("off", "jit", "auto")
 
 TF_ONLY = ("tf",)
-INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES)
-PRELOADABLE = ("tf", *LITERT_RUNTIMES)
+INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
+PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT)
 """The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
 (``free(): invalid pointer``: glibc's ``free()`` meets the allocator's pointers)."""
 
@@ -134,12 +138,13 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob(
             "runtime", "tf", choice(*RUNTIMES), RUNTIMES, "model", "model",
-            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO",
+            "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO, or "
+            "compiled ahead of time by XLA (xla-aot)",
         ),
         Knob(
             "runtime_threads", None, parse_threads, INTERPRETERS, "model", "model",
             "threads of the runtime other than TensorFlow (LiteRT's interpreter, OpenVINO's "
-            "INFERENCE_NUM_THREADS)",
+            "INFERENCE_NUM_THREADS, xla-aot's multithreaded Eigen pool when > 1)",
         ),
         Knob(
             "allocator", "system", choice(*ALLOCATORS), PRELOADABLE, "env", "env",

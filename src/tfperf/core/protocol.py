@@ -26,6 +26,8 @@ DIFFERS_KIND = "model-differs"
 
 ARTIFACT_NOTE = "converted model: "
 """Prefix of the note that names the converted model file of a variant."""
+COMPILED_NOTE = "compiled ahead of time (export, aot_compile_cpu, link) in "
+"""Prefix of the note that says how long an ``xla-aot`` variant took to compile."""
 
 
 def artifact_from_notes(notes: Sequence[str]) -> str | None:

@@ -1,10 +1,12 @@
 """``tfperf doctor`` as a library: audit the machine and the TensorFlow install.
 
 Contract: :func:`run_doctor` returns the document described in ``docs/doctor-schema.md``
-(``schema_version`` :data:`SCHEMA_VERSION`). It starts the install probe first and collects the
-machine facts while TensorFlow imports in the probe, so it costs about one
-``import tensorflow``. It never raises for a broken or missing TensorFlow: that is
-``install.status`` plus an error finding. Callers that gate on it use :func:`worst_severity`.
+(``schema_version`` :data:`SCHEMA_VERSION`), whose ``xla_aot`` (``{"available",
+"missing"}``) says whether this install can compile ahead of time (the ``xla-aot``
+runtime). It starts the install probe first and collects the machine facts while TensorFlow
+imports in the probe, so it costs about one ``import tensorflow``. It never raises for a
+broken or missing TensorFlow: that is ``install.status`` plus an error finding. Callers that
+gate on it use :func:`worst_severity`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from tfperf.diagnosis.rules import evaluate
 from tfperf.machine.facts import collect_machine
 
 SCHEMA_VERSION = 1
+NO_PROBE_AOT = {"available": False, "missing": ["a TensorFlow that imports (see the findings)"]}
+"""``xla_aot`` when the probe could not look (TensorFlow missing or failing to import)."""
 
 
 def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any]:
@@ -37,12 +41,14 @@ def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any
     else:
         install.setdefault("env", perf_env())
         install.setdefault("isa_missing", [])
+    findings = evaluate(machine, install)
     return {
         "schema_version": SCHEMA_VERSION,
         "tfperf_version": __version__,
         "machine": machine,
         "install": install,
-        "findings": evaluate(machine, install),
+        "xla_aot": install.pop("xla_aot", None) or NO_PROBE_AOT,
+        "findings": findings,
         "elapsed_s": time.perf_counter() - started,
     }
 

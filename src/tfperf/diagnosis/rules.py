@@ -409,6 +409,24 @@ def rule_old_release(machine: Facts, install: Facts) -> list[Finding]:
     ]
 
 
+def rule_xla_aot(machine: Facts, install: Facts) -> list[Finding]:
+    """What this install lacks to compile a model ahead of time (the ``xla-aot`` runtime)."""
+    aot = install.get("xla_aot") or {}
+    missing = aot.get("missing") or []
+    if not _ok(install) or aot.get("available") or not missing:
+        return []
+    return [
+        finding(
+            "xla-aot-missing",
+            "info",
+            "XLA ahead-of-time compilation (runtime xla-aot) cannot run on this install",
+            "It needs " + "; ".join(missing) + ". Compiled ahead of time, a small model is "
+            "called without TensorFlow's per-call overhead.",
+            "install what is named in parentheses, then `tfperf tune MODEL` tries xla-aot",
+        )
+    ]
+
+
 Rule = Callable[[Facts, Facts], list[Finding]]
 RULES: tuple[Rule, ...] = (
     rule_probe_failed,
@@ -420,6 +438,7 @@ RULES: tuple[Rule, ...] = (
     rule_gpu,
     rule_duplicate_distributions,
     rule_old_release,
+    rule_xla_aot,
 )
 """Every rule, in the order their findings are reported within one severity."""
 

@@ -11,6 +11,9 @@ Contract:
   which includes importing TensorFlow and building the workload). With ``memory_limit_bytes``
   the worker's RSS is watched while it works (TensorFlow reserves far more address space than
   it uses, so RLIMIT_AS cannot be used).
+- A worker for ``runtime="xla-aot"`` is preceded by a one-shot child
+  (``python -m tfperf.worker.aot``) that builds the XLA AOT runtime archive if this install has
+  none cached yet; its failure is the worker's (one sentence).
 - Any failure kills the whole process group and raises :class:`WorkerFailed` whose ``reason``
   is one sentence ("worker crashed with SIGSEGV", "worker exceeded the 30 s timeout", "worker
   exceeded the memory limit of 2.0 GiB (RSS 2.3 GiB)", "worker reported: <message>"), with
@@ -44,11 +47,15 @@ import psutil
 
 import tfperf
 from tfperf.core.config import Config
-from tfperf.core.protocol import USER_KIND
+from tfperf.core.knobs import XLA_AOT
+from tfperf.core.protocol import EXIT_ERROR, USER_KIND
 from tfperf.runner.envpolicy import worker_base_env
-from tfperf.runner.launcher import Child, LaunchError, last_line
+from tfperf.runner.launcher import Child, LaunchError, last_line, run
 
 DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 5.0}
+AOT_RUNTIME_TIMEOUT_S = 1800.0
+"""How long the one-time build of the XLA AOT runtime archive may take (a 2-core machine
+shared with other work took over 10 minutes)."""
 _POLL_S = 0.02
 _QUIT_GRACE_S = 5.0
 
@@ -189,6 +196,8 @@ class Worker:
         if self._child is not None:
             raise RuntimeError("worker already started")
         env = self.environment()
+        if self.config.runtime == XLA_AOT:
+            self._build_aot_runtime(env)
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         self.spawned_at = time.time()
@@ -217,6 +226,18 @@ class Worker:
         if self.serving is not None:
             init["serving"] = self.serving
         self._send(init)
+
+    def _build_aot_runtime(self, env: Mapping[str, str]) -> None:
+        """Build the XLA AOT runtime archive once per install, in a one-shot child of its own
+        (minutes the first time on a small machine, nothing once cached), so that the
+        worker's start-up deadline only counts the model's own compilation."""
+        argv = [self.python, "-m", "tfperf.worker.aot"]
+        ended = run(argv, env=env, timeout_s=AOT_RUNTIME_TIMEOUT_S)
+        if not ended.ok:
+            self._closed = True
+            why = last_line(ended.tail) if ended.code == EXIT_ERROR else ended.reason()
+            raise WorkerFailed(why, exit_code=ended.code, signal=ended.signal,
+                               stderr_tail=ended.tail)
 
     def wait_ready(self) -> dict[str, Any]:
         """Wait for ``ready``; returns its message with ``startup_s`` (spawn to answer) added.

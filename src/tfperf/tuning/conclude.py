@@ -182,6 +182,11 @@ def significantly_faster(speedup: dict) -> bool:
     return speedup.get("verdict") == "faster" and low is not None and low > 1.0
 
 
+ARTIFACT_SUFFIXES = (".tflite", ".xml", ".bin", ".py", ".so", ".h", ".o", ".cc", ".json")
+"""The files of a variant's folder an adopter needs: the model (LiteRT, OpenVINO, or the
+xla-aot library with its header, objects, metadata and C++ sources) and its Python snippet."""
+
+
 def export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | None:
     """Copy the winner's converted model and its snippet to ``out_dir``; the folder or None."""
     artifact = recommendation.get("artifact")
@@ -192,7 +197,7 @@ def export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | N
     try:
         target.mkdir(parents=True, exist_ok=True)
         for item in source.iterdir():
-            if item.suffix in (".tflite", ".xml", ".bin", ".py"):
+            if item.suffix in ARTIFACT_SUFFIXES:
                 shutil.copy2(item, target / item.name)
     except OSError as exc:
         raise UserError(

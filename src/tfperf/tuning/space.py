@@ -7,7 +7,8 @@ Contract
   adopted) are the table of :mod:`tfperf.core.knobs`.
 - :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
-  found, whether OpenVINO is importable, the model's format, training or inference (a
+  found, whether OpenVINO is importable, whether this install can compile ahead of time with
+  XLA (``xla-aot``), the model's format, training or inference (a
   training step gets threads, oneDNN, the allocator and XLA ``jit`` only), and the batch sizes
   of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
   reason (e.g. jemalloc missing and the package that installs it, OpenVINO not installed).
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfperf.core.allocators import ALLOCATOR_PACKAGES
+from tfperf.core.aot import xla_aot_facts
 from tfperf.core.errors import UserError
 from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
 from tfperf.core.knobs import (
@@ -45,6 +47,7 @@ from tfperf.core.knobs import (
     KNOBS,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
+    XLA_AOT,
     current_name,
     label,
     normalize,
@@ -73,6 +76,9 @@ class SpaceFacts:
     """Allocator name -> library path, or ``None`` when not installed."""
     allocator_packages: Mapping[str, str] = field(default_factory=dict)
     openvino: bool = False
+    xla_aot_missing: tuple[str, ...] | None = None
+    """What this install lacks to compile ahead of time (:func:`tfperf.core.aot.xla_aot_facts`):
+    empty when ``xla-aot`` can be tried, ``None`` when not checked (not tried)."""
     model_format: str = "builtin"
     train: bool = False
     gpu: bool = False
@@ -241,6 +247,7 @@ def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
     of its values is implied."""
     implied: dict[str, dict[str, Any]] = {r: {"runtime_threads": 1} for r in LITERT_RUNTIMES}
+    implied[XLA_AOT] = {"runtime_threads": 1}
     implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
     return implied
 
@@ -273,11 +280,18 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     if not facts.openvino:
         why = "not installed (pip install 'tfperf[openvino]')"
         unavailable.extend(_missing("runtime", r, why) for r in OPENVINO_RUNTIMES)
-        return runtimes
-    runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
-    if not facts.bf16:
+    else:
+        runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
+    if facts.openvino and not facts.bf16:
         why = f"{NO_BF16}: OpenVINO ignores the bf16 hint there and runs f32, the same as "
         unavailable.append(_missing("runtime", "openvino-bf16", why + "openvino-f32"))
+    if facts.xla_aot_missing == ():
+        runtimes.append(XLA_AOT)
+    elif facts.xla_aot_missing:
+        why = "this install cannot compile ahead of time: it needs " + "; ".join(
+            facts.xla_aot_missing
+        )
+        unavailable.append(_missing("runtime", XLA_AOT, why))
     return runtimes
 
 
@@ -389,6 +403,7 @@ def machine_facts(
         allocators=dict(machine.get("allocators_available") or {}),
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
+        xla_aot_missing=tuple(xla_aot_facts()["missing"]),
         model_format=model_format,
         train=train,
         gpu=bool(machine.get("gpus")),

@@ -35,7 +35,6 @@ module for its constants.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -43,18 +42,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfperf.core.knobs import LITERT_RUNTIMES, OPENVINO_RUNTIMES, RUNTIMES, openvino_available
-from tfperf.core.paths import cache_dir
+from tfperf.core.knobs import (
+    LITERT_RUNTIMES,
+    OPENVINO_RUNTIMES,
+    RUNTIMES,
+    XLA_AOT,
+    openvino_available,
+)
 from tfperf.core.protocol import ARTIFACT_NOTE
+from tfperf.worker.aot import aot_prepared
+from tfperf.worker.artifacts import ConversionError, first_error, inputs_of
+from tfperf.worker.artifacts import artifact_dir as _artifact_dir
 from tfperf.worker.litert import litert_prepared
 from tfperf.worker.tfrun import tf_prepared
-from tfperf.worker.workload import Prepared, told_lines
+from tfperf.worker.workload import Prepared
+
+__all__ = ["ConversionError", "convert_litert", "cpu_has_bf16", "policy_clone", "prepare_variant"]
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-class ConversionError(RuntimeError):
-    """A variant could not be built; ``str(err)`` is one sentence saying why."""
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -76,58 +81,12 @@ def cpu_has_bf16(flags: Sequence[str] | None = None) -> bool:
     return any(f in flags for f in BF16_FLAGS)
 
 
-def _inputs(loaded: Any) -> list:
-    """The sample inputs as arrays, in the model's input order."""
-    import numpy as np
-
-    return [np.asarray(loaded.inputs[n]) for n in loaded.input_names]
-
-
-def _weights_digest(loaded: Any, h: Any) -> bool:
-    """Feed what identifies the model's weights into ``h``; ``False`` when nothing does."""
-    import numpy as np
-
-    if loaded.format == "savedmodel":
-        root = Path(loaded.source)
-        for item in sorted(root.rglob("*")):
-            if item.is_file():
-                stat = item.stat()
-                h.update(f"{item.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-        return True
-    weights = getattr(loaded.model, "weights", None)
-    if not weights:
-        return False
-    for w in weights:
-        h.update(np.ascontiguousarray(np.asarray(w)).tobytes())
-    return True
-
-
-def _digest(loaded: Any, runtime: str) -> str:
-    """A key for the converted file: weights, sample inputs, runtime (so a cache never lies)."""
-    import numpy as np
-
-    h = hashlib.sha256(f"v3|{runtime}|{loaded.format}|{loaded.source}".encode())
-    for x in _inputs(loaded):
-        h.update(str((x.shape, x.dtype.str)).encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    if not _weights_digest(loaded, h):
-        h.update(os.urandom(16))  # weights unknown: never reuse this conversion
-    return h.hexdigest()[:20]
-
-
-def _artifact_dir(loaded: Any, runtime: str) -> Path:
-
-    path = cache_dir() / "converted" / f"{runtime}-{_digest(loaded, runtime)}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _fixed_function(loaded: Any) -> Any:
     """A concrete function of the model with the sample inputs' exact shapes and dtypes."""
     import tensorflow as tf
 
     names = list(loaded.input_names)
-    signature = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in _inputs(loaded)]
+    signature = [tf.TensorSpec(x.shape, tf.as_dtype(x.dtype)) for x in inputs_of(loaded)]
 
     def call(*args: Any) -> Any:
         return loaded.call_model(dict(zip(names, args, strict=True)))
@@ -177,7 +136,7 @@ def _converters(loaded: Any) -> list[tuple[str, Callable[[], Any]]]:
     """
     import tensorflow as tf
 
-    shapes = ", ".join(str(tuple(x.shape)) for x in _inputs(loaded))
+    shapes = ", ".join(str(tuple(x.shape)) for x in inputs_of(loaded))
     out: list[tuple[str, Callable[[], Any]]] = [
         (
             f"converted for the fixed input shape {shapes} (whole graph in XNNPACK; "
@@ -212,7 +171,7 @@ def convert_litert(loaded: Any, runtime: str, notes: list[str]) -> bytes:
     """
     import tensorflow as tf
 
-    inputs = _inputs(loaded)
+    inputs = inputs_of(loaded)
     reasons: list[str] = []
     for select in (False, True):
         for what, factory in _converters(loaded):
@@ -228,7 +187,7 @@ def convert_litert(loaded: Any, runtime: str, notes: list[str]) -> bytes:
             try:
                 model_bytes = converter.convert()
             except Exception as exc:
-                reasons.append(_op_reason(str(exc)) or _first_error(exc))
+                reasons.append(_op_reason(str(exc)) or first_error(exc))
                 continue
             problem = _interpreter_ok(model_bytes)
             if problem is not None:
@@ -285,13 +244,6 @@ def _best_reason(reasons: Sequence[str]) -> str:
     return reasons[-1] if reasons else "unknown"
 
 
-def _first_error(exc: BaseException) -> str:
-
-    lines = [ln.strip() for ln in str(exc).splitlines() if "error:" in ln]
-    text = lines[-1] if lines else (told_lines(str(exc)) or [type(exc).__name__])[0]
-    return text.split("error:", 1)[-1].strip()[:300]
-
-
 _LITERT_SNIPPET = '''"""Load and run the converted model with LiteRT (ai-edge-litert)."""
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
@@ -329,7 +281,7 @@ def _litert_variant(loaded: Any, config: dict) -> Any:
     else:
         notes = []
         data = convert_litert(loaded, runtime, notes)
-        shapes = [(tuple(x.shape), x.dtype.name) for x in _inputs(loaded)]
+        shapes = [(tuple(x.shape), x.dtype.name) for x in inputs_of(loaded)]
         snippet = _LITERT_SNIPPET.format(path=str(path), threads=threads, inputs=shapes)
         _write_artifact(folder, "model.tflite", data, snippet)
         meta_path.write_text(json.dumps(notes))
@@ -372,13 +324,13 @@ def _openvino_model(loaded: Any, runtime: str, xml: Path, notes: list[str]) -> A
     if xml.exists():
         notes.append("reused the converted model from the cache")
         return ov.Core().read_model(str(xml))
-    inputs = _inputs(loaded)
+    inputs = inputs_of(loaded)
     try:
         source = loaded.source if _is_savedmodel(loaded) else loaded.model
         example = inputs if len(inputs) > 1 else inputs[0]
         ov_model = ov.convert_model(source, example_input=example)
     except Exception as exc:
-        raise ConversionError(f"OpenVINO conversion failed: {_first_error(exc)}") from None
+        raise ConversionError(f"OpenVINO conversion failed: {first_error(exc)}") from None
     # save_model compresses weights to fp16 unless told not to: an "f32" model read back
     # from the cache would then carry fp16 weights (errors of 1e-3, not 1e-6).
     ov.save_model(ov_model, str(xml), compress_to_fp16=False)
@@ -421,7 +373,7 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     request = compiled.create_infer_request()
     feed = _openvino_feed(compiled, loaded)
     order = _openvino_output_order(compiled, loaded)
-    shapes = [(tuple(x.shape), x.dtype.name) for x in _inputs(loaded)]
+    shapes = [(tuple(x.shape), x.dtype.name) for x in inputs_of(loaded)]
     (folder / "run_model.py").write_text(
         _OV_SNIPPET.format(path=str(xml), properties=properties, inputs=shapes)
     )
@@ -491,7 +443,7 @@ def policy_clone(model: Any, policy: str = "mixed_bfloat16") -> Any:
         clone.set_weights(model.get_weights())
     except Exception as exc:  # subclassed models cannot be cloned
         raise ConversionError(
-            f"cannot clone the Keras model under the {policy} policy: {_first_error(exc)}"
+            f"cannot clone the Keras model under the {policy} policy: {first_error(exc)}"
         ) from None
     return clone
 
@@ -563,4 +515,6 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
         return _litert_variant(loaded, config)
     if runtime in OPENVINO_RUNTIMES:
         return _openvino_variant(loaded, config)
+    if runtime == XLA_AOT:
+        return aot_prepared(loaded, config)
     return _precision_variant(loaded, config)

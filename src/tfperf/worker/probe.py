@@ -28,9 +28,11 @@ import struct
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from tfperf.core.allocators import current_allocator
+from tfperf.core.aot import xla_aot_facts
 from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for, parse_cpuinfo
 from tfperf.core.paths import read_text
 from tfperf.core.perfenv import perf_env
@@ -383,12 +385,28 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
     record["isa_missing"] = record["log"]["isa_missing"]
     record["threads"] = _threads(tf)
     record["openmp"] = openmp_usage(record["path"], read_text("/proc/self/maps"))
+    record["xla_aot"] = xla_aot_probe(record["path"])
     try:
         record["gpus_visible"] = [d.name for d in tf.config.list_physical_devices("GPU")]
     except Exception as exc:  # a broken CUDA setup raises here
         record["gpus_visible"] = []
         record["gpu_error"] = f"{type(exc).__name__}: {exc}"
     return record
+
+
+def xla_aot_probe(tf_dir: str) -> dict[str, Any]:
+    """:func:`tfperf.core.aot.xla_aot_facts` for this TensorFlow, with the compiler's Python
+    wrapper really imported (a file that is there but does not load is missing too)."""
+    facts = xla_aot_facts(Path(tf_dir))
+    if not any("aot_compile_cpu" in m for m in facts["missing"]):
+        try:
+            from tensorflow.python import _pywrap_tfcompile  # noqa: F401
+        except Exception as exc:  # a broken wrapper: the command cannot run
+            facts["missing"].append(
+                f"the aot_compile_cpu command (importing _pywrap_tfcompile failed: {exc})"
+            )
+            facts["available"] = False
+    return facts
 
 
 def _error(exc: BaseException) -> dict[str, str]:

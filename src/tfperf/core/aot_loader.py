@@ -1,0 +1,150 @@
+"""Run a model compiled ahead of time by XLA (``tfperf``'s ``xla-aot`` runtime) on NumPy arrays.
+
+Contract: this file stands alone (the standard library and NumPy only) so that it can be copied
+next to a compiled model and used by a server that has neither TensorFlow nor tfperf: tfperf's
+worker times the model through it, and ``tfperf tune --out-dir`` writes it beside the shared
+library as ``aot_model.py``.
+
+- :func:`host_target` is the LLVM CPU this machine's instructions allow (``x86-64-v4`` where
+  AVX-512 F/BW/CD/DQ/VL are all present, ``x86-64-v3`` with AVX2/FMA/BMI, ``x86-64-v2``,
+  ``x86-64``), or ``None`` off x86-64. The compiler is told it, and it is recorded in the
+  model's ``model.json``.
+- :class:`AotModel` ``(folder)`` loads ``folder/model.json`` and the shared library it names,
+  refuses (``RuntimeError``, one sentence) a library compiled for a CPU this one is not, and
+  runs it: :meth:`AotModel.set_inputs` copies the arrays into the compiled function's own
+  buffers, :meth:`AotModel.run` calls it, :meth:`AotModel.outputs` copies its results out,
+  :meth:`AotModel.__call__` does all three. ``threads`` > 1 runs a library compiled with XLA's
+  multithreading on an Eigen pool of that many threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_LEVELS = (
+    ("x86-64-v4", ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
+    ("x86-64-v3", ("avx2", "fma", "bmi1", "bmi2", "movbe", "f16c")),
+    ("x86-64-v2", ("sse4_2", "ssse3", "popcnt")),
+)
+
+
+def host_target(cpuinfo: str | None = None) -> str | None:
+    """The LLVM CPU name this machine runs (see the module docstring); ``None`` off x86-64."""
+    if cpuinfo is None:
+        if platform.machine() not in ("x86_64", "AMD64"):
+            return None
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "x86-64"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break
+    for name, needs in _LEVELS:
+        if all(f in flags for f in needs):
+            return name
+    return "x86-64"
+
+
+def runs_here(target: str | None, here: str | None) -> bool:
+    """Whether code compiled for ``target`` runs on a CPU of level ``here``."""
+    names = ["x86-64", *(name for name, _ in reversed(_LEVELS))]
+    return target in names and here in names and names.index(here) >= names.index(target)
+
+
+def _bind(lib: Any) -> None:
+    handle, size = ctypes.c_void_p, ctypes.c_size_t
+    signatures = {
+        "tfperf_aot_create": (handle, [ctypes.c_int]),
+        "tfperf_aot_destroy": (None, [handle]),
+        "tfperf_aot_arg_index": (ctypes.c_int, [handle, ctypes.c_char_p]),
+        "tfperf_aot_result_index": (ctypes.c_int, [handle, ctypes.c_char_p]),
+        "tfperf_aot_arg_data": (ctypes.c_void_p, [handle, ctypes.c_int]),
+        "tfperf_aot_arg_size": (size, [handle, ctypes.c_int]),
+        "tfperf_aot_result_data": (ctypes.c_void_p, [handle, ctypes.c_int]),
+        "tfperf_aot_result_size": (size, [handle, ctypes.c_int]),
+        "tfperf_aot_run": (ctypes.c_int, [handle]),
+        "tfperf_aot_error": (ctypes.c_char_p, [handle]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+
+
+class AotModel:
+    """A compiled model of ``folder`` (its ``model.json`` and shared library), ready to run."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None) -> None:
+        folder = Path(folder).resolve()  # a bare file name would be looked up in the library path
+        self.meta = json.loads((folder / "model.json").read_text())
+        built, here = self.meta.get("target_cpu"), host_target()
+        if not runs_here(built, here):
+            raise RuntimeError(
+                f"{folder / self.meta['library']} was compiled for {built} CPUs and this one "
+                f"runs {here or platform.machine()}: compile it again on this machine."
+            )
+        self._lib = ctypes.CDLL(str(folder / self.meta["library"]))
+        _bind(self._lib)
+        pool = (threads or 1) if self.meta.get("multithreading") else 0
+        self._handle = self._lib.tfperf_aot_create(pool)
+        self._args = [self._index("arg", spec) for spec in self.meta["inputs"]]
+        self._results = [self._index("result", spec) for spec in self.meta["outputs"]]
+
+    def _index(self, kind: str, spec: dict[str, Any]) -> int:
+        prefix = "feed_" if kind == "arg" else "fetch_"
+        find = getattr(self._lib, f"tfperf_aot_{kind}_index")
+        index = find(self._handle, (prefix + spec["name"]).encode())
+        size = getattr(self._lib, f"tfperf_aot_{kind}_size")(self._handle, index)
+        want = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
+        if index < 0 or size != want:
+            raise RuntimeError(f"{spec['name']} does not match the compiled model's {kind}s.")
+        return index
+
+    def set_inputs(self, arrays: list[Any]) -> None:
+        """Copy one array per input (``model.json``'s order, shapes and dtypes) into the model."""
+        for spec, index, array in zip(self.meta["inputs"], self._args, arrays):  # noqa: B905
+            data = np.ascontiguousarray(array, dtype=spec["dtype"])
+            if list(data.shape) != list(spec["shape"]):
+                raise ValueError(f"{spec['name']} takes shape {spec['shape']}, not {data.shape}.")
+            ctypes.memmove(self._lib.tfperf_aot_arg_data(self._handle, index), data.ctypes.data,
+                           data.nbytes)
+
+    def run(self) -> None:
+        """One call of the compiled function on the inputs set last."""
+        if not self._lib.tfperf_aot_run(self._handle):
+            raise RuntimeError(self._lib.tfperf_aot_error(self._handle).decode() or "Run failed")
+
+    def outputs(self) -> list[Any]:
+        """Copies of the results of the last :meth:`run`, in ``model.json``'s order."""
+        out = []
+        for spec, index in zip(self.meta["outputs"], self._results):  # noqa: B905
+            size = self._lib.tfperf_aot_result_size(self._handle, index)
+            pointer = self._lib.tfperf_aot_result_data(self._handle, index)
+            raw = (ctypes.c_char * size).from_address(pointer)
+            out.append(np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"]).copy())
+        return out
+
+    def __call__(self, *arrays: Any) -> list[Any]:
+        self.set_inputs(list(arrays))
+        self.run()
+        return self.outputs()
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._lib.tfperf_aot_destroy(handle)
+            self._handle = None
+
+
+if __name__ == "__main__":  # python aot_model.py: run the model beside this file on zeros
+    model = AotModel(Path(__file__).resolve().parent)
+    zeros = [np.zeros(s["shape"], s["dtype"]) for s in model.meta["inputs"]]
+    print([o.shape for o in model(*zeros)])

@@ -1,0 +1,380 @@
+"""Worker side: the ``xla-aot`` runtime, a model compiled ahead of time by XLA and called through
+a small C entry point, without TensorFlow's runtime in the call.
+
+Contract: :func:`aot_prepared` ``(loaded, config) -> Prepared``, called by
+:func:`tfperf.worker.convert.prepare_variant` for ``runtime="xla-aot"``:
+
+1. The install must have what :func:`tfperf.core.aot.xla_aot_facts` lists, else
+   :class:`~tfperf.worker.artifacts.ConversionError` names what is missing and its fix.
+2. The model is exported as a SavedModel whose ``serving_default`` signature takes the sample
+   inputs' exact shapes (``in_000``...) and returns each output (``out_000``..., TensorFlow's
+   flattening order), with its variables folded into constants first
+   (``convert_variables_to_constants_v2``: ``aot_compile_cpu``'s own freezer cannot find Keras 3
+   variables). Outputs whose shape depends on the input values are refused (XLA AOT compiles
+   static shapes only).
+3. ``saved_model_cli aot_compile_cpu`` compiles it for :func:`~tfperf.core.aot.host_target`
+   (``--target_cpu``), with ``--multithreading`` when ``runtime_threads`` > 1; its error
+   becomes one sentence (the ops XLA has no kernel for, or its last line).
+4. The runtime archive (``tensorflow/xla_aot_runtime_src``, built position-independent with
+   cmake) is built once per install and compiler under ``cache_dir()/xla-aot-runtime``.
+5. ``entry.cc`` (:data:`ENTRY`, extern "C" functions over the generated class) is compiled
+   with the generated header and linked with the objects and the archive into
+   ``libmodel.so``, which needs ``libtensorflow_framework.so.2`` at run time (for Abseil; an
+   rpath to TensorFlow's folder is recorded). ``model.json`` records the inputs, outputs,
+   target CPU and threading; ``example.cc`` is a C++ caller with its build line (against the
+   cached runtime archive); ``run_model.py`` is :mod:`tfperf.core.aot_loader`, which runs the
+   library on NumPy arrays without TensorFlow or tfperf.
+6. The library runs through :class:`tfperf.core.aot_loader.AotModel` (ctypes), which refuses
+   one compiled for a CPU this one is not.
+
+Everything is cached in the variant's folder (:func:`~tfperf.worker.artifacts.artifact_dir`,
+keyed by the model, its inputs, the target CPU and threading) under a file lock, so that two
+workers never compile the same model at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tfperf.core import aot_loader
+from tfperf.core.aot import compiler, host_target, tensorflow_dir, xla_aot_facts
+from tfperf.core.aot_loader import AotModel
+from tfperf.core.paths import cache_dir
+from tfperf.core.protocol import ARTIFACT_NOTE, COMPILED_NOTE
+from tfperf.worker.artifacts import ConversionError, artifact_dir, first_error, inputs_of
+from tfperf.worker.workload import Prepared
+
+CLASS = "TfperfModel"
+LIBRARY = "libmodel.so"
+COMPILE_TIMEOUT_S = 900.0
+CXXFLAGS = ("-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-O2", "-fPIC", "-w")
+
+ENTRY = """// The C entry point of a model compiled ahead of time by XLA (tfperf's xla-aot runtime).
+#define EIGEN_USE_THREADS
+#include <cstddef>
+#include <memory>
+#include <string>
+#include "unsupported/Eigen/CXX11/Tensor"
+#include "model.h"
+
+struct TfperfAot {
+  std::unique_ptr<Eigen::ThreadPool> pool;
+  std::unique_ptr<Eigen::ThreadPoolDevice> device;
+  TfperfModel model;
+  std::string error;
+};
+
+static TfperfModel& M(void* h) { return static_cast<TfperfAot*>(h)->model; }
+
+extern "C" {
+// threads > 0: run on an Eigen pool of that many threads (a model compiled with multithreading)
+void* tfperf_aot_create(int threads) {
+  auto* h = new TfperfAot();
+  if (threads > 0) {
+    h->pool.reset(new Eigen::ThreadPool(threads));
+    h->device.reset(new Eigen::ThreadPoolDevice(h->pool.get(), threads));
+    h->model.set_thread_pool(h->device.get());
+  }
+  return h;
+}
+void tfperf_aot_destroy(void* h) { delete static_cast<TfperfAot*>(h); }
+int tfperf_aot_arg_index(void* h, const char* name) { return M(h).LookupArgIndex(name); }
+int tfperf_aot_result_index(void* h, const char* name) { return M(h).LookupResultIndex(name); }
+void* tfperf_aot_arg_data(void* h, int i) { return M(h).arg_data(i); }
+size_t tfperf_aot_arg_size(void* h, int i) { return M(h).arg_size(i); }
+const void* tfperf_aot_result_data(void* h, int i) { return M(h).result_data(i); }
+size_t tfperf_aot_result_size(void* h, int i) { return M(h).result_size(i); }
+int tfperf_aot_run(void* h) { return M(h).Run() ? 1 : 0; }
+const char* tfperf_aot_error(void* h) {
+  auto* a = static_cast<TfperfAot*>(h);
+  a->error = a->model.error_msg();
+  return a->error.c_str();
+}
+}
+"""
+
+EXAMPLE = """// A C++ caller of the compiled model: zeros in, the first output's first value out.
+// Build (from this folder):
+//   {build}
+#include <cstdio>
+#include <cstring>
+#include "model.h"
+
+int main() {{
+  TfperfModel model;  // single-threaded; see entry.cc for an Eigen thread pool
+  std::memset(model.arg_data(0), 0, model.arg_size(0));
+  if (!model.Run()) {{ std::fprintf(stderr, "%s\\n", model.error_msg().c_str()); return 1; }}
+  std::printf("%g\\n", static_cast<const float*>(model.result_data(0))[0]);
+  return 0;
+}}
+"""
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (another worker building the same thing waits)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    """Run ``cmd``; its output, or :class:`ConversionError` saying ``what`` failed and why."""
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConversionError(f"{what} failed: {exc}.") from None
+    if done.returncode != 0:
+        raise ConversionError(f"{what} failed: {_reason(done.stdout + done.stderr)}")
+    return done.stdout
+
+
+_UNSUPPORTED = re.compile(r"unsupported operations.*?XLA_CPU_JIT: ([\w, ]+?) \(", re.DOTALL)
+_TRACEBACK_END = re.compile(r"^(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def _reason(output: str) -> str:
+    """One sentence from a compiler's output: the ops XLA cannot compile, the exception, or the
+    last error line."""
+    ops = _UNSUPPORTED.search(output)
+    if ops:
+        return f"XLA has no CPU kernel for the op(s) {ops.group(1).strip()}, so AOT cannot compile."
+    raised = _TRACEBACK_END.findall(output)
+    if raised:
+        return raised[-1][1].strip()[:300]
+    lines = [ln.strip() for ln in output.splitlines() if "error:" in ln.lower()]
+    lines = lines or [ln.strip() for ln in output.splitlines() if ln.strip()] or ["no output"]
+    return lines[0 if "error:" in lines[0].lower() else -1][:300]
+
+
+def _export(loaded: Any, where: Path) -> tuple[list[dict], list[dict]]:
+    """Write the fixed-shape, frozen SavedModel of step 2; its input and output specs."""
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    arrays = inputs_of(loaded)
+    names = list(loaded.input_names)
+    specs = [
+        tf.TensorSpec(x.shape, tf.as_dtype(x.dtype), name=f"in_{i:03d}")
+        for i, x in enumerate(arrays)
+    ]
+
+    def call(*args: Any) -> list:
+        return tf.nest.flatten(loaded.call_model(dict(zip(names, args, strict=True))))
+
+    concrete = tf.function(call, input_signature=specs).get_concrete_function()
+    for tensor in concrete.outputs:
+        if not tensor.shape.is_fully_defined():
+            raise ConversionError(
+                f"an output's shape {tensor.shape} depends on the input values (a dynamic "
+                "shape): XLA AOT compiles static shapes only."
+            )
+    try:
+        # functional While/If kept: lowered to v1 frames (Enter, Exit) XLA cannot compile them
+        frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
+    except Exception as exc:
+        raise ConversionError(
+            f"the model's variables cannot be folded into constants: {first_error(exc)}"
+        ) from None
+
+    def serve(*args: Any) -> dict:
+        return {f"out_{i:03d}": t for i, t in enumerate(tf.nest.flatten(frozen(*args)))}
+
+    module = tf.Module()
+    module.serve = tf.function(serve, input_signature=specs)
+    tf.saved_model.save(module, str(where), signatures={"serving_default": module.serve})
+    inputs = [_spec(f"in_{i:03d}", x.shape, x.dtype) for i, x in enumerate(arrays)]
+    outputs = [
+        _spec(f"out_{i:03d}", t.shape.as_list(), t.dtype.as_numpy_dtype)
+        for i, t in enumerate(concrete.outputs)
+    ]
+    return inputs, outputs
+
+
+def _spec(name: str, shape: Any, dtype: Any) -> dict:
+    import numpy as np
+
+    return {"name": name, "shape": [int(d) for d in shape], "dtype": np.dtype(dtype).name}
+
+
+def _march() -> str:
+    # Eigen's matmuls and convolutions (the dot and convolution thunks) live in the archive:
+    # built for the baseline x86-64 they would run SSE2 code on an AVX-512 machine (x86-64-v3
+    # at most: with AVX-512 this Eigen's spatial-convolution packers do not compile).
+    level = host_target() or "x86-64"
+    return f"-march={'x86-64-v3' if level == 'x86-64-v4' else level}"
+
+
+def runtime_key(tf_dir: Path, cxx: str) -> str:
+    """What the runtime archive is built from: the install's sources, the compiler, the flags."""
+    stat = (tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt").stat()
+    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{_march()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def runtime_archive(tf_dir: Path, cxx: str) -> Path:
+    """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4).
+
+    TensorFlow is not imported: the parent starts this as a one-shot child before an
+    ``xla-aot`` worker (:func:`main`), so that the minutes of the first build are not
+    counted against the worker's start-up deadline."""
+    sources = tf_dir / "xla_aot_runtime_src"
+    march = _march()
+    folder = cache_dir() / "xla-aot-runtime" / runtime_key(tf_dir, cxx)
+    build = folder / "build"
+    archive = build / "libtf_xla_runtime.a"
+    with _locked(folder / ".lock"):
+        if not archive.exists():
+            shutil.rmtree(build, ignore_errors=True)
+            build.mkdir(parents=True)
+            _run(
+                [
+                    "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
+                    "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", f"-DCMAKE_CXX_COMPILER={cxx}",
+                    f"-DCMAKE_CXX_FLAGS={march}",
+                ],
+                "configuring the XLA AOT runtime",
+                cwd=build,
+            )
+            jobs = str(max(1, len(os.sched_getaffinity(0))))
+            _run(["cmake", "--build", ".", "-j", jobs], "building the XLA AOT runtime", cwd=build)
+    return archive
+
+
+def _missing_sentence(facts: dict) -> str:
+    return "XLA AOT cannot compile on this install: it needs " + "; ".join(facts["missing"]) + "."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tfperf.worker.aot``: build the runtime archive if it is not cached yet.
+
+    Prints its path (exit 0), or one sentence saying why it cannot be built (exit 3)."""
+    del argv
+    facts = xla_aot_facts()
+    tf_dir, cxx = tensorflow_dir(), compiler()
+    try:
+        if not facts["available"] or tf_dir is None or cxx is None:
+            raise ConversionError(_missing_sentence(facts))
+        print(runtime_archive(tf_dir, cxx), flush=True)
+    except ConversionError as exc:
+        print(exc, flush=True)
+        return 3
+    return 0
+
+
+def _link_command(tf_dir: Path, cxx: str, archive: Path, source: str, out: str) -> list[str]:
+    objects = ["model.o", "model_constants.o", "model_metadata.o"]
+    return [
+        cxx, *CXXFLAGS, f"-I{tf_dir / 'include'}", "-I.", source, *objects, str(archive),
+        f"-L{tf_dir}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{tf_dir}", "-o", out,
+    ]
+
+
+def _compile(loaded: Any, folder: Path, multithreading: bool, target: str) -> None:
+    """Steps 2 to 5 into ``folder``; ``model.json`` is written last (it marks a whole build)."""
+    tf_dir = tensorflow_dir()
+    cxx = compiler()
+    assert tf_dir is not None and cxx is not None  # xla_aot_facts said so
+    saved = folder / "savedmodel"
+    shutil.rmtree(saved, ignore_errors=True)
+    inputs, outputs = _export(loaded, saved)
+    cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "aot_compile_cpu"]
+    _run(
+        [
+            *cli, "--dir", str(saved), "--tag_set", "serve",
+            "--signature_def_key", "serving_default", "--output_prefix", str(folder / "model"),
+            "--cpp_class", CLASS, "--target_cpu", target,
+            "--multithreading", str(multithreading),
+        ],
+        "XLA AOT compilation (saved_model_cli aot_compile_cpu)",
+    )
+    archive = runtime_archive(tf_dir, cxx)
+    (folder / "entry.cc").write_text(ENTRY)
+    _run(
+        [*_link_command(tf_dir, cxx, archive, "entry.cc", LIBRARY), "-shared"],
+        "linking the compiled model",
+        cwd=folder,
+    )
+    build = " ".join(_link_command(tf_dir, "g++", archive, "example.cc", "example"))
+    (folder / "example.cc").write_text(EXAMPLE.format(build=build))
+    meta = {
+        "library": LIBRARY,
+        "header": "model.h",
+        "class": CLASS,
+        "target_cpu": target,
+        "multithreading": multithreading,
+        "inputs": inputs,
+        "outputs": outputs,
+        "needs": f"libtensorflow_framework.so.2 (Abseil) from {tf_dir}, found by rpath",
+    }
+    (folder / "model.json").write_text(json.dumps(meta, indent=1))
+
+
+def aot_prepared(loaded: Any, config: dict) -> Prepared:
+    """The model compiled ahead of time and called through ctypes (see the module docstring)."""
+    if loaded.format == "tflite":
+        raise ConversionError("a .tflite model runs on LiteRT; XLA AOT compiles TensorFlow models.")
+    facts = xla_aot_facts()
+    if not facts["available"]:
+        raise ConversionError(_missing_sentence(facts))
+    threads = config.get("runtime_threads") or 1
+    multithreading = threads > 1
+    target = host_target() or "x86-64"
+    runtime = runtime_key(tensorflow_dir(), compiler())[:6]  # type: ignore[arg-type]
+    folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{target}-{runtime}")
+    notes = [
+        f"XLA AOT for {target}, "
+        + (f"multithreaded on {threads} Eigen threads" if multithreading else "single-threaded")
+    ]
+    with _locked(folder / ".lock"):
+        if (folder / "model.json").exists():
+            notes.append("reused the compiled model from the cache")
+        else:
+            started = time.perf_counter()
+            _compile(loaded, folder, multithreading, target)
+            notes.append(f"{COMPILED_NOTE}{time.perf_counter() - started:.1f} s")
+        # this tfperf's loader, also beside a library compiled by an earlier one
+        (folder / "run_model.py").write_text(Path(aot_loader.__file__).read_text())
+    try:
+        model = AotModel(folder, threads)
+    except (OSError, RuntimeError) as exc:
+        raise ConversionError(f"the compiled model cannot run: {exc}") from None
+    model.set_inputs(inputs_of(loaded))
+
+    def outputs() -> list:
+        model.run()
+        return model.outputs()
+
+    return Prepared(
+        call=model.run,
+        outputs=outputs,
+        batch=loaded.batch,
+        flops_per_call=loaded.flops_per_call,
+        flops_source=loaded.flops_source,
+        extra={},
+        notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(folder / LIBRARY)],
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
