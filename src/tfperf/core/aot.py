@@ -13,10 +13,14 @@ parent) and the worker that compiles all ask the same question the same way. Wha
 - an x86-64 CPU (the target tfperf names for the compiler: :func:`host_target`).
 
 :func:`compiler` is the C++ compiler that will be used (``None`` when there is none).
+:func:`runtime_archive_path` is where the runtime archive for this install and compiler is
+cached, :func:`runtime_built` whether it is there already (its first build takes minutes on a
+small machine, so tune tries ``xla-aot`` unasked only once it is built).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -25,8 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.aot_loader import host_target
+from tfperf.core.paths import cache_dir
 
-__all__ = ["compiler", "host_target", "tensorflow_dir", "xla_aot_facts"]
+__all__ = [
+    "compiler",
+    "host_target",
+    "runtime_archive_path",
+    "runtime_built",
+    "runtime_march",
+    "tensorflow_dir",
+    "xla_aot_facts",
+]
 
 WHEEL = "the pip tensorflow wheel for Linux x86-64 ships it"
 
@@ -79,3 +92,30 @@ def xla_aot_facts(
     if host_target() is None:
         missing.append("an x86-64 CPU (tfperf compiles ahead of time for x86-64 only)")
     return {"available": not missing, "missing": missing}
+
+
+def runtime_march() -> str:
+    """The ``-march`` the runtime archive is built with."""
+    # Eigen's matmuls and convolutions (the dot and convolution thunks) live in the archive:
+    # built for the baseline x86-64 they would run SSE2 code on an AVX-512 machine (x86-64-v3
+    # at most: with AVX-512 this Eigen's spatial-convolution packers do not compile).
+    level = host_target() or "x86-64"
+    return f"-march={'x86-64-v3' if level == 'x86-64-v4' else level}"
+
+
+def runtime_archive_path(tf_dir: Path, cxx: str) -> Path:
+    """Where ``libtf_xla_runtime.a`` for this install's sources, ``cxx`` and the flags is
+    cached (built or not)."""
+    stat = (tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt").stat()
+    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{runtime_march()}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache_dir() / "xla-aot-runtime" / digest / "build" / "libtf_xla_runtime.a"
+
+
+def runtime_built() -> bool:
+    """Whether the runtime archive of this install and compiler is built and cached."""
+    tf_dir, cxx = tensorflow_dir(), compiler()
+    if tf_dir is None or cxx is None:
+        return False
+    sources = tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt"
+    return sources.is_file() and runtime_archive_path(tf_dir, cxx).is_file()

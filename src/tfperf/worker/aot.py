@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -49,9 +48,15 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core import aot_loader
-from tfperf.core.aot import compiler, host_target, tensorflow_dir, xla_aot_facts
+from tfperf.core.aot import (
+    compiler,
+    host_target,
+    runtime_archive_path,
+    runtime_march,
+    tensorflow_dir,
+    xla_aot_facts,
+)
 from tfperf.core.aot_loader import AotModel
-from tfperf.core.paths import cache_dir
 from tfperf.core.protocol import ARTIFACT_NOTE, COMPILED_NOTE
 from tfperf.worker.artifacts import ConversionError, artifact_dir, first_error, inputs_of
 from tfperf.worker.workload import Prepared
@@ -217,21 +222,6 @@ def _spec(name: str, shape: Any, dtype: Any) -> dict:
     return {"name": name, "shape": [int(d) for d in shape], "dtype": np.dtype(dtype).name}
 
 
-def _march() -> str:
-    # Eigen's matmuls and convolutions (the dot and convolution thunks) live in the archive:
-    # built for the baseline x86-64 they would run SSE2 code on an AVX-512 machine (x86-64-v3
-    # at most: with AVX-512 this Eigen's spatial-convolution packers do not compile).
-    level = host_target() or "x86-64"
-    return f"-march={'x86-64-v3' if level == 'x86-64-v4' else level}"
-
-
-def runtime_key(tf_dir: Path, cxx: str) -> str:
-    """What the runtime archive is built from: the install's sources, the compiler, the flags."""
-    stat = (tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt").stat()
-    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{_march()}"
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
 def runtime_archive(tf_dir: Path, cxx: str) -> Path:
     """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4).
 
@@ -239,10 +229,9 @@ def runtime_archive(tf_dir: Path, cxx: str) -> Path:
     ``xla-aot`` worker (:func:`main`), so that the minutes of the first build are not
     counted against the worker's start-up deadline."""
     sources = tf_dir / "xla_aot_runtime_src"
-    march = _march()
-    folder = cache_dir() / "xla-aot-runtime" / runtime_key(tf_dir, cxx)
-    build = folder / "build"
-    archive = build / "libtf_xla_runtime.a"
+    march = runtime_march()
+    archive = runtime_archive_path(tf_dir, cxx)
+    build, folder = archive.parent, archive.parent.parent
     with _locked(folder / ".lock"):
         if not archive.exists():
             shutil.rmtree(build, ignore_errors=True)
@@ -340,7 +329,8 @@ def aot_prepared(loaded: Any, config: dict) -> Prepared:
     threads = config.get("runtime_threads") or 1
     multithreading = threads > 1
     target = host_target() or "x86-64"
-    runtime = runtime_key(tensorflow_dir(), compiler())[:6]  # type: ignore[arg-type]
+    archive = runtime_archive_path(tensorflow_dir(), compiler())  # type: ignore[arg-type]
+    runtime = archive.parent.parent.name[:6]  # the archive's key
     folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{target}-{runtime}")
     notes = [
         f"XLA AOT for {target}, "
