@@ -106,3 +106,23 @@ def test_ctrl_c_keeps_the_levels_measured_names_the_run_and_exits_130(tmp_path):
     assert loaded["run"]["status"] == "interrupted"
     blocks = [b for b in loaded["trials"][0]["blocks"] if b["phase"] == "load"]
     assert len(blocks) == int(said.group(2)) >= 1
+
+
+def test_openvino_streams_serve_several_requests_at_once_per_instance(tmp_path):
+    """One OpenVINO instance compiled with two streams, each with an infer request of its own,
+    under a closed loop of two: every request answered, the layout named with its streams."""
+    import importlib.util
+
+    from helpers import require
+
+    require(importlib.util.find_spec("openvino") is not None, "OpenVINO is not installed")
+    res = run_cli(
+        "bench", "--workload", "mlp", "--size", "tiny", "--set", "runtime=openvino-f32",
+        "--streams", "2", "--concurrency", "2", *SHORT, "--json",
+        "--store", str(tmp_path / "s.sqlite"),
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    (level,) = doc["levels"]
+    assert level["layout"] == "1x streams=2"
+    assert level["completed"] == level["sent"] > 0 and level["failed"] == 0

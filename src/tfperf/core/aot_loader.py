@@ -25,8 +25,6 @@ import platform
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 _LEVELS = (
     ("x86-64-v4", ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
     ("x86-64-v3", ("avx2", "fma", "bmi1", "bmi2", "movbe", "f16c")),
@@ -83,6 +81,11 @@ class AotModel:
     """A compiled model of ``folder`` (its ``model.json`` and shared library), ready to run."""
 
     def __init__(self, folder: str | Path, threads: int | None = None) -> None:
+        # NumPy is loaded here, not with the module: tfperf's doctor reads host_target() from
+        # it without loading NumPy.
+        import numpy
+
+        self._np = numpy
         folder = Path(folder).resolve()  # a bare file name would be looked up in the library path
         self.meta = json.loads((folder / "model.json").read_text())
         built, here = self.meta.get("target_cpu"), host_target()
@@ -103,6 +106,7 @@ class AotModel:
         find = getattr(self._lib, f"tfperf_aot_{kind}_index")
         index = find(self._handle, (prefix + spec["name"]).encode())
         size = getattr(self._lib, f"tfperf_aot_{kind}_size")(self._handle, index)
+        np = self._np
         want = int(np.prod(spec["shape"], dtype=np.int64)) * np.dtype(spec["dtype"]).itemsize
         if index < 0 or size != want:
             raise RuntimeError(f"{spec['name']} does not match the compiled model's {kind}s.")
@@ -111,7 +115,7 @@ class AotModel:
     def set_inputs(self, arrays: list[Any]) -> None:
         """Copy one array per input (``model.json``'s order, shapes and dtypes) into the model."""
         for spec, index, array in zip(self.meta["inputs"], self._args, arrays):  # noqa: B905
-            data = np.ascontiguousarray(array, dtype=spec["dtype"])
+            data = self._np.ascontiguousarray(array, dtype=spec["dtype"])
             if list(data.shape) != list(spec["shape"]):
                 raise ValueError(f"{spec['name']} takes shape {spec['shape']}, not {data.shape}.")
             ctypes.memmove(self._lib.tfperf_aot_arg_data(self._handle, index), data.ctypes.data,
@@ -129,7 +133,8 @@ class AotModel:
             size = self._lib.tfperf_aot_result_size(self._handle, index)
             pointer = self._lib.tfperf_aot_result_data(self._handle, index)
             raw = (ctypes.c_char * size).from_address(pointer)
-            out.append(np.frombuffer(raw, dtype=spec["dtype"]).reshape(spec["shape"]).copy())
+            array = self._np.frombuffer(raw, dtype=spec["dtype"])
+            out.append(array.reshape(spec["shape"]).copy())
         return out
 
     def __call__(self, *arrays: Any) -> list[Any]:
@@ -145,6 +150,8 @@ class AotModel:
 
 
 if __name__ == "__main__":  # python aot_model.py: run the model beside this file on zeros
+    import numpy as np
+
     model = AotModel(Path(__file__).resolve().parent)
     zeros = [np.zeros(s["shape"], s["dtype"]) for s in model.meta["inputs"]]
     print([o.shape for o in model(*zeros)])
