@@ -206,3 +206,22 @@ def test_artifact_note_round_trip():
     assert artifact_from_notes(["x", ARTIFACT_NOTE + "/a/model.tflite"]) == "/a/model.tflite"
     assert artifact_from_notes(["x"]) is None
     assert cpu_has_bf16(["avx2", "amx_bf16"]) and not cpu_has_bf16(["avx2"])
+
+
+def test_writers_of_the_same_converted_model_at_once_all_succeed(tmp_path):
+    """The instances of a served layout convert the same model at the same moment: every
+    writer's rename must find its own file, and the model left is one of theirs, whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tfperf.worker.convert import _write_artifact
+
+    payloads = [bytes([i]) * 100_000 for i in range(8)]
+
+    def write(data: bytes):
+        return _write_artifact(tmp_path, "model.tflite", data, "# snippet\n")
+
+    with ThreadPoolExecutor(8) as pool:
+        paths = list(pool.map(write, payloads * 4))
+    assert {p.name for p in paths} == {"model.tflite"}
+    assert (tmp_path / "model.tflite").read_bytes() in payloads
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.tflite", "run_model.py"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -261,9 +262,11 @@ print([o.shape for o in outputs])
 
 def _write_artifact(folder: Path, name: str, data: bytes, snippet: str) -> Path:
     path = folder / name
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    # A file of its own per writer: the instances of a served layout convert the same model at
+    # once, and with one shared temporary name the first rename took the others' file away.
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=f"{path.stem}.", delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
     (folder / "run_model.py").write_text(snippet)
     return path
 
