@@ -175,7 +175,9 @@ def _workload_name(workload: dict[str, Any]) -> str:
     return f"{workload.get('path')} (batch {workload.get('batch')})"
 
 
-def _measure_options(fn: Any) -> Any:
+def model_options(fn: Any) -> Any:
+    """The options that name what is measured (a built-in workload, or MODEL's inputs, batch
+    and trust): bench's and compare's, and the fleet commands'."""
     options = [
         click.option("--workload", "workload", metavar="NAME", help="A built-in workload."),
         click.option("--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL."),
@@ -188,6 +190,15 @@ def _measure_options(fn: Any) -> Any:
             show_default=True,
             help="Size of a built-in workload.",
         ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _measure_options(fn: Any) -> Any:
+    options = [
+        model_options,
         click.option(
             "--set",
             "sets",

@@ -20,6 +20,8 @@ from typing import Any
 
 import click
 
+from tfperf.cli.bench import model_options
+
 _STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
 
 
@@ -57,23 +59,7 @@ def _options(fn: Any) -> Any:
 
 
 def _model_options(fn: Any) -> Any:
-    options = [
-        click.argument("model", required=False),
-        click.option("--workload", "workload", metavar="NAME", help="A built-in workload."),
-        click.option("--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL."),
-        click.option("--unsafe", is_flag=True, help="Let a .keras file run code on load."),
-        click.option("--batch", type=int, default=1, show_default=True, help="Samples per call."),
-        click.option(
-            "--size",
-            type=click.Choice(["standard", "tiny"]),
-            default="standard",
-            show_default=True,
-            help="Size of a built-in workload.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    return click.argument("model", required=False)(model_options(fn))
 
 
 def _fleet_options(opts: dict[str, Any]) -> Any:
