@@ -84,3 +84,11 @@ def test_a_family_rejected_by_a_wide_margin_is_explained():
     (advice,) = rejection_advice(everything, rel_limit=0.02)
     assert "every candidate was rejected by a wide margin" in advice
     assert "Dropout" in advice and "--tolerance abs=" in advice
+
+
+def test_xla_aot_is_a_family_of_its_own_apart_from_xla_jit():
+    aot = row("runtime=xla-aot", "rejected", 1.0, 0.9, config={"runtime": "xla-aot"})
+    jit = row("xla=jit", "measured", 5.0, 1e-7, config={"xla": "jit"})
+    (advice,) = rejection_advice([aot, jit], rel_limit=0.02)
+    assert advice.startswith("every XLA AOT candidate was rejected by a wide margin")
+    assert "compiled ahead of time" in advice

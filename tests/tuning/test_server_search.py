@@ -124,24 +124,32 @@ def test_the_space_follows_the_cores_the_slo_and_the_runtime():
     assert {c.layout.streams for c in two.neighbours(on_openvino, "streams")} == {None, 1}
 
 
+SEVEN = [100.0, 104.0, 98.0, 101.0, 99.0, 103.0, 100.0]
+
+
 @pytest.mark.parametrize(
     ("default", "winner", "recommend", "words"),
     [
-        ([100.0, 105.0, 98.0], [150.0, 160.0, 149.0], True, "in every pair"),
-        ([100.0, 105.0, 98.0], [150.0, None, 149.0], False, "missed the SLO in 1 of its 3"),
-        ([100.0, 105.0, 98.0], [150.0, 101.0, 97.0], False, "not take more"),
-        ([None, None, None], [50.0, 52.0, 51.0], True, "met the SLO at no rate"),
-        ([100.0] * 7, [120.0, 121.0, 119.0, 122.0, 118.0, 120.0, 123.0], True, "significantly"),
+        (SEVEN, [q * 1.2 for q in SEVEN], True, "significantly more requests"),
+        # better in every one of 7 pairs, but by 1%: below the size threshold of every verdict
+        (SEVEN, [q * 1.01 for q in SEVEN], False, "verdict same"),
+        # better in every one of 3 pairs: too few pairs for the verdict rule to say "faster"
+        ([100.0, 105.0, 98.0], [150.0, 160.0, 149.0], False, "from at least 6 pairs"),
+        ([100.0] * 7, [150.0, None, 149.0, 150.0, 151.0, 148.0, 150.0], False,
+         "missed the SLO in 1 of its 7"),
+        (SEVEN, [q * 0.7 for q in SEVEN], False, "verdict slower"),
+        ([None] * 6, [50.0, 52.0, 51.0, 50.0, 52.0, 51.0], True, "met the SLO at no rate"),
     ],
 )
-def test_confirmation_recommends_only_a_winner_that_met_the_slo_and_beat_the_default(
+def test_confirmation_recommends_by_the_verdict_rule_of_every_comparison(
     default, winner, recommend, words
 ):
     decided = confirmation(default, winner)
     assert decided["recommend"] is recommend
-    assert words in decided["reason"]
+    assert words in decided["reason"], decided["reason"]
     if decided["ratio"] is not None:
-        assert decided["ratio"]["median"] > 0.9
+        expected = "faster" if recommend else decided["ratio"]["verdict"]
+        assert decided["ratio"]["verdict"] == expected
 
 
 def test_runtimes_without_tensorflow_keep_the_default_as_the_baseline_only():
@@ -160,3 +168,27 @@ def test_runtimes_without_tensorflow_keep_the_default_as_the_baseline_only():
     assert result.default is not None and result.default.candidate == DEFAULT_CANDIDATE
     assert result.incumbent.config == OPENVINO
     assert result.incumbent.layout.instances == 2  # the layout search went on from there
+
+
+def test_a_server_tune_that_keeps_the_default_says_why_with_the_documented_cases_and_keys():
+    from tfperf.tuning.servertune import _keep_default
+
+    rows = [
+        {"label": "runtime=litert-int8", "status": "rejected", "reason": "outputs differ",
+         "max_rel_error": 0.4, "speedup": None, "config": {"runtime": "litert-int8"}},
+        {"label": "instances=2", "status": "measured", "speedup": {"median": 1.3},
+         "config": {}},
+        {"label": "runtime=xla-aot", "status": "failed", "reason": "no compiler",
+         "config": {"runtime": "xla-aot"}},
+    ]
+    decided = confirmation(SEVEN, [q * 1.01 for q in SEVEN])
+    doc = _keep_default(decided, 100.0, rows, 20.0, 0.03)
+    why = doc["keep_default_why"]
+    assert set(why) == {"case", "rejected", "failed", "best_rejected", "commonest_failure",
+                        "summary"}
+    assert (why["case"], why["rejected"], why["failed"]) == ("none_faster", 1, 1)
+    assert why["commonest_failure"] == "no compiler"
+    assert doc["reason"] == decided["reason"] and decided["reason"] in why["summary"]
+    # a rejected runtime whose rate was measured above the default's is the "rejected" case
+    rows[0]["speedup"] = {"median": 2.0}
+    assert _keep_default(None, 100.0, rows, 20.0, 0.03)["keep_default_why"]["case"] == "rejected"

@@ -12,7 +12,8 @@ Contract: :func:`keep_default_why` ``(candidates, default_ms, ...) -> dict`` cla
 - ``"rejected"``: a candidate faster than the default (by more than the threshold) was
   rejected by the accuracy guard. ``best_rejected`` is the fastest of them; its ``speedup`` is
   estimated from its warm-up (a rejected candidate is not timed further), per sample in a
-  throughput tune.
+  throughput tune; in a server tune (rows without ``time_ms``) it is the row's ratio of
+  requests per second within the SLO, where one was measured.
 - ``"failed"``: no candidate was both accepted and measured, and some failed (a conversion
   that fails, a worker that crashes or times out): ``commonest_failure`` names the reason most
   of them share.
@@ -39,6 +40,7 @@ FAMILIES: dict[str, str] = {
     "openvino": "OpenVINO",
     "precision": "reduced precision",
     "xla": "XLA",
+    "xla-aot": "XLA AOT",
 }
 
 _MEANING = {
@@ -50,6 +52,9 @@ _MEANING = {
     "(large activations, long sums)",
     "XLA": "XLA's fused kernels change the results (the model may compute with random ops, "
     "which XLA draws differently)",
+    "XLA AOT": "the model compiled ahead of time computes something else than TensorFlow "
+    "(random ops drawn differently, or an op whose XLA kernel differs), not a rounding "
+    "difference",
 }
 _EVERYWHERE = (
     "every candidate was rejected by a wide margin: this usually means the outputs change "
@@ -66,6 +71,8 @@ def family(config: Mapping[str, Any]) -> str | None:
         return FAMILIES["litert"]
     if runtime.startswith("openvino"):
         return FAMILIES["openvino"]
+    if runtime == "xla-aot":
+        return FAMILIES["xla-aot"]
     if (config.get("precision") or "fp32") != "fp32":
         return FAMILIES["precision"]
     if (config.get("xla") or "off") != "off":
@@ -85,7 +92,8 @@ def _best_rejected(
     best: dict[str, Any] | None = None
     for row in rows:
         unit = _per_unit(row.get("time_ms"), row.get("batch"), per_sample)
-        speedup = default_unit / unit if default_unit and unit else None
+        # a server tune's rows carry the ratio of their rates within the SLO instead of a time
+        speedup = default_unit / unit if default_unit and unit else _ratio(row)
         if best is None or (speedup or 0.0) > (best["speedup"] or 0.0):
             best = {
                 "label": row["label"],
@@ -93,6 +101,11 @@ def _best_rejected(
                 "max_rel_error": row.get("max_rel_error"),
             }
     return best
+
+
+def _ratio(row: Mapping[str, Any]) -> float | None:
+    speedup = row.get("speedup")
+    return speedup.get("median") if isinstance(speedup, Mapping) else None
 
 
 def keep_default_why(

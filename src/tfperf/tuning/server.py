@@ -27,9 +27,11 @@ Contract
 - :func:`confirmation` decides from alternating SLO searches of the default and the winner
   (pair ``i`` ran one after the other): the ratio of their rates pair by pair
   (:func:`tfperf.core.stats.paired_speedup` on the inverse rates), and whether to recommend the
-  winner: only when it met the SLO in every one of its searches *and* the whole interval of the
-  ratio lies above 1 (with fewer than six pairs the interval is their range: every pair saw
-  the winner take more). Otherwise the default is kept, and ``reason`` says why.
+  winner: only when it met the SLO in every one of its searches *and* the ratio's verdict is
+  ``"faster"`` by the rule of every tfperf verdict (:func:`tfperf.core.stats.verdict`: p < 0.05,
+  median >= 1 + threshold, the whole 95% interval above 1, at least
+  :data:`~tfperf.core.stats.MIN_PAIRS` pairs), or when the default met the SLO at no rate.
+  Otherwise the default is kept, and ``reason`` says why, with the rule.
 
 Nothing here imports TensorFlow or measures anything.
 """
@@ -45,7 +47,7 @@ from typing import Any
 
 from tfperf.core.knobs import label, normalize
 from tfperf.core.serving import DEFAULT_LAYOUT, ServingLayout
-from tfperf.core.stats import DEFAULT_THRESHOLD, paired_speedup
+from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup
 
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
 DIMENSIONS = ("runtime", "shape", "batch", "delay", "streams")
@@ -391,18 +393,28 @@ def confirmation(
         reason = "the default met the SLO at no rate it was offered, and the best layout did"
         return doc | {"recommend": True, "reason": reason}
     assert ratio is not None
-    low = (ratio.get("ci95") or [None])[0]
-    if low is not None and low > 1.0:
-        reason = "took more requests per second within the SLO than the default in every pair"
-        if ratio["n_pairs"] >= 6:
-            reason = "took significantly more requests per second within the SLO"
+    if ratio["verdict"] == "faster":
+        reason = (
+            f"took significantly more requests per second within the SLO than the default "
+            f"({ratio['median']:.2f}x over {ratio['n_pairs']} pairs, {_rule(ratio)})"
+        )
         return doc | {"recommend": True, "reason": reason}
-    shown = "-" if low is None else f"{low:.2f}"
+    low, high = ratio.get("ci95") or [None, None]
+    shown = "-" if low is None else f"{low:.2f}-{high:.2f}"
     reason = (
-        "the best layout did not take more requests per second than the default in every "
-        f"confirmation pair (ratio {ratio['median']:.2f}, interval from {shown})"
+        f"the best layout was not significantly faster than the default in the confirmation "
+        f"(verdict {ratio['verdict']}: ratio {ratio['median']:.2f}, 95% interval {shown} over "
+        f"{ratio['n_pairs']} pairs; {_rule(ratio)})"
     )
     return doc | {"recommend": False, "reason": reason}
+
+
+def _rule(ratio: dict) -> str:
+    """The verdict rule every tfperf comparison uses, in words."""
+    return (
+        f"the rule of every verdict: p < 0.05, median >= {1 + ratio['threshold']:.2f} and the "
+        f"95% interval above 1, from at least {MIN_PAIRS} pairs"
+    )
 
 
 def _inverse(qps: float | None) -> float:

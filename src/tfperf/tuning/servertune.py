@@ -21,8 +21,9 @@ it stops starting candidates when what is left would not hold the confirmation. 
 confirmation runs :func:`confirm_pairs` pairs of SLO searches of the default and the winner,
 alternating which goes first (trials of role ``"confirmation"``), and
 :func:`tfperf.tuning.server.confirmation` decides. A winner that missed the SLO in one of its
-confirmation searches, or did not take more requests than the default in every pair, is not
-recommended: the default is kept and ``reason`` says why.
+confirmation searches, or whose ratio to the default is not "faster" by the verdict rule every
+tfperf comparison uses, is not recommended: the default is kept, ``reason`` says why, and
+``keep_default_why`` has the cases and keys of :mod:`tfperf.tuning.keepdefault`.
 
 The document's core (the rest as any tune's, ``docs/tune.md``)::
 
@@ -52,16 +53,17 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
 from tfperf.core.serving import DEFAULT_LAYOUT
+from tfperf.core.stats import MIN_PAIRS
 from tfperf.runner.handle import WorkerFailed
 from tfperf.serving import LoadScenario, search_slo
 from tfperf.serving.harness import available_cpus
 from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason, samples_per_s
+from tfperf.tuning.keepdefault import keep_default_why
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.server import (
     DEFAULT_CANDIDATE,
     FAILED,
     MEASURED,
-    MIN_STEP,
     REJECTED,
     ServerCandidate,
     ServerOutcome,
@@ -77,9 +79,10 @@ DEFAULT_BUDGET_S = 600.0
 
 
 def confirm_pairs(confirm_rounds: int) -> int:
-    """Pairs of SLO searches of the confirmation: one per 7 of ``--confirm-rounds`` (a pair
-    costs two whole SLO searches), at least 2."""
-    return max(2, confirm_rounds // 7)
+    """Pairs of SLO searches of the confirmation: one per 3 of ``--confirm-rounds`` (a pair
+    costs two whole SLO searches), at least :data:`~tfperf.core.stats.MIN_PAIRS`: with fewer
+    pairs the verdict rule every comparison uses cannot say "faster"."""
+    return max(MIN_PAIRS, confirm_rounds // 3)
 
 
 class _Role:
@@ -231,7 +234,9 @@ def conclude_server(
     if decided is not None and decided["recommend"]:
         recommendation = _recommend(winner, decided, candidates, judge.options.slo_ms)
     else:
-        recommendation = _keep_default(decided, default_qps, result, judge.options.slo_ms)
+        recommendation = _keep_default(
+            decided, default_qps, candidates, judge.options.slo_ms, judge.options.threshold
+        )
     tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
     default_ms = statistics.median(tail) * 1e3 if tail else None
     batch = judge.evaluator.default_batch
@@ -330,22 +335,21 @@ def _recommend(
 
 
 def _keep_default(
-    decided: dict | None, default_qps: float | None, result: ServerResult, slo_ms: float | None
+    decided: dict | None, default_qps: float | None, candidates: list[dict],
+    slo_ms: float | None, threshold: float,
 ) -> dict:
-    if decided is not None:
-        case, why = "not_confirmed", decided["reason"]
-    elif any(o.status == REJECTED for o in result.outcomes):
-        case, why = "rejected", "no layout took more requests within the SLO, and runtimes " \
-            "that might were rejected by the accuracy guard"
-    else:
-        case, why = "none_faster", "no layout took more requests per second within the SLO " \
-            f"than the default (by more than {100 * MIN_STEP:.0f}%)"
+    why = keep_default_why(candidates, None, threshold=threshold)
+    reason = why["summary"]
+    if decided is not None and why["case"] == "none_faster":
+        # the winner's confirmation is what the user must hear, unless faster ones were rejected
+        reason = decided["reason"]
+        why["summary"] = f"{reason}; {why['summary']}"
     return {
         "label": "default",
         "config": to_config_dict({}),
         "keep_default": True,
-        "reason": why,
-        "keep_default_why": {"case": case, "summary": why},
+        "reason": reason,
+        "keep_default_why": why,
         "speedup": None if decided is None else decided["ratio"],
         "time_ms": None, "batch": None, "samples_per_s": None,
         "max_abs_error": 0.0, "max_rel_error": 0.0, "top1_agreement": None,

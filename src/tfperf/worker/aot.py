@@ -25,7 +25,8 @@ Contract: :func:`aot_prepared` ``(loaded, config) -> Prepared``, called by
    cached runtime archive); ``run_model.py`` is :mod:`tfperf.core.aot_loader`, which runs the
    library on NumPy arrays without TensorFlow or tfperf.
 6. The library runs through :class:`tfperf.core.aot_loader.AotModel` (ctypes), which refuses
-   one compiled for a CPU this one is not.
+   one compiled for a CPU this one is not. The timed call is ``AotModel.__call__``: it copies
+   the host arrays in, runs, and copies every output out (``docs/timed-call.md``).
 
 Everything is cached in the variant's folder (:func:`~tfperf.worker.artifacts.artifact_dir`,
 keyed by the model, its inputs, the target CPU and threading) under a file lock, so that two
@@ -59,7 +60,7 @@ from tfperf.core.aot import (
 from tfperf.core.aot_loader import AotModel
 from tfperf.core.protocol import ARTIFACT_NOTE, COMPILED_NOTE
 from tfperf.worker.artifacts import ConversionError, artifact_dir, first_error, inputs_of
-from tfperf.worker.workload import Prepared
+from tfperf.worker.workload import Prepared, TimedCall
 
 CLASS = "TfperfModel"
 LIBRARY = "libmodel.so"
@@ -349,15 +350,11 @@ def aot_prepared(loaded: Any, config: dict) -> Prepared:
         model = AotModel(folder, threads)
     except (OSError, RuntimeError) as exc:
         raise ConversionError(f"the compiled model cannot run: {exc}") from None
-    model.set_inputs(inputs_of(loaded))
-
-    def outputs() -> list:
-        model.run()
-        return model.outputs()
-
+    # set_inputs, run and copy the outputs out: the same work as every other runtime's call
+    call = TimedCall(lambda arrays: model(*arrays), list(inputs_of(loaded)))
     return Prepared(
-        call=model.run,
-        outputs=outputs,
+        call=call,
+        outputs=call,
         batch=loaded.batch,
         flops_per_call=loaded.flops_per_call,
         flops_source=loaded.flops_source,

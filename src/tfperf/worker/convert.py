@@ -56,7 +56,7 @@ from tfperf.worker.artifacts import ConversionError, first_error, inputs_of
 from tfperf.worker.artifacts import artifact_dir as _artifact_dir
 from tfperf.worker.litert import litert_prepared
 from tfperf.worker.tfrun import tf_prepared
-from tfperf.worker.workload import Prepared
+from tfperf.worker.workload import Prepared, TimedCall
 
 __all__ = ["ConversionError", "convert_litert", "cpu_has_bf16", "policy_clone", "prepare_variant"]
 
@@ -373,7 +373,6 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     compiled, properties = _openvino_compiled(
         _openvino_model(loaded, runtime, xml, notes), runtime, config
     )
-    request = compiled.create_infer_request()
     feed = _openvino_feed(compiled, loaded)
     order = _openvino_output_order(compiled, loaded)
     shapes = [(tuple(x.shape), x.dtype.name) for x in inputs_of(loaded)]
@@ -382,23 +381,27 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     )
     notes.append(f"OpenVINO CPU plugin, {properties}")
 
-    def outputs() -> list:
-        request.infer(feed)
-        return [np.array(request.get_output_tensor(i).data) for i in order]
+    def timed_call() -> TimedCall:
+        """A call on an infer request of its own (a serving executor gets one each)."""
+        request, ports = compiled.create_infer_request(), list(feed)
 
-    def new_call() -> Callable[[], Any]:
-        own = compiled.create_infer_request()
-        return lambda: own.infer(feed)
+        def run(arrays: list[Any]) -> list[Any]:
+            # infer copies the inputs in and the outputs out (share_* default to False)
+            result = request.infer(dict(zip(ports, arrays)))  # noqa: B905 (Python 3.9)
+            return [result[i] for i in order]
 
+        return TimedCall(run, list(feed.values()))
+
+    call = timed_call()
     return Prepared(
-        call=lambda: request.infer(feed),
-        outputs=outputs,
+        call=call,
+        outputs=lambda: [np.array(a) for a in call()],
         batch=loaded.batch,
         flops_per_call=loaded.flops_per_call,
         flops_source=loaded.flops_source,
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
-        new_call=new_call,
+        new_call=timed_call,
     )
 
 

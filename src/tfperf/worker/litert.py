@@ -12,7 +12,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.worker.inputs import batch_of, tflite_signature_inputs
-from tfperf.worker.workload import Prepared, first_line
+from tfperf.worker.workload import Prepared, TimedCall, first_line
 
 
 def litert_interpreter(model: str | bytes, threads: int | None = None) -> Any:
@@ -75,8 +75,9 @@ def litert_prepared(
 
     ``inputs`` (name -> array) are matched to the model's inputs by signature name, by tensor
     name (``serving_default_NAME:0``) or else by position, resized to the arrays' shapes when
-    they differ, and cast to the model's dtypes. A call sets every input, invokes the
-    interpreter and reads every output, as a serving loop does. ``threads`` is LiteRT's
+    they differ. The call is a :class:`~tfperf.worker.workload.TimedCall`: it sets every input
+    (cast to the model's dtype where it differs), invokes the interpreter and reads every
+    output, as a serving loop does. ``threads`` is LiteRT's
     ``num_threads`` (``None``: its default).
     """
     import numpy as np
@@ -85,12 +86,9 @@ def litert_prepared(
     pairs = _match_inputs(interpreter, inputs)
     dtypes = {d["index"]: np.dtype(d["dtype"]) for d in interpreter.get_input_details()}
     shapes = {d["index"]: tuple(d["shape"]) for d in interpreter.get_input_details()}
-    feeds = []
     for index, array in pairs:
-        array = np.ascontiguousarray(np.asarray(array).astype(dtypes[index], copy=False))
-        if shapes[index] != array.shape:
-            interpreter.resize_tensor_input(index, list(array.shape))
-        feeds.append((index, array))
+        if shapes[index] != np.shape(array):
+            interpreter.resize_tensor_input(index, list(np.shape(array)))
     try:
         interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
@@ -98,23 +96,21 @@ def litert_prepared(
             f"LiteRT cannot run this model at these input shapes ({first_line(exc)}): "
             "use --batch 1 or inputs of the model's own shape."
         ) from None
+    indices = [index for index, _ in pairs]
     out_indices = [d["index"] for d in interpreter.get_output_details()]
 
-    def call() -> None:
-        for index, array in feeds:
-            interpreter.set_tensor(index, array)
+    def run(arrays: list[Any]) -> list[Any]:
+        for index, array in zip(indices, arrays):  # noqa: B905 (Python 3.9)
+            interpreter.set_tensor(index, np.asarray(array, dtype=dtypes[index]))
         interpreter.invoke()
-        for index in out_indices:
-            interpreter.get_tensor(index)
+        return [interpreter.get_tensor(i) for i in out_indices]  # copies, as a server's reply
 
-    def outputs() -> list[Any]:
-        call()
-        return [np.array(interpreter.get_tensor(i)) for i in out_indices]
+    call = TimedCall(run, [np.ascontiguousarray(array) for _, array in pairs])
 
     threads_note = f"LiteRT, {threads} thread(s)" if threads else "LiteRT, default threads"
     return Prepared(
         call=call,
-        outputs=outputs,
+        outputs=lambda: [np.array(a) for a in call()],
         batch=batch_of(inputs, 1),
         flops_per_call=flops_per_call,
         flops_source=flops_source if flops_per_call is not None else "unknown",

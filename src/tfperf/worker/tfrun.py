@@ -1,8 +1,9 @@
 """Worker side: a loaded model run by TensorFlow itself, the way a worker times it.
 
 Contract: :func:`tf_prepared` ``(loaded, config) -> Prepared`` calls the model through a
-``tf.function`` in fp32 (``jit_compile=True`` when ``config["xla"] == "jit"``), its outputs
-materialised so that a call has really finished; a training workload times a ``tf.function``
+``tf.function`` in fp32 (``jit_compile=True`` when ``config["xla"] == "jit"``) as a
+:class:`~tfperf.worker.workload.TimedCall`: the host arrays become tensors in the call and every
+output comes back as a host array; a training workload times a ``tf.function``
 SGD step (sparse cross-entropy on the logits every built-in classifier returns). Used by
 :mod:`tfperf.worker.prepare` for the default runtime and by :mod:`tfperf.worker.convert` for
 the bf16 graph rewrite.
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.worker.workload import Loaded, Prepared, is_keras_model, named
+from tfperf.worker.workload import Loaded, Prepared, TimedCall, is_keras_model, named
 
 
 def _materialise(result: Any) -> None:
@@ -43,6 +44,7 @@ def tf_prepared(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     """
     if loaded.format == "tflite":
         raise UserError("A .tflite model runs through LiteRT, not TensorFlow.")
+    import numpy as np
     import tensorflow as tf
 
     jit = config.get("xla") == "jit"
@@ -58,14 +60,16 @@ def tf_prepared(loaded: Loaded, config: dict[str, Any]) -> Prepared:
         return loaded.call_model(named(names, xs))
 
     fn = tf.function(forward, jit_compile=jit)
-    args = [tensors[n] for n in names]
 
-    def call() -> None:
-        _materialise(fn(*args))
+    def run(arrays: list[Any]) -> list[Any]:
+        # the host arrays become tensors in every call, as a server's request does
+        result = fn(*[tf.convert_to_tensor(a) for a in arrays])
+        return [t.numpy() for t in tf.nest.flatten(result)]
 
+    call = TimedCall(run, [loaded.inputs[n] for n in names])
     return Prepared(
         call=call,
-        outputs=lambda: _to_numpy(fn(*args)),
+        outputs=lambda: [np.array(a) for a in call()],
         batch=loaded.batch,
         flops_per_call=loaded.flops_per_call,
         flops_source=loaded.flops_source,

@@ -19,12 +19,31 @@ FORMATS = ("builtin", "keras", "savedmodel", "tflite", "factory")
 """Values of :attr:`Loaded.format`."""
 
 
+@dataclass(frozen=True)
+class TimedCall:
+    """The one contract of every runtime's timed call (``docs/timed-call.md``): ``run`` takes
+    the inputs as host (NumPy) arrays, runs the model, and hands back every output as a host
+    array; ``inputs`` are the arrays a worker times it on. Calling the record is one timed call.
+
+    Every runtime (TensorFlow, LiteRT, OpenVINO, XLA AOT) builds its call this way, so that a
+    comparison across runtimes times the same work: a runtime that copied its inputs once when
+    prepared, or left its outputs unread, would time less than a serving loop does.
+    """
+
+    run: Callable[[list[Any]], list[Any]]
+    inputs: list[Any]
+
+    def __call__(self) -> list[Any]:
+        return self.run(self.inputs)
+
+
 @dataclass
 class Prepared:
     """What a worker times: one steady-state call, and the outputs of a call for comparisons."""
 
-    call: Callable[[], None]
-    """One steady-state call; returns when the outputs are ready."""
+    call: Callable[[], Any]
+    """One steady-state call; returns when the outputs are ready. For inference, a
+    :class:`TimedCall` (host arrays in, host arrays out); for a training step, one step."""
     outputs: Callable[[], list[Any]]
     """The outputs of one call as numpy arrays (for a training step: see :func:`tf_prepared`)."""
     batch: int
