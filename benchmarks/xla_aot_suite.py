@@ -2,9 +2,11 @@
 
 For each workload the default (TensorFlow) is measured against each runtime candidate through
 tune's own evaluator (accuracy guard, interleaved rounds): LiteRT and OpenVINO on every usable
-core, xla-aot single-threaded and multithreaded. Printed per candidate: the default's ms, the
-candidate's ms, the speedup with its 95% interval, the max abs error, and for xla-aot the time
-the compilation took (export, aot_compile_cpu, link; the runtime archive is built beforehand).
+core, xla-aot single-threaded (compiled for the CPU's own LLVM name, and for its x86-64 level)
+and multithreaded. Printed per candidate: the default's ms, the candidate's ms, the speedup with
+its 95% interval, the max abs error, and for xla-aot the time the compilation took (export,
+aot_compile_cpu, link; the runtime archive is built beforehand) and what it was compiled for.
+Every runtime's timed call takes host arrays in and gives host arrays out (docs/timed-call.md).
 
     python benchmarks/xla_aot_suite.py                      # standard sizes, every workload
     python benchmarks/xla_aot_suite.py --size tiny --workloads mlp,lstm --rounds 10
@@ -24,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 INFERENCE = ("lstm", "encoder", "mobilenetv2", "resnet50", "mlp", "wide-deep")
+LEVEL_ONLY_ENV = "TFPERF_AOT_TARGET"  # tfperf.core.aot.LEVEL_ONLY_ENV
 
 
 def _candidates(cores: int) -> list[dict]:
@@ -33,6 +36,8 @@ def _candidates(cores: int) -> list[dict]:
     if openvino_available():
         out.append({"runtime": "openvino-f32"})
     out.append({"runtime": "xla-aot"})
+    # the same, compiled for the CPU's x86-64 level instead of its own name
+    out.append({"runtime": "xla-aot", "env": {LEVEL_ONLY_ENV: "level"}})
     if cores > 1:
         out.append({"runtime": "xla-aot", "runtime_threads": cores})
     return out
@@ -64,6 +69,8 @@ def _row(name: str, outcome, default_ms: float | None) -> dict:
         "compile": _compile_s(outcome.info.get("notes") or [])
         if outcome.config.get("runtime") == "xla-aot"
         else "",
+        "target": next((n for n in outcome.info.get("notes") or []
+                        if n.startswith("XLA AOT for")), ""),
         "reason": outcome.reason,
     }
 
@@ -101,7 +108,8 @@ def _print(r: dict) -> None:
     print(
         f"{r['workload']:<12} {r['candidate']:<36} {r['default_ms']:>9.3f} {r['ms']:>9.3f} "
         f"{r['speedup']:>6.2f}x ({low:.2f}-{high:.2f}) err {r['error']:.2g}"
-        + (f"  compile {r['compile']}" if r["compile"] else ""),
+        + (f"  compile {r['compile']}" if r["compile"] else "")
+        + (f"  [{r['target']}]" if r["target"] else ""),
         flush=True,
     )
 

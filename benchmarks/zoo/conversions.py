@@ -16,7 +16,9 @@ where an input-order mistake shows as a large error rather than as quantisation 
 Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]`` (DIR as
 written by ``save.py``). Prints one JSON line per (model, form, runtime): ``{"model", "form",
 "runtime", "status": "ok" | "failed" | "crashed", "max_rel_error", "max_abs_error",
-"top1_agreement", "reason"}``.
+"top1_agreement", "accepted", "guard_reason", "reason"}``: ``accepted`` and ``guard_reason``
+are the verdict of tune's accuracy guard (``tfperf.accuracy.guard``, default tolerance) on a
+conversion that ran.
 """
 
 from __future__ import annotations
@@ -28,8 +30,16 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
+RUNTIMES = (
+    "litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32", "openvino-bf16",
+    "bf16", "xla-aot",
+)
+"""Every runtime tune can pick (``bf16`` is TensorFlow with ``precision=bf16``)."""
 SAVED_RUNTIMES = ("litert", "openvino-f32")
+
+
+def config_of(runtime: str) -> dict:
+    return {"precision": "bf16"} if runtime == "bf16" else {"runtime": runtime}
 
 
 def forms(name: str, saved: Path, tiny: bool) -> dict[str, dict]:
@@ -64,6 +74,8 @@ def row(model, form, runtime, status, comparison=None, reason="") -> dict:
         "max_rel_error": comparison.get("max_rel_error"),
         "max_abs_error": comparison.get("max_abs_error"),
         "top1_agreement": comparison.get("top1_agreement"),
+        "accepted": comparison.get("accepted"),
+        "guard_reason": comparison.get("reason", ""),
         "reason": reason or comparison.get("shape_mismatch") or "",
     }
 
@@ -72,7 +84,7 @@ def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
     """Check one model in this process; print a ``start`` line before each conversion."""
     import numpy as np
 
-    from tfperf.accuracy import compare_outputs
+    from tfperf.accuracy import compare_outputs, guard
     from tfperf.worker.prepare import load_workload, prepare_loaded
 
     loaded_forms: dict[str, tuple] = {}
@@ -92,11 +104,12 @@ def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
             print(json.dumps(row(name, form, "tf", "ok", same)))
             continue
         try:
-            outputs = prepare_loaded(loaded, {"runtime": runtime}).outputs()
+            outputs = prepare_loaded(loaded, config_of(runtime)).outputs()
         except Exception as exc:  # a conversion that fails is a row, not the end
             print(json.dumps(row(name, form, runtime, "failed", None, str(exc).split("\n")[0])))
             continue
-        print(json.dumps(row(name, form, runtime, "ok", compare_outputs(reference, outputs))))
+        # the accuracy guard tune applies, with its default tolerance
+        print(json.dumps(row(name, form, runtime, "ok", guard(reference, outputs))))
 
 
 def check(name: str, saved: Path, tiny: bool):

@@ -45,3 +45,32 @@ def test_this_install_is_probed_without_importing_tensorflow():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split("\n")[0] == "['available', 'missing'] True False", done.stderr
+
+
+def test_the_loader_refuses_a_library_whose_instructions_this_cpu_lacks():
+    from tfperf.core.aot_loader import refusal
+
+    meta = {"target_cpu": "znver4", "cpu_flags": ["avx2", "avx512f", "sse3"]}
+    here = ZEN5.replace("flags : ", "flags : pni ")  # the kernel calls SSE3 "pni"
+    assert refusal(meta, here) is None
+    assert refusal(meta, here.replace(" avx512f", "")) == (
+        "was compiled for znver4 CPUs and this one lacks avx512f"
+    )
+    # a model.json of an earlier tfperf names a level only
+    assert refusal({"target_cpu": "x86-64-v4"}, ZEN5) is None
+    assert "this one runs x86-64-v3" in refusal({"target_cpu": "x86-64-v4"},
+                                                ZEN5.replace(" avx512bw", ""))
+
+
+def test_the_target_is_this_cpu_s_own_llvm_name_with_the_level_as_the_fallback():
+    from tfperf.core.aot import aot_target, runtime_marches
+    from tfperf.core.aot_loader import host_flags, level_flags
+
+    target = aot_target()
+    assert target is not None and target.level == host_target()
+    assert set(target.cpu_flags) <= host_flags()
+    assert set(level_flags(target.level)) <= host_flags()
+    assert runtime_marches(target)[-1].startswith("-march=x86-64")
+    if target.named:
+        assert not target.cpu.startswith("x86-64")
+        assert runtime_marches(target)[0] == f"-march={target.cpu}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -66,18 +67,32 @@ def test_a_compiled_mlp_gives_tensorflow_s_outputs(compiled):
     library = Path(artifact_from_notes(notes))
     meta = json.loads((library.parent / "model.json").read_text())
     assert meta["multithreading"] is True
-    assert meta["target_cpu"].startswith("x86-64")
     assert [o["shape"] for o in meta["outputs"]] == [list(reference[0].shape)]
 
 
+def test_the_model_is_compiled_for_this_cpu_s_own_name_and_says_which(compiled):
+    from tfperf.core.aot import aot_target, runtime_marches
+    from tfperf.core.aot_loader import host_flags
+
+    target = aot_target()
+    meta = json.loads((Path(artifact_from_notes(compiled[2])).parent / "model.json").read_text())
+    assert meta["target_cpu"] == target.cpu and meta["target_level"] == target.level
+    assert set(meta["cpu_flags"]) <= host_flags() and "avx2" in meta["cpu_flags"]
+    if target.named:  # archspec knows this CPU: the name, not a level
+        assert not meta["target_cpu"].startswith("x86-64")
+    assert meta["runtime_march"] in runtime_marches(target)
+    assert any(f"XLA AOT for {target.cpu} (runtime {meta['runtime_march']})" in n
+               for n in compiled[2])
+
+
 def test_the_adopter_gets_a_loader_and_a_cxx_example_that_build_and_run(compiled, tmp_path):
+    from tfperf.core.paths import cache_dir
     from tfperf.tuning.conclude import export_artifact
 
     recommendation = {"artifact": artifact_from_notes(compiled[2])}
     out = Path(export_artifact(recommendation, tmp_path / "out"))
-    assert {"libmodel.so", "model.h", "run_model.py", "example.cc", "model.json"} <= {
-        p.name for p in out.iterdir()
-    }
+    assert {"libmodel.so", "model.h", "run_model.py", "example.cc", "model.json", "build.sh",
+            "libtf_xla_runtime.a"} <= {p.name for p in out.iterdir()}
     # The loader needs NumPy only: a server without TensorFlow or tfperf runs it.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ran = subprocess.run(
@@ -86,10 +101,23 @@ def test_the_adopter_gets_a_loader_and_a_cxx_example_that_build_and_run(compiled
     )
     assert ran.returncode == 0, ran.stderr[-1500:]
     assert "tensorflow loaded: False" in ran.stdout
-    build = re.search(r"^//   (.+)$", (out / "example.cc").read_text(), re.MULTILINE)
-    assert build, "example.cc names its build line"
-    subprocess.run(build.group(1), shell=True, cwd=out, check=True, timeout=300)
-    done = subprocess.run(["./example"], cwd=out, capture_output=True, text=True, timeout=60)
+    assert "sh build.sh" in (out / "example.cc").read_text()
+    cache = cache_dir().resolve()
+    assert str(cache) not in (out / "build.sh").read_text() + (out / "example.cc").read_text()
+    # a copy of the out-dir builds with tfperf's cache out of sight (an empty folder mounted
+    # over it, in a mount namespace of the build's own)
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(out, copy)
+    (tmp_path / "empty").mkdir()
+    require(shutil.which("unshare") is not None, "unshare (util-linux) is needed")
+    hide = f"mount --bind {tmp_path / 'empty'} {cache} && ls -A {cache} | wc -l && sh build.sh"
+    built = subprocess.run(
+        ["unshare", "-m", "sh", "-c", hide], cwd=copy, capture_output=True, text=True,
+        env={**os.environ, "PYTHON": sys.executable}, timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert built.stdout.split()[0] == "0", "the cache was not hidden from the build"
+    done = subprocess.run(["./example"], cwd=copy, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout.strip()) == float(done.stdout.strip())  # a number, not NaN
 
@@ -124,14 +152,35 @@ def test_the_profile_s_python_line_runs_the_library_without_tensorflow(compiled)
     assert done.stdout.strip() == f"{compiled[0][0].shape} False"
 
 
-def test_a_library_compiled_for_a_newer_cpu_is_refused(compiled, monkeypatch):
+def test_a_library_compiled_for_a_cpu_whose_instructions_this_one_lacks_is_refused(
+    compiled, monkeypatch
+):
     from tfperf.core import aot_loader
 
     folder = Path(artifact_from_notes(compiled[2])).parent
-    monkeypatch.setattr(aot_loader, "host_target", lambda cpuinfo=None: "x86-64-v2")
-    refused = r"compiled for x86-64-v\d CPUs and this one runs x86-64-v2: compile it again"
+    fewer = aot_loader.host_flags() - {"avx2", "fma"}
+    monkeypatch.setattr(aot_loader, "host_flags", lambda cpuinfo=None: fewer)
+    refused = r"was compiled for \S+ CPUs and this one lacks avx2, fma: compile it again"
     with pytest.raises(RuntimeError, match=refused):
         aot_loader.AotModel(folder)
+
+
+def test_a_runtime_archive_that_does_not_build_for_the_cpu_falls_back_to_the_level(
+    aot_runtime, monkeypatch
+):
+    from tfperf.core.aot import compiler, tensorflow_dir
+    from tfperf.worker import aot
+
+    built = aot_runtime.parent.parent  # the archive the fixture built, whichever -march it has
+    marches = [m for m in aot.runtime_marches()
+               if aot.runtime_archive_path(tensorflow_dir(), compiler(), m).parent.parent == built]
+    monkeypatch.setattr(aot, "runtime_marches", lambda: ["-march=no-such-cpu", *marches])
+    found = aot.runtime_archive(tensorflow_dir(), compiler())
+    assert found.path == aot_runtime and found.march == marches[0]
+    assert found.note.startswith("the runtime archive did not build with -march=no-such-cpu")
+    # the failure is remembered: the next worker does not try the build again
+    failed = aot.runtime_archive_path(tensorflow_dir(), compiler(), "-march=no-such-cpu")
+    assert (failed.parent.parent / "failed").is_file()
 
 
 def test_no_compiler_fails_the_candidate_with_the_fix():
@@ -186,3 +235,42 @@ def test_a_model_aot_cannot_compile_says_why_in_one_sentence(
     message = str(failed.value)
     assert "\n" not in message and len(message) < 400, message
     assert re.search(expected, message), message
+
+
+def test_a_cpu_name_xla_s_llvm_does_not_know_falls_back_to_the_level(
+    aot_runtime, tmp_path, monkeypatch
+):
+    from tfperf.core.aot import AotTarget, aot_target
+    from tfperf.core.aot_loader import level_flags
+    from tfperf.modelref import resolve_model
+    from tfperf.worker import aot
+    from tfperf.worker.prepare import load_workload, prepare_loaded
+
+    level = aot_target().level
+    unknown = AotTarget("no-such-cpu", level, tuple(level_flags(level)), named=True)
+    monkeypatch.setattr(aot, "aot_target", lambda: unknown)
+    monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(aot, "runtime_archive", lambda tf_dir, cxx: aot.RuntimeArchive(
+        aot_runtime, "-march=x86-64-v3", ""))
+    (tmp_path / "aot_small_model.py").write_text(_SMALL_MODEL)
+    monkeypatch.chdir(tmp_path)
+    prepared = prepare_loaded(load_workload(resolve_model("aot_small_model:make")),
+                              {"runtime": "xla-aot"})
+    meta = json.loads((Path(artifact_from_notes(prepared.notes)).parent / "model.json")
+                      .read_text())
+    assert meta["target_cpu"] == level and meta["cpu_flags"] == level_flags(level)
+    assert [o.shape for o in prepared.call()] == [(1, 2)]
+
+
+_SMALL_MODEL = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    def make():
+        @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+        def model(x):
+            return tf.matmul(x, tf.ones([4, 2])) + 1.0
+        return model, np.ones((1, 4), np.float32)
+    """
+)

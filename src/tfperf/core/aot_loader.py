@@ -5,12 +5,16 @@ next to a compiled model and used by a server that has neither TensorFlow nor tf
 worker times the model through it, and ``tfperf tune --out-dir`` writes it beside the shared
 library as ``aot_model.py``.
 
-- :func:`host_target` is the LLVM CPU this machine's instructions allow (``x86-64-v4`` where
+- :func:`host_flags` is the set of instruction-set flags this CPU reports (``/proc/cpuinfo``).
+- :func:`host_target` is the x86-64 level this machine's instructions allow (``x86-64-v4`` where
   AVX-512 F/BW/CD/DQ/VL are all present, ``x86-64-v3`` with AVX2/FMA/BMI, ``x86-64-v2``,
-  ``x86-64``), or ``None`` off x86-64. The compiler is told it, and it is recorded in the
-  model's ``model.json``.
+  ``x86-64``), or ``None`` off x86-64; :func:`level_flags` the flags a level needs. The model
+  itself is compiled for the CPU's own LLVM name where one is known (``tfperf.core.aot``), the
+  level otherwise; ``model.json`` records the name (``target_cpu``) and the flags that code may
+  use (``cpu_flags``).
 - :class:`AotModel` ``(folder)`` loads ``folder/model.json`` and the shared library it names,
-  refuses (``RuntimeError``, one sentence) a library compiled for a CPU this one is not, and
+  refuses (``RuntimeError``, one sentence) a library compiled for a CPU whose instructions this
+  one lacks (its ``cpu_flags``; the level, for a ``model.json`` without them), and
   runs it: :meth:`AotModel.set_inputs` copies the arrays into the compiled function's own
   buffers, :meth:`AotModel.run` calls it, :meth:`AotModel.outputs` copies its results out,
   :meth:`AotModel.__call__` does all three. ``threads`` > 1 runs a library compiled with XLA's
@@ -32,30 +36,64 @@ _LEVELS = (
 )
 
 
-def host_target(cpuinfo: str | None = None) -> str | None:
-    """The LLVM CPU name this machine runs (see the module docstring); ``None`` off x86-64."""
+_ALIASES = {"pni": "sse3"}
+"""Flags the kernel names otherwise than the instruction set (and archspec) does."""
+
+
+def host_flags(cpuinfo: str | None = None) -> set[str]:
+    """The instruction-set flags of this CPU as ``/proc/cpuinfo`` names them (empty where it
+    cannot be read)."""
     if cpuinfo is None:
-        if platform.machine() not in ("x86_64", "AMD64"):
-            return None
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return "x86-64"
-    flags: set[str] = set()
+            return set()
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-            break
+            flags = set(line.partition(":")[2].split())
+            return flags | {_ALIASES[f] for f in flags if f in _ALIASES}
+    return set()
+
+
+def host_target(cpuinfo: str | None = None) -> str | None:
+    """The x86-64 level this machine runs (see the module docstring); ``None`` off x86-64."""
+    if cpuinfo is None and platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    flags = host_flags(cpuinfo)
     for name, needs in _LEVELS:
         if all(f in flags for f in needs):
             return name
     return "x86-64"
 
 
+def level_flags(level: str) -> list[str]:
+    """The flags code compiled for ``level`` may use (those of every level up to it)."""
+    names = [name for name, _ in _LEVELS]
+    if level not in names:
+        return []
+    return sorted({f for name, needs in _LEVELS[names.index(level):] for f in needs})
+
+
 def runs_here(target: str | None, here: str | None) -> bool:
-    """Whether code compiled for ``target`` runs on a CPU of level ``here``."""
+    """Whether code compiled for the level ``target`` runs on a CPU of level ``here``."""
     names = ["x86-64", *(name for name, _ in reversed(_LEVELS))]
     return target in names and here in names and names.index(here) >= names.index(target)
+
+
+def refusal(meta: dict[str, Any], cpuinfo: str | None = None) -> str | None:
+    """Why a library described by ``meta`` (its ``model.json``) cannot run here, or ``None``."""
+    built = meta.get("target_cpu")
+    needs = meta.get("cpu_flags")
+    if needs is not None:
+        lacking = sorted(set(needs) - host_flags(cpuinfo))
+        if lacking:
+            shown = ", ".join(lacking[:6]) + (" ..." if len(lacking) > 6 else "")
+            return f"was compiled for {built} CPUs and this one lacks {shown}"
+        return None
+    here = host_target(cpuinfo)
+    if not runs_here(built, here):
+        return f"was compiled for {built} CPUs and this one runs {here or platform.machine()}"
+    return None
 
 
 def _bind(lib: Any) -> None:
@@ -88,11 +126,10 @@ class AotModel:
         self._np = numpy
         folder = Path(folder).resolve()  # a bare file name would be looked up in the library path
         self.meta = json.loads((folder / "model.json").read_text())
-        built, here = self.meta.get("target_cpu"), host_target()
-        if not runs_here(built, here):
+        refused = refusal(self.meta)
+        if refused:
             raise RuntimeError(
-                f"{folder / self.meta['library']} was compiled for {built} CPUs and this one "
-                f"runs {here or platform.machine()}: compile it again on this machine."
+                f"{folder / self.meta['library']} {refused}: compile it again on this machine."
             )
         self._lib = ctypes.CDLL(str(folder / self.meta["library"]))
         _bind(self._lib)

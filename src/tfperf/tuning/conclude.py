@@ -182,9 +182,12 @@ def significantly_faster(speedup: dict) -> bool:
     return speedup.get("verdict") == "faster" and low is not None and low > 1.0
 
 
-ARTIFACT_SUFFIXES = (".tflite", ".xml", ".bin", ".py", ".so", ".h", ".o", ".cc", ".json")
+ARTIFACT_SUFFIXES = (
+    ".tflite", ".xml", ".bin", ".py", ".so", ".h", ".o", ".cc", ".json", ".a", ".sh",
+)
 """The files of a variant's folder an adopter needs: the model (LiteRT, OpenVINO, or the
-xla-aot library with its header, objects, metadata and C++ sources) and its Python snippet."""
+xla-aot library with its header, objects, runtime archive, metadata, C++ sources and build
+script) and its Python snippet."""
 
 
 def export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | None:

@@ -12,18 +12,24 @@ Contract: :func:`aot_prepared` ``(loaded, config) -> Prepared``, called by
    (``convert_variables_to_constants_v2``: ``aot_compile_cpu``'s own freezer cannot find Keras 3
    variables). Outputs whose shape depends on the input values are refused (XLA AOT compiles
    static shapes only).
-3. ``saved_model_cli aot_compile_cpu`` compiles it for :func:`~tfperf.core.aot.host_target`
-   (``--target_cpu``), with ``--multithreading`` when ``runtime_threads`` > 1; its error
-   becomes one sentence (the ops XLA has no kernel for, or its last line).
+3. ``saved_model_cli aot_compile_cpu`` compiles it for :func:`~tfperf.core.aot.aot_target`
+   (``--target_cpu``: the CPU's LLVM name, its level as the fallback), with
+   ``--multithreading`` when ``runtime_threads`` > 1; its error becomes one sentence (the ops
+   XLA has no kernel for, or its last line).
 4. The runtime archive (``tensorflow/xla_aot_runtime_src``, built position-independent with
-   cmake) is built once per install and compiler under ``cache_dir()/xla-aot-runtime``.
+   cmake) is built once per install, compiler and ``-march`` under
+   ``cache_dir()/xla-aot-runtime``: for the CPU's own name where it builds, else its level.
 5. ``entry.cc`` (:data:`ENTRY`, extern "C" functions over the generated class) is compiled
    with the generated header and linked with the objects and the archive into
    ``libmodel.so``, which needs ``libtensorflow_framework.so.2`` at run time (for Abseil; an
    rpath to TensorFlow's folder is recorded). ``model.json`` records the inputs, outputs,
-   target CPU and threading; ``example.cc`` is a C++ caller with its build line (against the
-   cached runtime archive); ``run_model.py`` is :mod:`tfperf.core.aot_loader`, which runs the
-   library on NumPy arrays without TensorFlow or tfperf.
+   target CPU (``target_cpu``: the CPU's own LLVM name, or the level where the name is unknown
+   or fails), the instruction-set flags that code may use (``cpu_flags``), the runtime
+   archive's ``-march`` and threading. The folder is what an adopter needs: the runtime archive
+   sits beside the model (``libtf_xla_runtime.a``), ``build.sh`` builds ``example.cc`` (a C++
+   caller) from the folder and the installed TensorFlow alone, naming no path of tfperf's cache;
+   ``run_model.py`` is :mod:`tfperf.core.aot_loader`, which runs the library on NumPy arrays
+   without TensorFlow or tfperf.
 6. The library runs through :class:`tfperf.core.aot_loader.AotModel` (ctypes), which refuses
    one compiled for a CPU this one is not. The timed call is ``AotModel.__call__``: it copies
    the host arrays in, runs, and copies every output out (``docs/timed-call.md``).
@@ -45,25 +51,30 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfperf.core import aot_loader
 from tfperf.core.aot import (
+    AotTarget,
+    aot_target,
     compiler,
-    host_target,
     runtime_archive_path,
-    runtime_march,
+    runtime_marches,
     tensorflow_dir,
     xla_aot_facts,
 )
-from tfperf.core.aot_loader import AotModel
+from tfperf.core.aot_loader import AotModel, level_flags
 from tfperf.core.protocol import ARTIFACT_NOTE, COMPILED_NOTE
 from tfperf.worker.artifacts import ConversionError, artifact_dir, first_error, inputs_of
 from tfperf.worker.workload import Prepared, TimedCall
 
+UNKNOWN_CPU = "is not a recognized processor"
 CLASS = "TfperfModel"
 LIBRARY = "libmodel.so"
+ARCHIVE = "libtf_xla_runtime.a"
+BUILD_SCRIPT = "build.sh"
 COMPILE_TIMEOUT_S = 900.0
 CXXFLAGS = ("-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-O2", "-fPIC", "-w")
 
@@ -111,6 +122,27 @@ const char* tfperf_aot_error(void* h) {
 }
 """
 
+BUILD = """#!/bin/sh
+# Builds ./example (example.cc) from this folder and the installed TensorFlow alone: the compiled
+# model (model.h, model*.o), the XLA AOT runtime archive ({archive}, rebuilt here from
+# TensorFlow's xla_aot_runtime_src when it is missing: minutes, once) and TensorFlow's headers and
+# libtensorflow_framework.so.2. Set PYTHON to the interpreter whose TensorFlow to use, or TF_DIR.
+set -e
+cd "$(dirname "$0")"
+CXX="${{CXX:-g++}}"
+FIND_TF='import importlib.util as u; print(u.find_spec("tensorflow").submodule_search_locations[0])'
+TF_DIR="${{TF_DIR:-$("${{PYTHON:-python3}}" -c "$FIND_TF")}}"
+if [ ! -f {archive} ]; then
+  mkdir -p runtime-build
+  (cd runtime-build &&
+   cmake "$TF_DIR/xla_aot_runtime_src" -DCMAKE_BUILD_TYPE=Release \\
+     -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="{march}" &&
+   cmake --build . -j "$(nproc)")
+  cp runtime-build/{archive} .
+fi
+{link}
+""".replace("{archive}", ARCHIVE)
+
 EXAMPLE = """// A C++ caller of the compiled model: zeros in, the first output's first value out.
 // Build (from this folder):
 //   {build}
@@ -140,6 +172,10 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+class UnknownCpu(ConversionError):
+    """XLA's LLVM does not know the CPU's name: the model is compiled for its level instead."""
+
+
 def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     """Run ``cmd``; its output, or :class:`ConversionError` saying ``what`` failed and why."""
     try:
@@ -148,9 +184,13 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConversionError(f"{what} failed: {exc}.") from None
+    output = done.stdout + done.stderr
+    if UNKNOWN_CPU in output:  # LLVM ignores the name: it fails, or compiles generic code
+        name = re.search(r"'([^']+)' " + UNKNOWN_CPU, output)
+        raise UnknownCpu(f"XLA's LLVM does not know the CPU {name.group(1) if name else ''}.")
     if done.returncode != 0:
-        raise ConversionError(f"{what} failed: {_reason(done.stdout + done.stderr)}")
-    return done.stdout
+        raise ConversionError(f"{what} failed: {_reason(output)}")
+    return output
 
 
 _UNSUPPORTED = re.compile(r"unsupported operations.*?XLA_CPU_JIT: ([\w, ]+?) \(", re.DOTALL)
@@ -168,7 +208,8 @@ def _reason(output: str) -> str:
         return raised[-1][1].strip()[:300]
     lines = [ln.strip() for ln in output.splitlines() if "error:" in ln.lower()]
     lines = lines or [ln.strip() for ln in output.splitlines() if ln.strip()] or ["no output"]
-    return lines[0 if "error:" in lines[0].lower() else -1][:300]
+    line = lines[0 if "error:" in lines[0].lower() else -1]
+    return re.sub(r"/\S*/([^/\s]+:\d+)", r"\1", line)[:300]  # a source file by its name alone
 
 
 def _export(loaded: Any, where: Path) -> tuple[list[dict], list[dict]]:
@@ -223,32 +264,58 @@ def _spec(name: str, shape: Any, dtype: Any) -> dict:
     return {"name": name, "shape": [int(d) for d in shape], "dtype": np.dtype(dtype).name}
 
 
-def runtime_archive(tf_dir: Path, cxx: str) -> Path:
-    """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4).
+@dataclass(frozen=True)
+class RuntimeArchive:
+    """The runtime archive a model links against, and the ``-march`` it was built with."""
+
+    path: Path
+    march: str
+    note: str
+    """Why it is not built for the CPU's own name, where it is not (else empty)."""
+
+
+def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
+    """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4):
+    for the CPU's own name where it builds, else for its level
+    (:func:`~tfperf.core.aot.runtime_marches`). A build that failed leaves a ``failed`` file
+    with its reason, so that it is not tried again.
 
     TensorFlow is not imported: the parent starts this as a one-shot child before an
     ``xla-aot`` worker (:func:`main`), so that the minutes of the first build are not
     counted against the worker's start-up deadline."""
-    sources = tf_dir / "xla_aot_runtime_src"
-    march = runtime_march()
-    archive = runtime_archive_path(tf_dir, cxx)
-    build, folder = archive.parent, archive.parent.parent
-    with _locked(folder / ".lock"):
-        if not archive.exists():
-            shutil.rmtree(build, ignore_errors=True)
-            build.mkdir(parents=True)
-            _run(
-                [
-                    "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
-                    "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", f"-DCMAKE_CXX_COMPILER={cxx}",
-                    f"-DCMAKE_CXX_FLAGS={march}",
-                ],
-                "configuring the XLA AOT runtime",
-                cwd=build,
-            )
-            jobs = str(max(1, len(os.sched_getaffinity(0))))
-            _run(["cmake", "--build", ".", "-j", jobs], "building the XLA AOT runtime", cwd=build)
-    return archive
+    notes: list[str] = []
+    marches = runtime_marches()
+    for march in marches:
+        archive = runtime_archive_path(tf_dir, cxx, march)
+        failed = archive.parent.parent / "failed"
+        with _locked(archive.parent.parent / ".lock"):
+            if not archive.exists() and not failed.exists():
+                try:
+                    _build_runtime(tf_dir / "xla_aot_runtime_src", cxx, march, archive.parent)
+                except ConversionError as exc:
+                    failed.write_text(str(exc))
+            if archive.exists():
+                return RuntimeArchive(archive, march, "; ".join(notes))
+            notes.append(f"the runtime archive did not build with {march}: "
+                         f"{failed.read_text()[:200]}")
+    raise ConversionError(notes[-1] if notes else "the XLA AOT runtime did not build.")
+
+
+def _build_runtime(sources: Path, cxx: str, march: str, build: Path) -> None:
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir(parents=True)
+    _run(
+        [
+            "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
+            "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", f"-DCMAKE_CXX_COMPILER={cxx}",
+            f"-DCMAKE_CXX_FLAGS={march}",
+        ],
+        "configuring the XLA AOT runtime",
+        cwd=build,
+    )
+    jobs = str(max(1, len(os.sched_getaffinity(0))))
+    _run(["cmake", "--build", ".", "-j", jobs], f"building the XLA AOT runtime ({march})",
+         cwd=build)
 
 
 def _missing_sentence(facts: dict) -> str:
@@ -265,59 +332,86 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not facts["available"] or tf_dir is None or cxx is None:
             raise ConversionError(_missing_sentence(facts))
-        print(runtime_archive(tf_dir, cxx), flush=True)
+        print(runtime_archive(tf_dir, cxx).path, flush=True)
     except ConversionError as exc:
         print(exc, flush=True)
         return 3
     return 0
 
 
-def _link_command(tf_dir: Path, cxx: str, archive: Path, source: str, out: str) -> list[str]:
-    objects = ["model.o", "model_constants.o", "model_metadata.o"]
+def _link_command(tf_dir: str, cxx: str, source: str, out: str) -> list[str]:
+    """The compiler line that links ``source`` with the compiled model and the runtime archive
+    beside it (``tf_dir``: TensorFlow's folder, for its headers and Abseil)."""
+    objects = ["model.o", "model_constants.o", "model_metadata.o", ARCHIVE]
     return [
-        cxx, *CXXFLAGS, f"-I{tf_dir / 'include'}", "-I.", source, *objects, str(archive),
+        cxx, *CXXFLAGS, f"-I{tf_dir}/include", "-I.", source, *objects,
         f"-L{tf_dir}", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{tf_dir}", "-o", out,
     ]
 
 
-def _compile(loaded: Any, folder: Path, multithreading: bool, target: str) -> None:
-    """Steps 2 to 5 into ``folder``; ``model.json`` is written last (it marks a whole build)."""
-    tf_dir = tensorflow_dir()
-    cxx = compiler()
-    assert tf_dir is not None and cxx is not None  # xla_aot_facts said so
-    saved = folder / "savedmodel"
-    shutil.rmtree(saved, ignore_errors=True)
-    inputs, outputs = _export(loaded, saved)
+def _aot_compile(saved: Path, folder: Path, multithreading: bool, cpu: str) -> None:
     cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "aot_compile_cpu"]
     _run(
         [
             *cli, "--dir", str(saved), "--tag_set", "serve",
             "--signature_def_key", "serving_default", "--output_prefix", str(folder / "model"),
-            "--cpp_class", CLASS, "--target_cpu", target,
+            "--cpp_class", CLASS, "--target_cpu", cpu,
             "--multithreading", str(multithreading),
         ],
         "XLA AOT compilation (saved_model_cli aot_compile_cpu)",
     )
-    archive = runtime_archive(tf_dir, cxx)
+
+
+def _adopter_files(folder: Path, runtime: RuntimeArchive) -> None:
+    """What builds a C++ caller from the folder alone: the runtime archive beside the model,
+    ``build.sh`` (which rebuilds the archive from the installed TensorFlow where it is
+    missing) and ``example.cc``."""
+    local = folder / ARCHIVE
+    local.unlink(missing_ok=True)
+    try:
+        os.link(runtime.path, local)  # the same file as the cache's, where one filesystem
+    except OSError:
+        shutil.copy2(runtime.path, local)
+    line = " ".join(_link_command('"$TF_DIR"', '"$CXX"', "example.cc", "example"))
+    (folder / BUILD_SCRIPT).write_text(BUILD.format(march=runtime.march, link=line))
+    (folder / "example.cc").write_text(EXAMPLE.format(build=f"sh {BUILD_SCRIPT}"))
+
+
+def _compile(loaded: Any, folder: Path, multithreading: bool, target: AotTarget,
+             runtime: RuntimeArchive) -> None:
+    """Steps 2 to 5 into ``folder``; ``model.json`` is written last (it marks a whole build)."""
+    tf_dir, cxx = tensorflow_dir(), compiler()
+    assert tf_dir is not None and cxx is not None  # xla_aot_facts said so
+    saved = folder / "savedmodel"
+    shutil.rmtree(saved, ignore_errors=True)
+    inputs, outputs = _export(loaded, saved)
+    cpu, flags = target.cpu, list(target.cpu_flags)
+    try:
+        _aot_compile(saved, folder, multithreading, cpu)
+    except UnknownCpu:
+        if not target.named:
+            raise
+        cpu, flags = target.level, level_flags(target.level)  # the level, as the fallback
+        _aot_compile(saved, folder, multithreading, cpu)
+    _adopter_files(folder, runtime)
     (folder / "entry.cc").write_text(ENTRY)
-    _run(
-        [*_link_command(tf_dir, cxx, archive, "entry.cc", LIBRARY), "-shared"],
-        "linking the compiled model",
-        cwd=folder,
-    )
-    build = " ".join(_link_command(tf_dir, "g++", archive, "example.cc", "example"))
-    (folder / "example.cc").write_text(EXAMPLE.format(build=build))
+    _run([*_link_command(str(tf_dir), cxx, "entry.cc", LIBRARY), "-shared"],
+         "linking the compiled model", cwd=folder)
     meta = {
-        "library": LIBRARY,
-        "header": "model.h",
-        "class": CLASS,
-        "target_cpu": target,
-        "multithreading": multithreading,
-        "inputs": inputs,
-        "outputs": outputs,
+        "library": LIBRARY, "header": "model.h", "class": CLASS,
+        "target_cpu": cpu, "target_level": target.level, "cpu_flags": sorted(flags),
+        "runtime_march": runtime.march, "runtime_note": runtime.note,
+        "multithreading": multithreading, "inputs": inputs, "outputs": outputs,
         "needs": f"libtensorflow_framework.so.2 (Abseil) from {tf_dir}, found by rpath",
     }
     (folder / "model.json").write_text(json.dumps(meta, indent=1))
+
+
+def _compiled_notes(folder: Path, threads: int, multithreading: bool) -> list[str]:
+    meta = json.loads((folder / "model.json").read_text())
+    runs = f"multithreaded on {threads} Eigen threads" if multithreading else "single-threaded"
+    notes = [f"XLA AOT for {meta['target_cpu']} (runtime {meta['runtime_march']}), {runs}"]
+    return notes + ([meta["runtime_note"]] if meta.get("runtime_note") else [])
 
 
 def aot_prepared(loaded: Any, config: dict) -> Prepared:
@@ -325,27 +419,25 @@ def aot_prepared(loaded: Any, config: dict) -> Prepared:
     if loaded.format == "tflite":
         raise ConversionError("a .tflite model runs on LiteRT; XLA AOT compiles TensorFlow models.")
     facts = xla_aot_facts()
-    if not facts["available"]:
+    target = aot_target()
+    if not facts["available"] or target is None:
         raise ConversionError(_missing_sentence(facts))
     threads = config.get("runtime_threads") or 1
     multithreading = threads > 1
-    target = host_target() or "x86-64"
-    archive = runtime_archive_path(tensorflow_dir(), compiler())  # type: ignore[arg-type]
-    runtime = archive.parent.parent.name[:6]  # the archive's key
-    folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{target}-{runtime}")
-    notes = [
-        f"XLA AOT for {target}, "
-        + (f"multithreaded on {threads} Eigen threads" if multithreading else "single-threaded")
-    ]
+    runtime = runtime_archive(tensorflow_dir(), compiler())  # type: ignore[arg-type]
+    key = f"{target.cpu}-{runtime.path.parent.parent.name[:6]}"  # the archive's own key
+    folder = artifact_dir(loaded, f"xla-aot{'-mt' if multithreading else ''}-{key}")
     with _locked(folder / ".lock"):
-        if (folder / "model.json").exists():
-            notes.append("reused the compiled model from the cache")
-        else:
+        cached = (folder / "model.json").exists()
+        if not cached:
             started = time.perf_counter()
-            _compile(loaded, folder, multithreading, target)
-            notes.append(f"{COMPILED_NOTE}{time.perf_counter() - started:.1f} s")
+            _compile(loaded, folder, multithreading, target, runtime)
+            compiled_in = time.perf_counter() - started
         # this tfperf's loader, also beside a library compiled by an earlier one
         (folder / "run_model.py").write_text(Path(aot_loader.__file__).read_text())
+    notes = _compiled_notes(folder, threads, multithreading)
+    notes.append("reused the compiled model from the cache" if cached
+                 else f"{COMPILED_NOTE}{compiled_in:.1f} s")
     try:
         model = AotModel(folder, threads)
     except (OSError, RuntimeError) as exc:
