@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import require, run_cli
 
 # A shell without job control starts background commands (`make test &`) with SIGINT ignored,
 # and every child inherits that: the Ctrl-C tests' SIGINT would then never reach tfperf. A
@@ -33,3 +35,19 @@ def cli():
 def store_path(tmp_path: Path) -> Path:
     """A fresh store path for one test."""
     return tmp_path / "store.sqlite"
+
+
+@pytest.fixture(scope="session")
+def aot_runtime() -> Path:
+    """The XLA AOT runtime archive, built once per install into tfperf's cache (minutes the
+    first time: every later session finds it there). A test that may be the first to need it
+    gives itself a timeout of minutes (``pytest.mark.timeout``)."""
+    from tfperf.core.aot import xla_aot_facts
+
+    facts = xla_aot_facts()
+    require(facts["available"], "XLA AOT needs " + "; ".join(facts["missing"]))
+    done = subprocess.run(
+        [sys.executable, "-m", "tfperf.worker.aot"], capture_output=True, text=True, timeout=3700
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    return Path(done.stdout.strip().splitlines()[-1])

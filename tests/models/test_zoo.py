@@ -22,7 +22,7 @@ import pytest
 
 from helpers import REPO, run_cli
 
-pytestmark = [pytest.mark.tf, pytest.mark.slow]
+pytestmark = [pytest.mark.tf, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ZOO = REPO / "benchmarks" / "zoo"
 NAMES = (
@@ -66,7 +66,9 @@ UNAVAILABLE = _unavailable()
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory) -> Path:
+def saved(tmp_path_factory, request) -> Path:
+    if "xla-aot" not in UNAVAILABLE:
+        request.getfixturevalue("aot_runtime")  # built once, before a conversion needs it
     out = tmp_path_factory.mktemp("zoo")
     proc = subprocess.run(
         [sys.executable, str(ZOO / "save.py"), *NAMES, "--tiny", "--out", str(out)],

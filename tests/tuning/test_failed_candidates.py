@@ -74,11 +74,10 @@ def test_a_model_needing_select_tf_ops_is_a_failed_candidate_with_one_sentence(t
 
 
 @pytest.mark.tf
-def test_a_model_xla_aot_cannot_compile_is_a_failed_candidate_and_the_tune_goes_on(tmp_path):
-    from tfperf.core.aot import xla_aot_facts
-
-    facts = xla_aot_facts()
-    require(facts["available"], "XLA AOT needs " + "; ".join(facts["missing"]))
+@pytest.mark.timeout(2400)  # it may be the first test to need the runtime archive
+def test_a_model_xla_aot_cannot_compile_is_a_failed_candidate_and_the_tune_goes_on(
+    tmp_path, aot_runtime
+):
     (tmp_path / "string_model.py").write_text(
         textwrap.dedent("""
         import numpy as np

@@ -16,27 +16,14 @@ import pytest
 
 from helpers import require
 from tfperf.accuracy import compare_outputs, load_outputs
-from tfperf.core.aot import xla_aot_facts
 from tfperf.core.config import Config
 from tfperf.core.protocol import artifact_from_notes
 from tfperf.runner.handle import Worker, WorkerFailed
 
-pytestmark = pytest.mark.tf
+# the first test to need the runtime archive may build it: minutes, more on a busy machine
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(2400)]
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
-
-
-@pytest.fixture(scope="session")
-def aot_runtime() -> Path:
-    """The XLA AOT runtime archive, built once per install into tfperf's cache (a minute or
-    more the first time: every later session finds it there)."""
-    facts = xla_aot_facts()
-    require(facts["available"], "XLA AOT needs " + "; ".join(facts["missing"]))
-    done = subprocess.run(
-        [sys.executable, "-m", "tfperf.worker.aot"], capture_output=True, text=True, timeout=1800
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def _outputs(worker: Worker, path: Path) -> list:

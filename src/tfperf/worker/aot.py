@@ -76,6 +76,8 @@ LIBRARY = "libmodel.so"
 ARCHIVE = "libtf_xla_runtime.a"
 BUILD_SCRIPT = "build.sh"
 COMPILE_TIMEOUT_S = 900.0
+RUNTIME_BUILD_TIMEOUT_S = 3600.0
+"""The runtime archive's build: minutes on an idle 2-core machine, far more on a busy one."""
 CXXFLAGS = ("-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-O2", "-fPIC", "-w")
 
 ENTRY = """// The C entry point of a model compiled ahead of time by XLA (tfperf's xla-aot runtime).
@@ -176,14 +178,20 @@ class UnknownCpu(ConversionError):
     """XLA's LLVM does not know the CPU's name: the model is compiled for its level instead."""
 
 
-def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
-    """Run ``cmd``; its output, or :class:`ConversionError` saying ``what`` failed and why."""
+class NotFinished(ConversionError):
+    """A build or compilation that ran out of time or could not start: it may work next time."""
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None,
+         timeout_s: float = COMPILE_TIMEOUT_S) -> str:
+    """Run ``cmd``; its output, or :class:`ConversionError` saying ``what`` failed and why
+    (:class:`NotFinished` when it timed out or could not start)."""
     try:
         done = subprocess.run(
-            cmd, cwd=cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConversionError(f"{what} failed: {exc}.") from None
+        raise NotFinished(f"{what} failed: {exc}.") from None
     output = done.stdout + done.stderr
     if UNKNOWN_CPU in output:  # LLVM ignores the name: it fails, or compiles generic code
         name = re.search(r"'([^']+)' " + UNKNOWN_CPU, output)
@@ -278,7 +286,8 @@ def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
     """``libtf_xla_runtime.a`` for this install and compiler, built once and cached (step 4):
     for the CPU's own name where it builds, else for its level
     (:func:`~tfperf.core.aot.runtime_marches`). A build that failed leaves a ``failed`` file
-    with its reason, so that it is not tried again.
+    with its reason, so that it is not tried again; one that ran out of time does not, and the
+    next attempt goes on from the objects it built.
 
     TensorFlow is not imported: the parent starts this as a one-shot child before an
     ``xla-aot`` worker (:func:`main`), so that the minutes of the first build are not
@@ -292,6 +301,8 @@ def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
             if not archive.exists() and not failed.exists():
                 try:
                     _build_runtime(tf_dir / "xla_aot_runtime_src", cxx, march, archive.parent)
+                except NotFinished:
+                    raise  # out of time on a busy machine: not a reason to give the flags up
                 except ConversionError as exc:
                     failed.write_text(str(exc))
             if archive.exists():
@@ -302,8 +313,8 @@ def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
 
 
 def _build_runtime(sources: Path, cxx: str, march: str, build: Path) -> None:
-    shutil.rmtree(build, ignore_errors=True)
-    build.mkdir(parents=True)
+    # an earlier build that ran out of time left its objects: make goes on from them
+    build.mkdir(parents=True, exist_ok=True)
     _run(
         [
             "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
@@ -315,7 +326,7 @@ def _build_runtime(sources: Path, cxx: str, march: str, build: Path) -> None:
     )
     jobs = str(max(1, len(os.sched_getaffinity(0))))
     _run(["cmake", "--build", ".", "-j", jobs], f"building the XLA AOT runtime ({march})",
-         cwd=build)
+         cwd=build, timeout_s=RUNTIME_BUILD_TIMEOUT_S)
 
 
 def _missing_sentence(facts: dict) -> str:
