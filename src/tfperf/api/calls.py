@@ -5,7 +5,12 @@ line's names (``--max-trials`` is ``max_trials=``, ``--set`` is ``set=``), with 
 defaults, because both build the same option records (:class:`~tfperf.tuning.TuneOptions`,
 :class:`~tfperf.benchmark.BenchOptions`,
 :class:`~tfperf.input_pipeline.analyze.PipelineOptions`) and
-call the same library functions. Each returns a typed result from :mod:`tfperf.api.results`
+call the same library functions. Options the configuration file can set (``tfperf.toml`` or
+``[tool.tfperf]``: ``store``, ``tolerance``, ``budget``, ``max_trials``, ``processes``,
+``runtimes``, the load levels) default to ``None``, which means what the command line does
+without the flag: the environment (``TFPERF_STORE``), else the file (the command's table over
+its top), else the built-in default, so a configured project's ``tfperf.tune()`` runs as its
+``tfperf tune`` does. Each returns a typed result from :mod:`tfperf.api.results`
 whose ``to_dict()`` is the command's ``--json`` document. Bad input raises
 :class:`~tfperf.core.errors.UserError` (the command line's one sentence, exit 2). ``progress``
 shows the command's live progress on stderr in a terminal or a notebook; ``progress=False``
@@ -55,7 +60,7 @@ def bench(
     size: str = "standard",
     set: Mapping[str, Any] | Sequence[str] | None = None,
     env: Mapping[str, Any] | Sequence[str] | None = None,
-    budget: float = 30.0,
+    budget: float | None = None,
     precision: float = 0.01,
     threshold: float = 0.03,
     timeout: float = 120.0,
@@ -75,6 +80,8 @@ def bench(
     from tfperf.progress.displays import bench_progress
 
     _mlflow_ready(mlflow)
+    given = _configured("bench", budget=budget, processes=processes, store=store)
+    budget, processes, store = given["budget"] or 30.0, given["processes"], given["store"]
     candidate = Config.parse(_knob_args(set), _knob_args(env))
     configs = [Config()] + ([candidate] if candidate != Config() else [])
     options = _bench_options(budget, precision, threshold, timeout, memory_limit, no_peak,
@@ -144,11 +151,14 @@ def tune(
     from tfperf.tuning import tune as run_tune
     from tfperf.tuning.options import options_from_args
 
+    limits = {} if quick else {"max_trials": max_trials, "budget": budget}  # --quick's own
+    given = {"max_trials": max_trials, "budget": budget} | _configured(
+        "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes), **limits)
+    store, tolerance = given.pop("store"), given.pop("tolerance")
     options = options_from_args(
-        strategy=strategy, quick=quick, max_trials=max_trials, budget=budget,
-        tolerance=None if tolerance is None else str(tolerance), runtimes=_csv(runtimes),
-        knobs=_csv(knobs), store=_path(store), resume=resume, profile_out=_path(profile_out),
-        out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
+        strategy=strategy, quick=quick, tolerance=None if tolerance is None else str(tolerance),
+        **given, knobs=_csv(knobs), store=_path(store), resume=resume,
+        profile_out=_path(profile_out), out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
         candidate_timeout=candidate_timeout, seed=seed, throughput=throughput,
         objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
         command="tfperf.tune()",
@@ -174,6 +184,7 @@ def compare(
 
     if threshold < 0:
         raise UserError(f"threshold must be 0 or more, not {threshold}.")
+    store = _configured("compare", store=store)["store"]
     first, second = (load_result(str(_ref(ref)), _path(store)) for ref in (a, b))
     return CompareResult(compare_runs(first, second, threshold))
 
@@ -195,6 +206,7 @@ def pipeline(
 
     from tfperf.input_pipeline.analyze import PipelineOptions, analyze_pipeline
 
+    store = _configured("pipeline", store=store)["store"]
     options = PipelineOptions(steps=steps, rounds=rounds, stage_seconds=stage_seconds,
                               store=_path(store))
     if min_block_seconds is not None:
@@ -203,6 +215,16 @@ def pipeline(
         options = replace(options, timeout=timeout)
     doc = analyze_pipeline(target, demo=demo, options=options, command="tfperf.pipeline()")
     return PipelineResult(doc)
+
+
+def _configured(command: str, **given: Any) -> dict[str, Any]:
+    """``given``, each option left at ``None`` taking the configuration file's value for
+    ``command`` unless its environment variable is set (``tfperf.settings.for_command``): the
+    command line's precedence, keyword > environment > file > built-in default."""
+    from tfperf.settings import for_command, load
+
+    unset = [name for name, value in given.items() if value is None]
+    return given | for_command(load(), command, unset)
 
 
 def _path(value: PathLike | None) -> str | None:
