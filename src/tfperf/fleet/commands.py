@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf import __version__
+from tfperf.core.codeid import code_identity
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.fleet import cluster
@@ -141,7 +142,8 @@ def _open(options: FleetOptions, command: str, workload: dict, settings: dict) -
 
 
 def _job(node: Node, steps: tuple[Step, ...], options: FleetOptions) -> Job:
-    return Job(steps, __version__, options.timeout_s, task_cpus=node.cpus)
+    return Job(steps, __version__, options.timeout_s, task_cpus=node.cpus,
+               tfperf_code=code_identity())
 
 
 def _kinds(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
