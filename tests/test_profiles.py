@@ -223,8 +223,14 @@ TF_SERVING_PROTOS = REPO / "tests" / "data" / "tfserving"
 """TensorFlow Serving's session_bundle_config.proto, vendored unchanged (see its README)."""
 
 TF_DESCRIPTORS = """
-import sys
+import importlib.util, sys, types
 from google.protobuf import descriptor_pb2
+
+# The installed TensorFlow's generated modules, without starting TensorFlow itself (seconds):
+# its package stands in as a plain namespace over the same folder.
+package = types.ModuleType("tensorflow")
+package.__path__ = list(importlib.util.find_spec("tensorflow").submodule_search_locations)
+sys.modules["tensorflow"] = package
 from tensorflow.core.protobuf import config_pb2, named_tensor_pb2
 
 out, seen = descriptor_pb2.FileDescriptorSet(), set()
