@@ -107,8 +107,9 @@ def bench(
                 limits = {k: given[k] for k in load.LEVEL_DEFAULTS}
                 return LoadResult(load.measure(wl, candidate, args, limits, store=_path(store),
                                                progress=_note, timeout=timeout))
-            options = _bench_options(given["budget"] or 30.0, precision, threshold, timeout,
-                                     memory_limit, no_peak, parallel_start, given["processes"])
+            options = _bench_options(_or_default(given["budget"], 30.0), precision, threshold,
+                                     timeout, memory_limit, no_peak, parallel_start,
+                                     given["processes"])
             doc = _steady(wl, candidate, options, store)
     return _logged(BenchResult(doc), mlflow, store)
 
@@ -306,3 +307,8 @@ def _logged(result: Any, mlflow: bool, store: PathLike | None) -> Any:
         except NotLogged as exc:
             warnings.warn(str(exc), RuntimeWarning, stacklevel=3)
     return result
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """``value`` unless it is ``None`` (an option neither given nor configured)."""
+    return default if value is None else value
