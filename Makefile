@@ -34,8 +34,9 @@ demo: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks
 
+# --durations: every run's log says where the suite's time goes (the slowest tests and fixtures).
 test: lint
-	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -ra -n 2 --dist loadfile --durations=40
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from helpers import require, run_cli
+from helpers import REPO, require, run_cli
 from tfperf.core.allocators import find_allocator
 from tfperf.core.errors import UserError
 from tfperf.machine.facts import collect_machine
@@ -218,26 +219,55 @@ def test_a_profile_with_the_former_thread_knob_name_reads_with_todays(tmp_path):
     assert "served" in ran.stdout
 
 
-def _batching_parameters_class():
-    """TensorFlow Serving's ``BatchingParameters`` message (its batching fields), built from
-    its field list, to parse what the tf-serving format prints as TensorFlow Serving would."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
+TF_SERVING_PROTOS = REPO / "tests" / "data" / "tfserving"
+"""TensorFlow Serving's session_bundle_config.proto, vendored unchanged (see its README)."""
 
+TF_DESCRIPTORS = """
+import importlib.util, sys, types
+from google.protobuf import descriptor_pb2
+
+# The installed TensorFlow's generated modules, without starting TensorFlow itself (seconds):
+# its package stands in as a plain namespace over the same folder.
+package = types.ModuleType("tensorflow")
+package.__path__ = list(importlib.util.find_spec("tensorflow").submodule_search_locations)
+sys.modules["tensorflow"] = package
+from tensorflow.core.protobuf import config_pb2, named_tensor_pb2
+
+out, seen = descriptor_pb2.FileDescriptorSet(), set()
+def add(fd):
+    if fd.name not in seen:
+        seen.add(fd.name)
+        for dep in fd.dependencies:
+            add(dep)
+        fd.CopyToProto(out.file.add())
+for module in (config_pb2, named_tensor_pb2):
+    add(module.DESCRIPTOR)
+open(sys.argv[1], "wb").write(out.SerializeToString())
+"""
+"""The .proto files TensorFlow Serving's file imports from TensorFlow, as the installed
+TensorFlow compiled them (a FileDescriptorSet protoc reads with --descriptor_set_in)."""
+
+
+@pytest.fixture(scope="module")
+def batching_parameters(tmp_path_factory):
+    """TensorFlow Serving's own ``BatchingParameters`` message class, compiled by protoc from
+    the upstream file, to parse what the tf-serving format prints as TensorFlow Serving does."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from grpc_tools import protoc
+
+    folder = tmp_path_factory.mktemp("tfserving")
+    deps, compiled = folder / "tensorflow.pb", folder / "session_bundle_config.pb"
+    subprocess.run([sys.executable, "-c", TF_DESCRIPTORS, str(deps)], check=True,
+                   capture_output=True, timeout=300)
+    well_known = Path(protoc.__file__).parent / "_proto"  # google/protobuf/wrappers.proto
+    args = ["protoc", f"--descriptor_set_in={deps}", f"--descriptor_set_out={compiled}",
+            "--include_imports", f"-I{TF_SERVING_PROTOS}", f"-I{well_known}",
+            "tensorflow_serving/servables/tensorflow/session_bundle_config.proto"]
+    assert protoc.main(args) == 0
+    files = descriptor_pb2.FileDescriptorSet.FromString(compiled.read_bytes())
     pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="session_bundle_config.proto", package="tensorflow.serving",
-        dependency=["google/protobuf/wrappers.proto"],
-    )
-    message = proto.message_type.add(name="BatchingParameters")
-    names = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
-    for number, name in enumerate(names, 1):
-        message.field.add(
-            name=name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-            type_name=".google.protobuf.Int64Value",
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-        )
-    pool.Add(proto)
+    for proto in files.file:
+        pool.Add(proto)
     found = pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
     return message_factory.GetMessageClass(found)
 
@@ -263,21 +293,41 @@ def test_a_tune_for_a_server_saves_its_layout_in_the_profile(tmp_path):
     assert _profile({})["serving"] is None
 
 
-def test_tf_serving_format_is_a_batching_parameters_file_with_each_instance_s_flags(tmp_path):
+@pytest.mark.tf
+def test_tf_serving_format_is_a_batching_parameters_file_with_each_instance_s_flags(
+    batching_parameters,
+):
     from google.protobuf import text_format
 
     text = render(_serving_profile({"inter_threads": 1}), "tf-serving")
-    params = text_format.Parse(text, _batching_parameters_class()())
+    params = text_format.Parse(text, batching_parameters())
     assert params.max_batch_size.value == 8
+    assert list(params.allowed_batch_sizes) == [1, 8]  # a lone request, or padded to 8
     assert params.batch_timeout_micros.value == 2000
-    assert params.num_batch_threads.value == 1
+    assert params.num_batch_threads.value == 1  # the instance ran one batch at a time
     # 1000 requests/s over 2 instances for 20 ms: 10 requests, 2 batches of 8
     assert params.max_enqueued_batches.value == 2
+    assert params.HasField("enable_large_batch_splitting")
+    assert not params.enable_large_batch_splitting.value and not params.pad_variable_length_inputs
     for pin, port in (("taskset -c 0", 8500), ("taskset -c 1", 8502)):
         assert f"#   {pin} tensorflow_model_server --port={port} --rest_api_port={port + 1}" in text
     for flag in ("--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1",
                  "--enable_batching=true --batching_parameters_file=batching_parameters.txt"):
         assert text.count(flag) == 2
+
+
+@pytest.mark.tf
+def test_tf_serving_batch_sizes_count_rows_of_the_batch_dimension(batching_parameters):
+    from google.protobuf import text_format
+
+    # each request carries the model's 4 rows: 8 requests are 32 rows
+    profile = _serving_profile({}, instances=1, cores=[], max_batch=8) | {"batch": 4}
+    params = text_format.Parse(render(profile, "tf-serving"), batching_parameters())
+    assert params.max_batch_size.value == 32
+    assert list(params.allowed_batch_sizes) == [4, 32]
+    # TensorFlow Serving's own rule: increasing, the last one max_batch_size
+    sizes = list(params.allowed_batch_sizes)
+    assert sizes == sorted(set(sizes)) and sizes[-1] == params.max_batch_size.value
 
 
 def test_tf_serving_format_without_batching_leaves_it_off(tmp_path):

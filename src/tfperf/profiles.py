@@ -393,13 +393,38 @@ def _tf_serving(profile: Mapping[str, Any], header: str) -> str:
     if layout.instances > 1:
         lines.append("# and spread the requests over their ports (a load balancer in front).")
     if layout.batching:
-        lines += [
-            f"max_batch_size {{ value: {layout.max_batch} }}",
-            f"batch_timeout_micros {{ value: {round(layout.max_delay_ms * 1000)} }}",
-            "num_batch_threads { value: 1 }",
-            f"max_enqueued_batches {{ value: {_max_enqueued(profile, layout)} }}",
-        ]
+        lines += _batching_parameters(profile, layout, config)
     return "\n".join(lines) + "\n"
+
+
+def _batching_parameters(
+    profile: Mapping[str, Any], layout: ServingLayout, config: Config
+) -> list[str]:
+    """The ``BatchingParameters`` fields of the batching the layout was measured with.
+
+    TensorFlow Serving counts a batch in rows of the batch dimension, where the layout counts
+    requests: each request carries the profile's ``batch`` rows. The measured instance ran a
+    lone request at its own rows and padded any larger batch to ``max_batch`` requests' rows,
+    which is what ``allowed_batch_sizes`` makes TensorFlow Serving do; it ran as many batches at
+    once as the harness gave it executors; it never split a request across batches.
+    """
+    from tfperf.serving.harness import executors
+
+    rows = max(1, int(profile.get("batch") or 1))
+    largest = layout.max_batch * rows
+    fields = [
+        f"# sizes in rows of the batch dimension: {layout.max_batch} requests of {rows} "
+        f"row{'s' if rows > 1 else ''}",
+        f"max_batch_size {{ value: {largest} }}",
+        f"batch_timeout_micros {{ value: {round(layout.max_delay_ms * 1000)} }}",
+        f"num_batch_threads {{ value: {executors(config, layout)} }}",
+        f"max_enqueued_batches {{ value: {_max_enqueued(profile, layout)} }}",
+        "enable_large_batch_splitting { value: false }",
+        f"allowed_batch_sizes: {rows}" if rows < largest else "",
+        f"allowed_batch_sizes: {largest}",
+        "pad_variable_length_inputs: false",
+    ]
+    return [field for field in fields if field]
 
 
 def _instances(layout: ServingLayout) -> str:

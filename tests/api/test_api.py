@@ -29,7 +29,8 @@ def test_import_tfperf_is_cheap_and_names_the_api():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy, names = out.stdout.split("] ")
     assert heavy == "["
-    for name in ("doctor", "bench", "tune", "compare", "pipeline", "TuneResult"):
+    for name in ("doctor", "bench", "tune", "compare", "pipeline", "history", "report", "apply",
+                 "TuneResult", "LoadResult"):
         assert name in names
     from tfperf import api
 
@@ -132,14 +133,14 @@ def test_an_object_that_is_not_a_model_is_one_sentence(tmp_path):
 
 
 def test_doctor_and_pipeline_return_their_answers(tmp_path):
-    audit = tfperf.doctor()
+    audit = tfperf.doctor(progress=False)
     assert isinstance(audit, tfperf.DoctorResult)
     assert audit.to_dict()["install"]["status"] == "ok"
     assert all({"id", "severity", "fix"} <= set(f) for f in audit.findings)
     assert "finding" in repr(audit)
 
     found = tfperf.pipeline(demo=True, steps=1, rounds=6, stage_seconds=0.05,
-                            store=tmp_path / "s.sqlite")
+                            store=tmp_path / "s.sqlite", progress=False)
     assert isinstance(found, tfperf.PipelineResult)
     assert found.to_dict()["verdict"] in repr(found)
     assert found.run_id is not None

@@ -7,14 +7,21 @@ Real files in a temporary folder used as the working directory of the real CLI.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import REPO, run_cli
 from tfperf.cli import app
 from tfperf.cli.settings import default_map, describe, load
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 NO_STORE_ENV = {"TFPERF_STORE": ""}
 """The tests' own TFPERF_STORE (conftest) would beat the file: an empty one counts as unset."""
@@ -111,10 +118,10 @@ def test_a_bad_configuration_file_is_one_sentence_and_exit_2(tmp_path, text, nee
 
 
 def test_a_bad_value_in_pyproject_names_its_table(tmp_path):
-    _write(tmp_path, "pyproject.toml", "[tool.tfperf.tuning]\nmax-trials = 0\n")
+    _write(tmp_path, "pyproject.toml", "[tool.tfperf.tune]\nmax-trials = 0\n")
     result = run_cli("history", cwd=tmp_path, timeout=60)
     assert result.returncode == 2
-    assert "[tool.tfperf.tuning]" in result.stderr and "max-trials = 0" in result.stderr
+    assert "[tool.tfperf.tune]" in result.stderr and "max-trials = 0" in result.stderr
 
 
 def test_describe_says_where_each_setting_comes_from(tmp_path):
@@ -179,3 +186,44 @@ def test_tune_takes_its_limits_and_tolerance_from_the_file(tmp_path):
     doc = json.loads(result.stdout)
     assert doc["tolerance"]["abs"] == 1e-3 and doc["trials"] == 1
     assert [c["label"] for c in doc["candidates"]] == ["runtime=litert"]
+
+
+def _doc_examples() -> list[tuple[str, str]]:
+    """Every ```toml block of the docs and the README, as ``(where, text)``."""
+    found = []
+    for page in sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")]):
+        blocks = re.findall(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+        found += [(f"{page.name} #{i + 1}", text) for i, text in enumerate(blocks)]
+    return found
+
+
+DOC_EXAMPLES = _doc_examples()
+
+
+def test_the_docs_have_toml_examples_to_test():
+    assert len(DOC_EXAMPLES) >= 2  # the pyproject.toml and the tfperf.toml forms
+
+
+@pytest.mark.parametrize(("where", "text"), DOC_EXAMPLES, ids=[w for w, _ in DOC_EXAMPLES])
+def test_every_toml_example_in_the_docs_is_read_by_the_commands(tmp_path, where, text):
+    # The block's first line names the file it belongs in (`# pyproject.toml`, `# tfperf.toml`).
+    name = "pyproject.toml" if text.lstrip().startswith("# pyproject.toml") else "tfperf.toml"
+    _write(tmp_path, name, text)
+    data = tomllib.loads(text)
+    table = data["tool"]["tfperf"] if name == "pyproject.toml" else data
+    # a command run under it starts (exit 0) and takes the file's store
+    store = table.get("store")
+    shown = _history_store(tmp_path)
+    assert shown == str(tmp_path / store) if store else shown
+    # each table reaches the command it is named after, as that command's default
+    defaults = default_map(load(tmp_path), app, environ={})
+    for section, values in ((k, v) for k, v in table.items() if isinstance(v, dict)):
+        for key, value in values.items():
+            leaves = defaults[section]
+            found = [leaves[key]] if key in leaves else [
+                sub[key] for sub in leaves.values() if isinstance(sub, dict) and key in sub
+            ]
+            assert found and all(v == value for v in found), (where, section, key)
+    if isinstance(table.get("bench"), dict) and "budget" in table["bench"]:
+        helped = " ".join(run_cli("bench", "--help", cwd=tmp_path, timeout=60).stdout.split())
+        assert f"[default: {float(table['bench']['budget'])}]" in helped

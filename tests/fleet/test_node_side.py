@@ -3,6 +3,9 @@ version check."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import tfperf
 from tfperf import __version__
 from tfperf.fleet.node import Job, Step, run_job
 from tfperf.fleet.payload import stage, unpack
@@ -13,6 +16,32 @@ def test_a_node_with_another_tfperf_runs_nothing_and_says_what_to_install():
     assert report["status"] == "incompatible" and report["steps"] == {}
     assert f"runs tfperf {__version__} and the driver 0.0.1" in report["reason"]
     assert "install tfperf==0.0.1" in report["reason"]
+
+
+def test_a_node_with_the_same_version_but_other_code_runs_nothing(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from tfperf.core.codeid import code_identity
+
+    # another install: this package's files with one line changed, version unchanged
+    other = tmp_path / "site"
+    shutil.copytree(Path(tfperf.__file__).parent, other / "tfperf")
+    with (other / "tfperf" / "fleet" / "node.py").open("a") as edited:
+        edited.write("\n# a local change\n")
+    code = "from tfperf.core.codeid import code_identity; print(code_identity())"
+    theirs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={"PYTHONPATH": str(other)}, check=True).stdout.strip()
+    assert theirs.startswith(f"{__version__}+") and theirs != code_identity()
+
+    job = Job((Step("history"),), tfperf_version=__version__, timeout_s=60, tfperf_code=theirs)
+    report = run_job(job)
+    assert report["status"] == "incompatible" and report["steps"] == {}
+    assert "the same version, other code" in report["reason"] and theirs in report["reason"]
+    same = run_job(Job((Step("history"),), __version__, 60, tfperf_code=code_identity()))
+    assert same["status"] == "ok" and same["tfperf_code"] == code_identity()
+    assert same["steps"]["history"]["status"] == "ok"
 
 
 def test_a_model_file_and_its_inputs_travel_as_one_archive_named_relative_to_it(tmp_path):

@@ -1,12 +1,13 @@
-"""``tfperf fleet`` on a real Ray cluster of two nodes on this machine, over loopback only.
+"""``tfperf fleet`` on a real Ray cluster of two nodes on this machine, over loopback only, and
+a third node Ray gives no CPU (as a KubeRay head started with ``--num-cpus=0``).
 
 The cluster (``raycluster.LoopbackCluster``) lives in a network namespace of its own where only
 loopback is up; the tfperf driver runs in it too. One cluster serves the whole module: a fleet
-tune (a doctor on every node, a tune on one node of the kind, the profile checked on the
-other), then a fleet bench of the user's own factory module (shipped to the nodes, not read
-from the driver's folder) during which the second node is killed, then the report of what the
-store kept, then a fleet bench stopped with Ctrl-C. Everything the module started is killed by
-pid at the end.
+tune (a doctor on every node, a tune on one node of the kind that picks another runtime, the
+profile and its converted model checked on the other), then a fleet bench of the user's own
+factory module (shipped to the nodes, not read from the driver's folder) during which the
+second node is killed, then the report of what the store kept, then a fleet bench stopped with
+Ctrl-C. Everything the module started is killed by pid at the end.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def cluster():
     try:
         made.add_node()
         made.add_node()
+        made.add_node(cpus=0)  # listed, never measured: nothing may run beside its work
         yield made
     finally:
         made.stop()
@@ -89,7 +91,8 @@ def runs(cluster, tmp_path_factory):
             "mlp",
             "--size",
             "tiny",
-            "--tune-arg=--knobs=onednn",
+            "--tune-arg=--knobs=runtime",
+            "--tune-arg=--runtimes=tf,litert",
             "--tune-arg=--max-trials=1",
             "--tune-arg=--confirm-rounds=6",
             "--verify-budget",
@@ -128,7 +131,20 @@ def runs(cluster, tmp_path_factory):
 
 
 def by_id(doc: dict) -> dict[str, dict]:
-    return {n["node_id"]: n for n in doc["nodes"]}
+    """The nodes a fleet command measured, by Ray node id (the 0-CPU node left out)."""
+    return {n["node_id"]: n for n in doc["nodes"] if n["status"] != "skipped"}
+
+
+def measurable(cluster: LoopbackCluster) -> set[str]:
+    return {cluster.node_id(temp) for temp in cluster.nodes[:2]}
+
+
+def assert_not_measured(cluster: LoopbackCluster, doc: dict) -> None:
+    """The 0-CPU node is in the document, not measurable, with no result."""
+    zero = cluster.node_id(cluster.nodes[2])
+    (entry,) = [n for n in doc["nodes"] if n["node_id"] == zero]
+    assert entry["status"] == "skipped" and entry["result"] is None
+    assert entry["reason"].startswith("not measurable: Ray schedules no CPU on this node")
 
 
 def test_fleet_doctor_through_ray_client_audits_every_node_grouped_by_kind(cluster, tmp_path):
@@ -138,9 +154,10 @@ def test_fleet_doctor_through_ray_client_audits_every_node_grouped_by_kind(clust
     doc = finished(
         fleet(cluster, "doctor", "--ray-address", client, "--store", str(tmp_path / "s.sqlite"))
     )
-    ids = {cluster.node_id(temp) for temp in cluster.nodes}
-    assert set(by_id(doc)) == ids and doc["status"] == "ok"
-    for node in doc["nodes"]:
+    ids = measurable(cluster)
+    assert set(by_id(doc)) == ids and doc["status"] == "ok"  # a 0-CPU node is not a failure
+    assert_not_measured(cluster, doc)
+    for node in by_id(doc).values():
         assert node["result"]["install"]["status"] == "ok"
         assert node["result"]["machine"]["cores"]["logical"] >= 1
     assert [sorted(k["nodes"]) for k in doc["kinds"]] == [sorted(ids)]
@@ -148,9 +165,10 @@ def test_fleet_doctor_through_ray_client_audits_every_node_grouped_by_kind(clust
 
 def test_fleet_tune_tunes_once_per_kind_and_checks_the_profile_on_the_other_node(cluster, runs):
     doc = runs["tune"]
-    ids = {cluster.node_id(temp) for temp in cluster.nodes}
+    ids = measurable(cluster)
     nodes = by_id(doc)
     assert set(nodes) == ids
+    assert_not_measured(cluster, doc)
     # Two nodes of one machine are one kind, audited by the doctor on each node.
     assert [sorted(k["nodes"]) for k in doc["kinds"]] == [sorted(ids)]
     assert all(n["doctor"]["install"]["status"] == "ok" for n in nodes.values())
@@ -160,17 +178,17 @@ def test_fleet_tune_tunes_once_per_kind_and_checks_the_profile_on_the_other_node
     saved = json.loads(Path(tuned["profile"]).read_text())
     assert Path(tuned["profile"]).parent == runs["profiles"]
     assert saved["label"] == tuned["label"]
+    # LiteRT runs the tiny MLP many times faster than TensorFlow: the tune picks it, so the
+    # profile and its converted model travel to the other node and are verified there.
+    assert not tuned["keep_default"] and tuned["label"].startswith("runtime=litert")
     (check,) = tuned["verified"]
     verify = nodes[check["node_id"]]
-    assert verify["role"] == "verify"
-    if tuned["keep_default"]:
-        assert verify["status"] == "skipped" and verify["reason"].startswith("not verified")
-    else:
-        # Default and the profile's config, side by side on the verifying node.
-        assert verify["status"] == "ok"
-        assert [r["label"] for r in verify["result"]["results"]] == ["default", tuned["label"]]
-        assert check["verdict"] == verify["result"]["comparisons"][0]["speedup"]["verdict"]
-        assert (check["node"] in tuned["holds_on"]) == (check["verdict"] == "faster")
+    assert verify["role"] == "verify" and verify["status"] == "ok", verify["reason"]
+    # Default and the profile's config, side by side on the verifying node.
+    assert [r["label"] for r in verify["result"]["results"]] == ["default", tuned["label"]]
+    assert all(r["status"] == "ok" and r["n"] > 0 for r in verify["result"]["results"])
+    assert check["verdict"] == verify["result"]["comparisons"][0]["speedup"]["verdict"]
+    assert (check["node"] in tuned["holds_on"]) == (check["verdict"] == "faster")
 
 
 def test_a_node_killed_mid_bench_is_recorded_with_its_reason_and_the_other_kept(runs):

@@ -183,6 +183,35 @@ def test_html_renders_in_headless_chromium(store_path: Path, tmp_path: Path) -> 
     assert "1.5" in dom and "faster" in dom
 
 
+REPORT_LIMIT = 5_000_000
+"""A report must stay small enough to open at once and to attach to a ticket."""
+
+
+def _many_calls(path: Path, configs: int, calls: int) -> int:
+    """A run of ``configs`` trials of ``calls`` sub-millisecond calls each, in blocks of 5000."""
+    rng = np.random.default_rng(3)
+    with Store.open(path) as store:
+        run = store.new_run("bench", "tfperf bench --workload mlp", {"name": "mlp"}, {}, {})
+        for index in range(configs):
+            trial = store.new_trial(run, f"c{index}", {}, "baseline" if index == 0 else "candidate")
+            for _ in range(calls // 5000):
+                store.add_block(trial, (2e-4 * rng.lognormal(0, 0.1, 5000)).tolist(), "steady")
+            store.finish_trial(trial, "ok", {"batch": 1}, None)
+        store.finish_run(run, "ok", {})
+    return run
+
+
+def test_a_report_of_many_calls_stays_small_and_states_the_count(
+    store_path: Path, tmp_path: Path
+) -> None:
+    run = _many_calls(store_path, configs=4, calls=150_000)
+    page = write_html(load(store_path, run), tmp_path / "r.html")
+    text = page.read_text()
+    assert page.stat().st_size < REPORT_LIMIT
+    assert text.count("Plotly.newPlot") == 2 and text.count("window.PlotlyConfig") == 1
+    assert "c0 (n=150,000)" in text and "101 percentiles" in text
+
+
 def test_speedup_plot_names_the_baseline_of_each_bar() -> None:
     from tfperf.report.html import speedup_figure
 
@@ -233,7 +262,10 @@ def test_a_tune_report_opens_with_the_answer_in_chromium(tmp_path: Path) -> None
     page = tmp_path / "tune.html"
     shown = run_cli("report", "latest", "--store", str(store), "--html", str(page))
     assert shown.returncode == 0, shown.stderr
+    assert page.stat().st_size < REPORT_LIMIT  # a sub-millisecond model: many calls each
     dom = rendered_dom(page, tmp_path / "chromium")
+    drawn = re.findall(r'<path class="(?:violin|box)"[^>]* d="M', dom)
+    assert drawn and re.search(r"\(n=[\d,]+\)", dom)  # the latency plot, its counts stated
     headings = re.findall(r"<h2>(.*?)</h2>", dom)
     assert headings[0] == "Answer" and "Results" in headings
     answer = dom[dom.index("<h2>Answer</h2>") : dom.index("<h2>Results</h2>")]

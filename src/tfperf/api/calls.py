@@ -5,7 +5,12 @@ line's names (``--max-trials`` is ``max_trials=``, ``--set`` is ``set=``), with 
 defaults, because both build the same option records (:class:`~tfperf.tuning.TuneOptions`,
 :class:`~tfperf.benchmark.BenchOptions`,
 :class:`~tfperf.input_pipeline.analyze.PipelineOptions`) and
-call the same library functions. Each returns a typed result from :mod:`tfperf.api.results`
+call the same library functions. Options the configuration file can set (``tfperf.toml`` or
+``[tool.tfperf]``: ``store``, ``tolerance``, ``budget``, ``max_trials``, ``processes``,
+``runtimes``, the load levels) default to ``None``, which means what the command line does
+without the flag: the environment (``TFPERF_STORE``), else the file (the command's table over
+its top), else the built-in default, so a configured project's ``tfperf.tune()`` runs as its
+``tfperf tune`` does. Each returns a typed result from :mod:`tfperf.api.results`
 whose ``to_dict()`` is the command's ``--json`` document. Bad input raises
 :class:`~tfperf.core.errors.UserError` (the command line's one sentence, exit 2). ``progress``
 shows the command's live progress on stderr in a terminal or a notebook; ``progress=False``
@@ -20,18 +25,33 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tfperf.api import load
+from tfperf.api.load import Levels
 from tfperf.api.models import workload_for
-from tfperf.api.results import BenchResult, CompareResult, DoctorResult, PipelineResult, TuneResult
+from tfperf.api.results import (
+    BenchResult,
+    CompareResult,
+    DoctorResult,
+    LoadResult,
+    PipelineResult,
+    TuneResult,
+)
 from tfperf.core.errors import UserError
 
 PathLike = str | os.PathLike
 
 
-def doctor(*, timeout: float = 120, python: str | None = None) -> DoctorResult:
+def doctor(
+    *, timeout: float = 120, python: str | None = None, progress: bool = True
+) -> DoctorResult:
     """Audit this machine and its TensorFlow install (``tfperf doctor``)."""
     from tfperf.diagnosis.audit import run_doctor
+    from tfperf.progress import NORMAL, QUIET, at_level, status
 
-    return DoctorResult(run_doctor(timeout=timeout, python=python))
+    with at_level(NORMAL if progress else QUIET), status(
+        "Importing TensorFlow in a probe, reading machine facts..."
+    ):
+        return DoctorResult(run_doctor(timeout=timeout, python=python))
 
 
 def _knob_args(values: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
@@ -46,46 +66,71 @@ def _knob_args(values: Mapping[str, Any] | Sequence[str] | None) -> list[str]:
 
 
 def bench(
-    model: Any = None,
-    *,
-    workload: str | None = None,
-    inputs: Any = None,
-    unsafe: bool = False,
-    batch: int = 1,
-    size: str = "standard",
+    model: Any = None, *, workload: str | None = None, inputs: Any = None,
+    unsafe: bool = False, batch: int = 1, size: str = "standard",
     set: Mapping[str, Any] | Sequence[str] | None = None,
     env: Mapping[str, Any] | Sequence[str] | None = None,
-    budget: float = 30.0,
-    precision: float = 0.01,
-    threshold: float = 0.03,
-    timeout: float = 120.0,
-    memory_limit: float | None = None,
-    no_peak: bool = False,
-    parallel_start: bool = False,
-    processes: int | None = None,
-    store: PathLike | None = None,
-    progress: bool = True,
-    mlflow: bool = False,
-) -> BenchResult:
+    budget: float | None = None, precision: float = 0.01, threshold: float = 0.03,
+    timeout: float = 120.0, memory_limit: float | None = None, no_peak: bool = False,
+    parallel_start: bool = False, processes: int | None = None,
+    concurrency: Levels = None, rate: Levels = None, slo_ms: float | None = None,
+    instances: Levels = 1, threads_per_instance: int | None = None, pin: bool = False,
+    max_batch: int = 1, max_delay_ms: float = 0.0, streams: int | None = None,
+    level_requests: int | None = None, level_seconds: float | None = None,
+    request_timeout: float | None = None,
+    store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
+) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
-    ``set``/``env``, one candidate config, interleaved (``tfperf bench``)."""
-    from tfperf.benchmark import run_bench
+    ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
+    ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
+    the layout the layout options describe instead, and return a :class:`LoadResult`
+    (``tfperf bench --concurrency ...``, docs/serving.md)."""
     from tfperf.core.config import Config
     from tfperf.progress import NORMAL, QUIET, at_level
-    from tfperf.progress.displays import bench_progress
 
+    args = load.LoadArgs(concurrency, rate, slo_ms, instances, threads_per_instance, pin,
+                         max_batch, max_delay_ms, streams)
+    under_load = args.wanted()
+    if under_load and mlflow:
+        raise UserError("mlflow= does not take a load run yet; leave it out.")
     _mlflow_ready(mlflow)
+    given = _configured("bench", budget=budget, processes=processes, store=store,
+                        level_requests=level_requests, level_seconds=level_seconds,
+                        request_timeout=request_timeout)
+    store = given.pop("store")
     candidate = Config.parse(_knob_args(set), _knob_args(env))
-    configs = [Config()] + ([candidate] if candidate != Config() else [])
-    options = _bench_options(budget, precision, threshold, timeout, memory_limit, no_peak,
-                             parallel_start, processes)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
         wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                           size=size, scratch=Path(scratch))
-        with at_level(NORMAL if progress else QUIET), bench_progress() as listener:
-            doc = run_bench(wl, configs, options, store=_path(store), listener=listener,
-                            command="tfperf.bench()", kind="bench")
+        with at_level(NORMAL if progress else QUIET):
+            if under_load:
+                limits = {k: given[k] for k in load.LEVEL_DEFAULTS}
+                return LoadResult(load.measure(wl, candidate, args, limits, store=_path(store),
+                                               progress=_note, timeout=timeout))
+            options = _bench_options(_or_default(given["budget"], 30.0), precision, threshold,
+                                     timeout, memory_limit, no_peak, parallel_start,
+                                     given["processes"])
+            doc = _steady(wl, candidate, options, store)
     return _logged(BenchResult(doc), mlflow, store)
+
+
+def _steady(wl: Mapping[str, Any], candidate: Any, options: Any, store: PathLike | None) -> dict:
+    """The default config and ``candidate`` (when it differs) measured side by side."""
+    from tfperf.benchmark import run_bench
+    from tfperf.core.config import Config
+    from tfperf.progress.displays import bench_progress
+
+    configs = [Config()] + ([candidate] if candidate != Config() else [])
+    with bench_progress() as listener:
+        return run_bench(wl, configs, options, store=_path(store), listener=listener,
+                         command="tfperf.bench()", kind="bench")
+
+
+def _note(line: str) -> None:
+    """A progress line on stderr (left out with ``progress=False``)."""
+    from tfperf.progress import note
+
+    note(line, markup=False)
 
 
 def _bench_options(budget: float, precision: float, threshold: float, timeout: float,
@@ -144,11 +189,14 @@ def tune(
     from tfperf.tuning import tune as run_tune
     from tfperf.tuning.options import options_from_args
 
+    limits = {} if quick else {"max_trials": max_trials, "budget": budget}  # --quick's own
+    given = {"max_trials": max_trials, "budget": budget} | _configured(
+        "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes), **limits)
+    store, tolerance = given.pop("store"), given.pop("tolerance")
     options = options_from_args(
-        strategy=strategy, quick=quick, max_trials=max_trials, budget=budget,
-        tolerance=None if tolerance is None else str(tolerance), runtimes=_csv(runtimes),
-        knobs=_csv(knobs), store=_path(store), resume=resume, profile_out=_path(profile_out),
-        out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
+        strategy=strategy, quick=quick, tolerance=None if tolerance is None else str(tolerance),
+        **given, knobs=_csv(knobs), store=_path(store), resume=resume,
+        profile_out=_path(profile_out), out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
         candidate_timeout=candidate_timeout, seed=seed, throughput=throughput,
         objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
         command="tfperf.tune()",
@@ -174,6 +222,7 @@ def compare(
 
     if threshold < 0:
         raise UserError(f"threshold must be 0 or more, not {threshold}.")
+    store = _configured("compare", store=store)["store"]
     first, second = (load_result(str(_ref(ref)), _path(store)) for ref in (a, b))
     return CompareResult(compare_runs(first, second, threshold))
 
@@ -188,21 +237,36 @@ def pipeline(
     min_block_seconds: float | None = None,
     timeout: float | None = None,
     store: PathLike | None = None,
+    progress: bool = True,
 ) -> PipelineResult:
     """Find what bounds a training input pipeline (``target`` is ``module:function``
     returning the dataset, or ``demo=True``) and measure its fixes (``tfperf pipeline``)."""
     from dataclasses import replace
 
     from tfperf.input_pipeline.analyze import PipelineOptions, analyze_pipeline
+    from tfperf.progress import NORMAL, QUIET, at_level, status
 
+    store = _configured("pipeline", store=store)["store"]
     options = PipelineOptions(steps=steps, rounds=rounds, stage_seconds=stage_seconds,
                               store=_path(store))
     if min_block_seconds is not None:
         options = replace(options, min_block_s=min_block_seconds)
     if timeout is not None:
         options = replace(options, timeout=timeout)
-    doc = analyze_pipeline(target, demo=demo, options=options, command="tfperf.pipeline()")
+    with at_level(NORMAL if progress else QUIET), status("starting the pipeline worker") as shown:
+        doc = analyze_pipeline(target, demo=demo, options=options, on_progress=shown.update,
+                               command="tfperf.pipeline()")
     return PipelineResult(doc)
+
+
+def _configured(command: str, **given: Any) -> dict[str, Any]:
+    """``given``, each option left at ``None`` taking the configuration file's value for
+    ``command`` unless its environment variable is set (``tfperf.settings.for_command``): the
+    command line's precedence, keyword > environment > file > built-in default."""
+    from tfperf.settings import for_command, load
+
+    unset = [name for name, value in given.items() if value is None]
+    return given | for_command(load(), command, unset)
 
 
 def _path(value: PathLike | None) -> str | None:
@@ -243,3 +307,8 @@ def _logged(result: Any, mlflow: bool, store: PathLike | None) -> Any:
         except NotLogged as exc:
             warnings.warn(str(exc), RuntimeWarning, stacklevel=3)
     return result
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    """``value`` unless it is ``None`` (an option neither given nor configured)."""
+    return default if value is None else value

@@ -258,3 +258,122 @@ class PipelineResult(Result):
                 ("best fix", str(best.get("change") or "-")),
                 ("not measured (needs your code)", unmeasured),
                 ("run", str(self.run_id))]
+
+
+@dataclass(frozen=True, repr=False)
+class HistoryResult(Result):
+    """The result of :func:`tfperf.history`: the runs of a store (``runs``), or with ``run``
+    the trials of that run (``trials``)."""
+
+    command: ClassVar[str] = "history"
+
+    @property
+    def runs(self) -> list[Mapping[str, Any]]:
+        """Each run, newest first: ``id``, ``kind``, ``command``, ``status``, ``trials``..."""
+        return list(self.doc.get("runs") or [])
+
+    @property
+    def trials(self) -> list[Mapping[str, Any]]:
+        """With ``run``, each of its trials: ``label``, ``status``, ``p50_ms``, ``error``..."""
+        return list(self.doc.get("trials") or [])
+
+    @property
+    def run_id(self) -> int | None:
+        return (self.doc.get("run") or {}).get("id")
+
+    def summary(self) -> str:
+        if "run" in self.doc:
+            return f"run {self.run_id}: {len(self.trials)} trial(s)"
+        return f"{len(self.runs)} run(s) in {self.doc.get('store')}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        if "run" in self.doc:
+            return [(t["label"], f"{t['status']}, p50 {_ms(t.get('p50_ms'))}")
+                    for t in self.trials]
+        return [(f"run {r['id']}", f"{r['kind']} {r['status']}: {r['command']}")
+                for r in self.runs]
+
+
+@dataclass(frozen=True, repr=False)
+class ReportResult(Result):
+    """The result of :func:`tfperf.report`: one run's results, speedups and warnings, and the
+    HTML report's path (``html``) when one was written."""
+
+    command: ClassVar[str] = "report"
+
+    @property
+    def run_id(self) -> int | None:
+        return self.doc["run"]["id"]
+
+    @property
+    def html(self) -> str | None:
+        """The HTML report written (``html=PATH``), else ``None``."""
+        return self.doc.get("html")
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.doc.get("warnings") or [])
+
+    def summary(self) -> str:
+        run = self.doc["run"]
+        return f"run {run['id']} ({run['kind']}, {run['status']}): {len(self.doc['results'])} " \
+               f"config(s), {len(self.warnings)} warning(s)"
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [(f"{c['candidate']['label']} vs {c['baseline']['label']}",
+                 f"{speedup_text(c['speedup'])} {c['speedup']['verdict']}")
+                for c in self.doc.get("comparisons") or []]
+        return rows + [("warning", w) for w in self.warnings] + [("html", self.html or "-")]
+
+
+@dataclass(frozen=True, repr=False)
+class ApplyResult(Result):
+    """The result of :func:`tfperf.apply`: how to adopt a profile, in one ``format`` (``text``,
+    what ``tfperf apply PROFILE --format FORMAT`` prints), and the profile's mismatch warnings
+    (tuned on another machine or TensorFlow)."""
+
+    command: ClassVar[str] = "apply"
+
+    @property
+    def text(self) -> str:
+        return str(self.doc["text"])
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.doc.get("warnings") or [])
+
+    def summary(self) -> str:
+        lines = len(self.text.splitlines())
+        return f"{self.doc['format']} of {self.doc['profile']} ({lines} lines)"
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [("format", str(self.doc["format"])), ("profile", str(self.doc["profile"])),
+                *(("warning", w) for w in self.warnings), ("text", self.text)]
+
+
+@dataclass(frozen=True, repr=False)
+class LoadResult(Result):
+    """The result of :func:`tfperf.bench` under load (``concurrency``, ``rate`` or ``slo_ms``):
+    each layout's levels and, with an SLO, the highest rate whose p99 stayed within it."""
+
+    command: ClassVar[str] = "bench"
+
+    @property
+    def layouts(self) -> list[Mapping[str, Any]]:
+        """Each layout measured, with its ``levels`` (rate, p50/p99, errors...)."""
+        return list(self.doc.get("layouts") or [])
+
+    @property
+    def max_qps_at_slo(self) -> float | None:
+        return self.doc.get("max_qps_at_slo")
+
+    def summary(self) -> str:
+        if self.doc.get("slo_ms") is None:
+            return f"run {self.run_id}: {len(self.layouts)} layout(s) under load"
+        best = self.max_qps_at_slo
+        answer = "no level met it" if best is None else \
+            f"{best:.4g} requests/s ({self.doc.get('best_layout')})"
+        return f"run {self.run_id}: p99 within {self.doc['slo_ms']:g} ms: {answer}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [("answer", self.summary()), *(("note", n) for n in self.doc.get("notes") or [])]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf import __version__
+from tfperf.core.codeid import code_identity
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.fleet import cluster
@@ -104,7 +105,9 @@ class _Fleet:
 
     def finish(self, doc: dict[str, Any]) -> dict[str, Any]:
         ok = sum(e["status"] in ("ok", "skipped") for e in self.entries)
-        status = "ok" if ok == len(self.entries) and not self.skipped else "partial"
+        # A node Ray gives no CPU is listed as not measurable, not counted as a failure: a
+        # KubeRay head started with --num-cpus=0 would otherwise make every run partial.
+        status = "ok" if ok == len(self.entries) else "partial"
         status = "failed" if ok == 0 else status
         doc.update(schema=SCHEMA, run_id=self.recorder.run_id, status=status)
         doc["nodes"] = sorted(self.entries, key=lambda e: (e["host"], e["node_id"]))
@@ -118,7 +121,8 @@ def _skipped(node: Node) -> dict[str, Any]:
     return {
         **node.to_dict(),
         "status": "skipped",
-        "reason": "Ray schedules no CPU on this node (a head started with --num-cpus 0?)",
+        "reason": "not measurable: Ray schedules no CPU on this node (a head started with "
+        "--num-cpus=0?), and a measurement beside that node's own work would not be one",
         "result": None,
         "runs": {},
     }
@@ -141,7 +145,8 @@ def _open(options: FleetOptions, command: str, workload: dict, settings: dict) -
 
 
 def _job(node: Node, steps: tuple[Step, ...], options: FleetOptions) -> Job:
-    return Job(steps, __version__, options.timeout_s, task_cpus=node.cpus)
+    return Job(steps, __version__, options.timeout_s, task_cpus=node.cpus,
+               tfperf_code=code_identity())
 
 
 def _kinds(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,9 +5,10 @@ Contract:
 - :func:`run_job` runs inside the Ray task placed on the node (:mod:`tfperf.fleet.dispatch`).
   It unpacks what the driver shipped (the model, its inputs, a profile to verify:
   :mod:`tfperf.fleet.payload`) into a temporary directory and runs the commands there. It
-  first checks that this node runs the driver's tfperf version
-  (:attr:`Job.tfperf_version`); where it does not, it runs nothing and reports
-  ``incompatible`` with the sentence that says what to install.
+  first checks that this node runs the driver's tfperf: the same version
+  (:attr:`Job.tfperf_version`) and the same code (:attr:`Job.tfperf_code`, a digest of the
+  package's files: two commits of one checkout share a version); where it does not, it runs
+  nothing and reports ``incompatible`` with the sentence that says what to install.
 - Each :class:`Step` is ``python -m tfperf COMMAND ARGS --json``, started by
   :mod:`tfperf.runner.launcher` (a process group of its own, killed with the task, a deadline
   of :attr:`Job.timeout_s`), so the command starts its usual worker processes on the node (a
@@ -21,8 +22,8 @@ Contract:
 - The command gets the task's environment without what Ray sets for every task
   (``OMP_NUM_THREADS`` set to the task's CPUs): a doctor on the node audits what its users get.
 - The report is a plain dict (it crosses Ray's object store): ``status`` (``ok``, ``failed``,
-  ``incompatible``), ``reason``, ``host``, ``tfperf_version``, ``python``, ``steps`` (name ->
-  ``{status, reason, doc, result, profile, files}``).
+  ``incompatible``), ``reason``, ``host``, ``tfperf_version``, ``tfperf_code``, ``python``,
+  ``steps`` (name -> ``{status, reason, doc, result, profile, files}``).
 
 Nothing here imports Ray or TensorFlow.
 """
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf import __version__
+from tfperf.core.codeid import code_identity
 from tfperf.core.config import Config
 from tfperf.core.knobs import show_value
 from tfperf.fleet.payload import unpack
@@ -77,12 +79,15 @@ def config_args(config: Config) -> list[str]:
 
 @dataclass(frozen=True)
 class Job:
-    """Everything one node runs, in order, and the tfperf version the driver runs."""
+    """Everything one node runs, in order, and the tfperf the driver runs: its version and the
+    identity of its code (:func:`tfperf.core.codeid.code_identity`; ``None``: the version alone
+    is compared)."""
 
     steps: tuple[Step, ...]
     tfperf_version: str
     timeout_s: float
     task_cpus: float = 0.0
+    tfperf_code: str | None = None
 
 
 def _env(task_cpus: float) -> dict[str, str]:
@@ -152,6 +157,23 @@ def run_step(
     return report
 
 
+def _incompatible(job: Job) -> str | None:
+    """Why this node cannot run the driver's job, or ``None``: another tfperf version, or the
+    same version with other code (two commits of one checkout both say the same version)."""
+    if __version__ != job.tfperf_version:
+        return (
+            f"this node runs tfperf {__version__} and the driver {job.tfperf_version}: install "
+            f"tfperf=={job.tfperf_version} in the node's Python ({sys.executable})."
+        )
+    if job.tfperf_code is not None and code_identity() != job.tfperf_code:
+        return (
+            f"this node runs tfperf {code_identity()} and the driver {job.tfperf_code} (the same "
+            f"version, other code): install the driver's tfperf in the node's Python "
+            f"({sys.executable}), from the same commit or wheel."
+        )
+    return None
+
+
 def run_job(job: Job, payload: bytes | None = None) -> dict[str, Any]:
     """Run the job's steps on this node with ``payload`` (:meth:`Payload.archive`) unpacked
     where they run (module docstring); never raises for a failed step."""
@@ -160,15 +182,13 @@ def run_job(job: Job, payload: bytes | None = None) -> dict[str, Any]:
         "reason": None,
         "host": socket.gethostname(),
         "tfperf_version": __version__,
+        "tfperf_code": code_identity(),
         "python": sys.executable,
         "steps": {},
     }
-    if __version__ != job.tfperf_version:
-        report["status"] = "incompatible"
-        report["reason"] = (
-            f"this node runs tfperf {__version__} and the driver {job.tfperf_version}: install "
-            f"tfperf=={job.tfperf_version} in the node's Python ({sys.executable})."
-        )
+    reason = _incompatible(job)
+    if reason is not None:
+        report.update(status="incompatible", reason=reason)
         return report
     env = _env(job.task_cpus)
     with tempfile.TemporaryDirectory(prefix="tfperf-fleet-") as tmp:

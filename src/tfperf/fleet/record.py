@@ -88,6 +88,7 @@ class FleetRecorder(RunRecorder):
             "status": outcome.status,
             "reason": outcome.reason,
             "tfperf_version": outcome.report.get("tfperf_version"),
+            "tfperf_code": outcome.report.get("tfperf_code"),
             "result": (steps.get(main) or {}).get("doc"),
             "runs": runs,
             "doctor": (steps.get("doctor") or {}).get("doc") if main != "doctor" else None,

@@ -14,8 +14,10 @@ recomputed with :func:`tfperf.core.stats.paired_speedup` from the steady blocks 
 ``baseline`` trial and each ``candidate`` trial (block medians paired by order), marked
 ``"source": "recomputed"``.
 
-:func:`write_html` writes one self-contained HTML file: plotly's JavaScript is embedded (no
-network access is needed to view it), with the latency distribution per configuration, the
+:func:`write_html` writes one self-contained HTML file: plotly's minified JavaScript is embedded
+once (no network access is needed to view it), with the latency distribution per configuration
+(drawn from its :data:`PERCENTILES` percentiles, its number of calls stated, so a page's size
+does not grow with the calls measured: plotly's 4.8 MB and about 1.2 kB per configuration), the
 speedups with their 95% intervals, and the share of peak FLOP/s where known (the figures:
 :func:`latency_figure`, :func:`speedup_figure`, :func:`peak_figure`). A tune's page opens with
 its answer. A load run's trials (``load`` blocks) are not ``results``: they are its ``load``
@@ -244,6 +246,24 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
 
+PERCENTILES = 101
+"""Points drawn per configuration in the latency plot: its percentiles 0, 1, ..., 100. The
+distribution's shape, quartiles and extremes stay as they are, and a page weighs the same
+whatever the number of calls measured (a sub-millisecond tune records hundreds of thousands)."""
+
+
+def drawn_points(samples: list[float]) -> list[float]:
+    """What the latency plot draws of ``samples``: their percentiles 0..100 (all of them when
+    there are no more), to 4 significant digits."""
+    import numpy as np
+
+    points = (
+        samples if len(samples) <= PERCENTILES
+        else np.percentile(samples, np.linspace(0.0, 100.0, PERCENTILES)).tolist()
+    )
+    return [float(f"{v:.4g}") for v in points]
+
+
 def latency_figure(report: dict, samples_ms: dict[int, list[float]]):
     import plotly.graph_objects as go
 
@@ -255,13 +275,14 @@ def latency_figure(report: dict, samples_ms: dict[int, list[float]]):
         samples = samples_ms.get(res["trial_id"])
         if not samples:
             continue
+        name, points = f"{res['label']} (n={len(samples):,})", drawn_points(samples)
         if heavy_tail:  # a kernel density smears a long tail; quartiles and outliers do not
-            fig.add_trace(go.Box(y=samples, name=res["label"], boxpoints="outliers"))
+            fig.add_trace(go.Box(y=points, name=name, boxpoints="outliers"))
         else:
             fig.add_trace(
                 go.Violin(
-                    y=samples,
-                    name=res["label"],
+                    y=points,
+                    name=name,
                     box_visible=True,
                     meanline_visible=True,
                     points=False,
@@ -269,7 +290,8 @@ def latency_figure(report: dict, samples_ms: dict[int, list[float]]):
                 )
             )
     fig.update_layout(
-        title="Latency per call (steady state)" + (", log scale" if heavy_tail else ""),
+        title="Latency per call (steady state)" + (", log scale" if heavy_tail else "")
+        + f"<br><sup>n calls each, drawn from their {PERCENTILES} percentiles (0 to 100)</sup>",
         yaxis_title="milliseconds",
         yaxis_type="log" if heavy_tail else "linear",
         showlegend=False,

@@ -1,0 +1,105 @@
+"""``tfperf.bench()`` under load: the load and layout keyword arguments, and the measurement.
+
+Contract: :class:`LoadArgs` holds ``tfperf bench``'s scenario and layout options under their
+command-line names (``--concurrency`` is ``concurrency=``, ``--threads-per-instance`` is
+``threads_per_instance=``; lists may be given as the command line's ``"1,2,4"`` or as Python
+sequences). :meth:`LoadArgs.wanted` says whether they ask for a load measurement (layout options
+alone are the command line's mistake and its sentence); :func:`measure` runs it with
+:func:`tfperf.serving.run.run_load`, as ``tfperf bench --concurrency ...`` does, and returns
+the document that command prints with ``--json``. The level limits left at ``None`` take the
+configuration file's values (keyword > environment > file > default). Nothing here imports
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfperf.core.errors import UserError
+
+Levels = str | int | float | Sequence[int | float] | None
+"""Load levels: the command line's ``"1,2,4"``, one number, or a sequence of numbers."""
+
+LEVEL_DEFAULTS = {"level_requests": 300, "level_seconds": 3.0, "request_timeout": 10.0}
+"""The command line's defaults for a level's length and a request's timeout."""
+
+
+@dataclass(frozen=True)
+class LoadArgs:
+    """``tfperf bench``'s scenario and layout options (see ``docs/serving.md``)."""
+
+    concurrency: Levels = None
+    rate: Levels = None
+    slo_ms: float | None = None
+    instances: Levels = 1
+    threads_per_instance: int | None = None
+    pin: bool = False
+    max_batch: int = 1
+    max_delay_ms: float = 0.0
+    streams: int | None = None
+    level_requests: int | None = None
+    level_seconds: float | None = None
+    request_timeout: float | None = None
+
+    def wanted(self) -> bool:
+        """Whether a load measurement is asked for; layout options alone are a mistake."""
+        if self.concurrency or self.rate or self.slo_ms:
+            return True
+        if _levels(self.instances, int, "instances") not in ((), (1,)) or self.pin or any(
+            v not in (None, 1, 0.0)
+            for v in (self.threads_per_instance, self.max_batch, self.max_delay_ms, self.streams)
+        ):
+            raise UserError(
+                "the layout options (instances=, max_batch=, ...) describe a server under "
+                "load: add concurrency=N, rate=QPS or slo_ms=X."
+            )
+        return False
+
+
+def _levels(value: Levels, kind: type, name: str) -> tuple[Any, ...]:
+    """``"1,2,4"``, ``4`` or ``[1, 2, 4]`` as a tuple of ``kind``."""
+    if value is None:
+        return ()
+    parts = value.split(",") if isinstance(value, str) else (
+        value if isinstance(value, Sequence) else [value])
+    try:
+        return tuple(kind(p) for p in parts if str(p).strip())
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{name}= takes numbers like [1, 2, 4] or '1,2,4', not {value!r}."
+        ) from None
+
+
+def measure(
+    workload: Mapping[str, Any], config: Any, args: LoadArgs, limits: Mapping[str, Any], *,
+    store: str | None, progress: Callable[[str], None], timeout: float,
+) -> dict[str, Any]:
+    """Measure ``workload`` under ``config`` served by each layout ``args`` names."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.core.serving import ServingLayout
+    from tfperf.serving import LoadScenario, pinned
+    from tfperf.serving.load import check_layout
+    from tfperf.serving.run import run_load
+    from tfperf.store import Store
+
+    got = {k: v if v is not None else LEVEL_DEFAULTS[k] for k, v in limits.items()}
+    scenario = LoadScenario(
+        concurrency=_levels(args.concurrency, int, "concurrency"),
+        rates=_levels(args.rate, float, "rate"), slo_ms=args.slo_ms,
+        requests=got["level_requests"], seconds=got["level_seconds"],
+        max_seconds=max(10 * got["level_seconds"], 1.0), timeout_s=got["request_timeout"],
+    )
+    layouts = []
+    for k in _levels(args.instances, int, "instances") or (1,):
+        layout = ServingLayout(instances=k, threads=args.threads_per_instance,
+                               max_batch=args.max_batch, max_delay_ms=args.max_delay_ms,
+                               streams=args.streams)
+        layouts.append(pinned(layout) if args.pin else layout)
+    for layout in layouts:
+        check_layout(config, layout)
+    config.worker_env({})  # a missing allocator is a user error before anything starts
+    with Store.open(resolve_store_path(store)) as db:
+        return run_load(workload, config, layouts, scenario, store=db,
+                        command="tfperf.bench()", progress=progress, timeout_s=timeout)
