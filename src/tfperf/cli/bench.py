@@ -19,7 +19,13 @@ from typing import Any
 import click
 
 from tfperf.cli.export import export_option, export_run, export_table, export_target
-from tfperf.cli.load import load_options, render_load, run_load_command, wants_load
+from tfperf.cli.load import (
+    load_options,
+    render_load,
+    run_load_command,
+    run_remote_command,
+    wants_load,
+)
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -356,6 +362,12 @@ def register(group: click.Group) -> None:
         from tfperf.report import mlflow_log
 
         export_target(opts["export"])
+        if opts["url"]:  # a server the user runs: docs/serving.md, "A server you run"
+            command = shlex.join(["tfperf", *sys.argv[1:]])
+            doc = run_remote_command(opts, model, command)
+            _emit(doc, opts["as_json"], render_load)
+            export_run(opts["export"], opts["store"], doc["run_id"])
+            return
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         if wants_load(opts):

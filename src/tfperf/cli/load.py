@@ -14,8 +14,10 @@ import click
 
 from tfperf.core.errors import UserError
 
-LOAD_KEYS = ("concurrency", "rate", "slo_ms")
+LOAD_KEYS = ("concurrency", "rate", "slo_ms", "url")
 LAYOUT_KEYS = ("threads_per_instance", "pin", "max_batch", "max_delay_ms", "streams")
+REMOTE_REFUSED = ("workload", "sets", "envs", "unsafe")
+"""Options that say what tfperf itself serves: meaningless for a server the user runs."""
 
 
 def load_options(fn: Any) -> Any:
@@ -51,6 +53,16 @@ def load_options(fn: Any) -> Any:
                      help="...and lasts at least this long (at most 10 times longer)."),
         click.option("--request-timeout", type=float, default=10.0, show_default=True,
                      help="Seconds after its arrival a request counts as timed out."),
+        click.option("--url", default=None, metavar="URL",
+                     help="Load a server you run instead: http://HOST:PORT/v1/models/NAME, "
+                     ".../v2/models/NAME/infer or grpc://HOST:PORT (docs/serving.md)."),
+        click.option("--protocol", default=None,
+                     type=click.Choice(["tfserving-rest", "v2-rest", "v2-grpc", "tfserving-grpc"]),
+                     help="--url's protocol [default: guessed from its scheme and path]."),
+        click.option("--model-name", default=None, help="--url's model, when its path names none."),
+        click.option("--rest-format", default="row", show_default=True,
+                     type=click.Choice(["row", "columnar"]),
+                     help="tfserving-rest's request body: instances (row) or inputs (columnar)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -81,6 +93,55 @@ def wants_load(opts: dict[str, Any]) -> bool:
             "add --concurrency N, --rate QPS or --slo-ms X."
         )
     return False
+
+
+def check_remote(opts: dict[str, Any], model: str | None) -> None:
+    """With ``--url``, refuse what describes a server tfperf would start (one sentence)."""
+    layout = [
+        f"--{k.replace('_', '-')}"
+        for k in ("instances", *LAYOUT_KEYS)
+        if opts.get(k) not in (None, False, 1, 0.0, "1")
+    ]
+    if layout:
+        raise UserError(
+            f"{', '.join(layout)} describe a server tfperf starts; --url measures the server "
+            "you run as it is: leave them out (or drop --url)."
+        )
+    given = [f"--{k.replace('_', '-')}".replace("--sets", "--set").replace("--envs", "--env")
+             for k in REMOTE_REFUSED if opts.get(k)]
+    if model or given:
+        what = ", ".join(given + (["MODEL"] if model else []))
+        raise UserError(f"--url measures the model its server serves: leave out {what}.")
+
+
+def run_remote_command(opts: dict[str, Any], model: str | None, command: str) -> dict[str, Any]:
+    """``tfperf bench --url``: the document of :func:`tfperf.serving.remote.run_remote`."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.progress import note
+    from tfperf.store import Store
+
+    check_remote(opts, model)
+    scenario = scenario_of(opts)
+    if opts["batch"] < 1:
+        raise UserError(f"--batch must be 1 or more, not {opts['batch']}.")
+    try:
+        from tfperf.serving.remote import parse_target, prepare, run_remote
+    except ImportError as exc:
+        raise UserError(
+            f"--url needs the HTTP and gRPC clients ({exc.name} is missing): "
+            "pip install 'tfperf[remote]'."
+        ) from None
+    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"])
+    if target.guessed:
+        note(f"protocol {target.protocol} (guessed from the URL; --protocol sets it)",
+             markup=False)
+    prepared = prepare(target, opts["inputs"], opts["batch"])
+    note(f"{target.label()}: request body {prepared.source}", markup=False)
+    with Store.open(resolve_store_path(opts["store"])) as store:
+        return run_remote(
+            prepared, scenario, store=store, command=command,
+            progress=lambda line: note(line, markup=False),
+        )
 
 
 def scenario_of(opts: dict[str, Any]) -> Any:

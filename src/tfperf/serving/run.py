@@ -63,6 +63,7 @@ def load_document(
     scenario: LoadScenario,
     config: Config,
     failed: Sequence[str] = (),
+    generator: str = GENERATOR,
 ) -> dict[str, Any]:
     """The ``levels`` / ``max_qps_at_slo`` part of the document (module docstring)."""
     answered = [r for r in results if r.max_qps_at_slo is not None]
@@ -72,13 +73,13 @@ def load_document(
         "scenario": scenario.to_dict(),
         "slo_ms": scenario.slo_ms,
         "max_qps_at_slo": best.max_qps_at_slo if best else None,
-        "best_layout": best.layout.label() if best else None,
-        "generator": GENERATOR,
+        "best_layout": best.label() if best else None,
+        "generator": generator,
         "levels": [
-            {"layout": r.layout.label(), **lv.to_dict()} for r in results for lv in r.levels
+            {"layout": r.label(), **lv.to_dict()} for r in results for lv in r.levels
         ],
         "layouts": [r.to_dict() for r in results],
-        "notes": [f"{r.layout.label()}: {note}" for r in results for note in r.notes]
+        "notes": [f"{r.label()}: {note}" for r in results for note in r.notes]
         + list(failed),
     }
 
