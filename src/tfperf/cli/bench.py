@@ -22,6 +22,7 @@ from tfperf.cli.export import export_option, export_run, export_table, export_ta
 from tfperf.cli.load import (
     load_options,
     render_load,
+    render_load_comparison,
     run_load_command,
     run_remote_command,
     wants_load,
@@ -363,6 +364,8 @@ def register(group: click.Group) -> None:
 
         export_target(opts["export"])
         if opts["url"]:  # a server the user runs: docs/serving.md, "A server you run"
+            if to_mlflow:
+                raise UserError("--mlflow does not take a load run yet; leave it out.")
             command = shlex.join(["tfperf", *sys.argv[1:]])
             doc = run_remote_command(opts, model, command)
             _emit(doc, opts["as_json"], render_load)
@@ -371,11 +374,12 @@ def register(group: click.Group) -> None:
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         if wants_load(opts):
-            if opts["export"] or to_mlflow:
-                raise UserError("--export and --mlflow do not take a load run yet; leave them out.")
+            if to_mlflow:
+                raise UserError("--mlflow does not take a load run yet; leave it out.")
             command = shlex.join(["tfperf", *sys.argv[1:]])
-            _emit(run_load_command(opts, workload, candidate, command), opts["as_json"],
-                  render_load)
+            doc = run_load_command(opts, workload, candidate, command)
+            _emit(doc, opts["as_json"], render_load)
+            export_run(opts["export"], opts["store"], doc["run_id"])
             return
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         if to_mlflow:
@@ -421,7 +425,8 @@ def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any])
         raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
     a, b = (load_result(ref, opts["store"]) for ref in runs)
     doc = compare_runs(a, b, opts["threshold"])
-    _emit(doc, opts["as_json"], _render_runs)
+    load = doc["kind"] == "compare-load"
+    _emit(doc, opts["as_json"], render_load_comparison if load else _render_runs)
     if opts["export"]:
         export_table(comparison_table(doc), opts["export"])
     return doc

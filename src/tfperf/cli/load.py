@@ -97,10 +97,12 @@ def wants_load(opts: dict[str, Any]) -> bool:
 
 def check_remote(opts: dict[str, Any], model: str | None) -> None:
     """With ``--url``, refuse what describes a server tfperf would start (one sentence)."""
+    defaults = {"instances": "1", "threads_per_instance": None, "pin": False, "max_batch": 1,
+                "max_delay_ms": 0.0, "streams": None}
     layout = [
         f"--{k.replace('_', '-')}"
-        for k in ("instances", *LAYOUT_KEYS)
-        if opts.get(k) not in (None, False, 1, 0.0, "1")
+        for k, default in defaults.items()
+        if opts.get(k) is not default and opts.get(k) != default
     ]
     if layout:
         raise UserError(
@@ -239,3 +241,37 @@ def render_load(doc: dict[str, Any]) -> None:
     for note in doc["notes"]:
         out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     out.print(f"[dim]{doc['generator']}; run {doc['run_id']}[/]", soft_wrap=True)
+
+
+def render_load_comparison(doc: dict[str, Any]) -> None:
+    """Two load runs compared: per pair of servers, the levels side by side, then each one's
+    highest rate within the SLO and the verdict."""
+    from rich import box
+    from rich.table import Table
+
+    from tfperf.report.console import console, print_table
+
+    out = console()
+    out.print(f"A: {doc['source_a']}\nB: {doc['source_b']}", markup=False, soft_wrap=True)
+    for c in doc["comparisons"]:
+        table = Table(title=f"A {c['label_a']}  vs  B {c['label_b']}", box=box.SIMPLE_HEAD)
+        for col in ("load", "A achieved/s", "A p99 ms", "B achieved/s", "B p99 ms"):
+            table.add_column(col, justify="left" if col == "load" else "right", no_wrap=True)
+        for pair in c["levels"]:
+            a, b = pair["a"] or {}, pair["b"] or {}
+            table.add_row(pair["load"], *(_cell(x.get(k)) for x in (a, b)
+                                          for k in ("achieved_qps", "p99_ms")))
+        print_table(table, out)
+        slo = "" if c["slo_ms"] is None else f" within p99 {c['slo_ms']:g} ms"
+        ratio = "" if c["ratio"] is None else f" ({c['ratio']:.3f}x)"
+        out.print(
+            f"max QPS{slo}: A {_cell(c['max_qps_at_slo_a'])}, B {_cell(c['max_qps_at_slo_b'])}"
+            f"{ratio}: {c['verdict']}",
+            markup=False, soft_wrap=True,
+        )
+    for warning in doc["warnings"]:
+        out.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else f"{value:.4g}"
