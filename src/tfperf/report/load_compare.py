@@ -13,7 +13,9 @@ Contract:
 - **The regression rule** for the highest rate within the SLO (``verdict: "slower"``, listed in
   ``regressions`` so that ``--fail-on-regression`` exits 1): both runs were searched at the
   same SLO, A met it at some rate, and either B met it at none, or B's rate is lower than A's
-  by more than ``threshold`` (a share, ``--threshold``) **and** B showed it: one of B's open
+  by more than ``threshold`` (a share, ``--threshold``), B met the SLO at no offered rate as
+  high as the one A's answer was offered (the achieved rates of two levels offered the same
+  rate differ by noise alone), **and** B showed it: one of B's open
   levels offered at most A's rate (times 1 + threshold) missed the SLO (p99 over it, or more
   than 1% failed), or had its p99 interval wholly above the p99 interval of A's answering
   level. A lower rate without such a level is ``inconclusive``. Above A's by more than the
@@ -114,6 +116,13 @@ def _b_showed_it(a: Mapping[str, Any], b: Mapping[str, Any], threshold: float) -
     return False
 
 
+def _offered(section: Mapping[str, Any]) -> float:
+    """The offered rate of the level that answered (0 for a closed one): what the server was
+    asked to take and took within the SLO."""
+    answer = _answer_level(section)
+    return float((answer or {}).get("offered_qps") or 0.0)
+
+
 def verdict(a: Mapping[str, Any], b: Mapping[str, Any], threshold: float) -> tuple[str, str | None]:
     """The verdict of B's highest rate within the SLO against A's, and a warning if any."""
     slo_a, slo_b = a.get("slo_ms"), b.get("slo_ms")
@@ -128,7 +137,7 @@ def verdict(a: Mapping[str, Any], b: Mapping[str, Any], threshold: float) -> tup
         return "slower", None
     if rate_b > rate_a * (1 + threshold):
         return "faster", None
-    if rate_b >= rate_a * (1 - threshold):
+    if rate_b >= rate_a * (1 - threshold) or _offered(b) >= _offered(a):
         return "same", None
     if _b_showed_it(a, b, threshold):
         return "slower", None
