@@ -8,6 +8,8 @@ instance count in turn). The library behind it is :func:`tfperf.serving.run.run_
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -139,11 +141,30 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
              markup=False)
     prepared = prepare(target, opts["inputs"], opts["batch"])
     note(f"{target.label()}: request body {prepared.source}", markup=False)
-    with Store.open(resolve_store_path(opts["store"])) as store:
+    with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
         return run_remote(
             prepared, scenario, store=store, command=command,
             progress=lambda line: note(line, markup=False),
         )
+
+
+@contextlib.contextmanager
+def _interrupted() -> Iterator[None]:
+    """Ctrl-C during a load run: one sentence naming the run and what it keeps, exit 130."""
+    from tfperf.report.console import err_console
+    from tfperf.serving.run import LoadInterrupted
+
+    try:
+        yield
+    except LoadInterrupted as exc:
+        kept = f"{exc.levels} level{'s' if exc.levels != 1 else ''}"
+        err_console().print(
+            f"Interrupted: run {exc.run_id} keeps the {kept} measured so far; "
+            f"see `tfperf report {exc.run_id}`.",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(130) from None
 
 
 def scenario_of(opts: dict[str, Any]) -> Any:
@@ -184,9 +205,8 @@ def run_load_command(
     """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
     from tfperf.core.paths import resolve_store_path
     from tfperf.progress import note
-    from tfperf.report.console import err_console
     from tfperf.serving.load import check_layout
-    from tfperf.serving.run import LoadInterrupted, run_load
+    from tfperf.serving.run import run_load
     from tfperf.store import Store
 
     scenario = scenario_of(opts)
@@ -194,32 +214,21 @@ def run_load_command(
     for layout in layouts:
         check_layout(config, layout)
     config.worker_env({})  # a missing allocator is a user error before anything starts
-    say = err_console().print
 
     def progress(line: str) -> None:
         note(line, markup=False)  # stderr, left out with -q
 
-    try:
-        with Store.open(resolve_store_path(opts["store"])) as store:
-            return run_load(
-                workload,
-                config,
-                layouts,
-                scenario,
-                store=store,
-                command=command,
-                progress=progress,
-                timeout_s=opts["timeout"],
-            )
-    except LoadInterrupted as exc:
-        kept = f"{exc.levels} level{'s' if exc.levels != 1 else ''}"
-        say(
-            f"Interrupted: run {exc.run_id} keeps the {kept} measured so far; "
-            f"see `tfperf report {exc.run_id}`.",
-            markup=False,
-            soft_wrap=True,
+    with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
+        return run_load(
+            workload,
+            config,
+            layouts,
+            scenario,
+            store=store,
+            command=command,
+            progress=progress,
+            timeout_s=opts["timeout"],
         )
-        raise click.exceptions.Exit(130) from None
 
 
 def render_load(doc: dict[str, Any]) -> None:

@@ -182,3 +182,40 @@ def test_inputs_that_do_not_fit_the_signature_are_one_sentence_and_exit_2(kserve
         str(tmp_path / "s"),
     )
     assert res.returncode == 2 and "name the .npz arrays after its inputs" in res.stderr
+
+
+def test_a_local_load_run_and_a_remote_one_compare_level_by_level(
+    kserve, two_input_model, tmp_path
+):
+    http, _ = kserve
+    store = str(tmp_path / "s.sqlite")
+    local, remote = tmp_path / "local.csv", tmp_path / "remote.json"
+    rates = ("--rate", "20,40", "--slo-ms", "5000", *TINY)
+    res = run_cli(
+        "bench",
+        str(two_input_model),
+        *rates,
+        "--export",
+        str(local.with_suffix(".json")),
+        "--store",
+        store,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    bench_url(
+        f"http://127.0.0.1:{http}/v2/models/two",
+        *rates[:4],
+        "--export",
+        str(remote),
+        store=tmp_path / "s.sqlite",
+    )
+    res = run_cli(
+        "compare", str(local.with_suffix(".json")), str(remote), "--json", "--export", str(local)
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    (pair,) = json.loads(res.stdout)["comparisons"]
+    assert pair["label_a"] == "1x" and pair["label_b"].startswith("v2-rest http://127.0.0.1:")
+    assert [row["load"] for row in pair["levels"]] == ["20/s", "40/s"]
+    assert pair["slo_ms"] == 5000.0
+    assert pair["max_qps_at_slo_a"] > 0 and pair["max_qps_at_slo_b"] > 0
+    rows = local.read_text().splitlines()
+    assert rows[0].startswith("server,server_a,load,") and len(rows) == 3

@@ -39,7 +39,7 @@ from tfperf.serving.remote.rest import RestWire
 from tfperf.serving.remote.target import RemoteTarget
 from tfperf.serving.remote.tensors import InputSpec, fit, from_npz, generated
 from tfperf.serving.remote.wire import CallFailed, Unreachable, Wire
-from tfperf.serving.run import KIND, SCHEMA_VERSION, LoadInterrupted, load_document
+from tfperf.serving.run import KIND, SCHEMA_VERSION, LoadInterrupted, levels_kept, load_document
 
 CONNECTIONS = 16
 """Connections (workers) at least: requests in flight at most, and the SLO search's probe."""
@@ -185,7 +185,7 @@ def run_remote(
                 result = measure_on(server, scenario, progress=progress, recorder=run)
             except KeyboardInterrupt as exc:
                 run.finish("interrupted", {"target": about})
-                raise LoadInterrupted(run.run_id, 0) from exc
+                raise LoadInterrupted(run.run_id, levels_kept(store, run.run_id)) from exc
             doc = load_document([result], scenario, Config(), generator=GENERATOR)
             run.finish("ok", doc)
     out = _result_document(doc, prepared, run.run_id)
