@@ -187,7 +187,9 @@ def model_options(fn: Any) -> Any:
     and trust): bench's and compare's, and the fleet commands'."""
     options = [
         click.option("--workload", "workload", metavar="NAME", help="A built-in workload."),
-        click.option("--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL."),
+        click.option(
+            "--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL or --url."
+        ),
         click.option("--unsafe", is_flag=True, help="Let a .keras file run code on load."),
         click.option("--batch", type=int, default=1, show_default=True, help="Samples per call."),
         click.option(
