@@ -138,3 +138,13 @@ def test_layout_and_model_options_are_refused_with_url(tmp_path):
     )
     res = run_cli("bench", "--url", url, "--workload", "mlp")
     assert res.returncode == 2 and "leave out --workload" in res.stderr
+
+
+def test_an_inputs_file_that_is_not_a_npz_is_one_sentence(tmp_path):
+    from tfperf.serving.remote.tensors import from_npz
+
+    for path in (tmp_path / "missing.npz", tmp_path / "plain.npy"):
+        if path.suffix == ".npy":
+            np.save(path, np.ones(3))
+        with pytest.raises(UserError, match=r"is not a readable \.npz"):
+            from_npz(str(path))

@@ -10,13 +10,15 @@ Contract:
   dimension is free, 1 where any other is; floats drawn from a standard normal, integers from
   {0, 1} (valid ids for any embedding), booleans at random, strings ``b"a"``; seeded.
 - :func:`from_npz` reads ``--inputs`` (a ``.npz``: one array per input, by name; a single
-  array fits a single input whatever its name) and :func:`fit` checks arrays against the
+  array fits a single input whatever its name; a missing or unreadable file is a
+  :class:`~tfperf.core.errors.UserError`) and :func:`fit` checks arrays against the
   specs when the server published any: an unknown or missing name, a rank or a fixed
   dimension that differs is :class:`~tfperf.core.errors.UserError`, one sentence.
 """
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -99,9 +101,18 @@ def generated(specs: Sequence[InputSpec], batch: int, seed: int = 0) -> dict[str
 
 
 def from_npz(path: str) -> dict[str, np.ndarray]:
-    """The arrays of ``--inputs`` (a ``.npz``), by name."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+    """The arrays of ``--inputs`` (a ``.npz``), by name; an unreadable file is a
+    :class:`~tfperf.core.errors.UserError`."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an archive of them")
+        with loaded as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise UserError(
+            f"--inputs {path!r} is not a readable .npz ({exc}): write one with numpy.savez."
+        ) from None
 
 
 def _check(name: str, array: np.ndarray, spec: InputSpec) -> None:
