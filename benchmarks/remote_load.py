@@ -5,10 +5,11 @@ worker instance), each with the load generator's own CPU use.
 The model is an unseeded MLP (64 -> 256 -> 256 -> 10, float32, batch 1), written to a .keras
 file by a child process (this process never imports TensorFlow). KServe runs from its own
 virtual environment (it pins protobuf and psutil; the one the tests make and cache is reused,
-or made here) with ``tests/serving/remote/servers/kserve_keras.py``. Each server gets the same
-SLO search (a closed-loop capacity probe, then open-loop levels bisecting the rate). With two
-CPUs or more, the generator (this process) is pinned to the first and every server to the
-second, and the output says so; with one, they share it.
+or made here) with ``tests/serving/remote/servers/kserve_keras.py``, calling the model through
+a ``tf.function`` as tfperf's worker does, so both run the same graph per request. Each
+server gets the same SLO search (a closed-loop capacity probe, then open-loop levels
+bisecting the rate). With two CPUs or more, the generator (this process) is pinned to the
+first and every server to the second, and the output says so; with one, they share it.
 
 Usage: ``python benchmarks/remote_load.py [--slo-ms 20] [--requests 300] [--seconds 2]
 [--kserve-python PATH]``. Prints figures; asserts nothing. Measure under the measuring lock.
@@ -73,7 +74,7 @@ def _port() -> int:
 def _start_kserve(python: Path, model: Path, cpus: set[int], log) -> tuple:
     http, grpc = _port(), _port()
     proc = subprocess.Popen(
-        [str(python), str(SERVER), str(model), "m", str(http), str(grpc)],
+        [str(python), str(SERVER), str(model), "m", str(http), str(grpc), "--tf-function"],
         stdout=log, stderr=subprocess.STDOUT,
         preexec_fn=lambda: os.sched_setaffinity(0, cpus),
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},

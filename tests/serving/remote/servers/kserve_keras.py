@@ -2,10 +2,12 @@
 Python): v1 REST, v2 REST and v2 gRPC on the ports given.
 
     python kserve_keras.py MODEL.keras NAME HTTP_PORT GRPC_PORT [--fail-every N]
-        [--stall-every N --stall-s S]
+        [--stall-every N --stall-s S] [--tf-function]
 
-``--fail-every N`` answers every Nth request with an error; ``--stall-every N`` holds every
-Nth request ``--stall-s`` seconds before answering: the faults the load tests inject.
+``--tf-function`` calls the model through a ``tf.function`` (as tfperf's worker does) rather
+than eagerly; ``--fail-every N`` answers every Nth request with an error; ``--stall-every N``
+holds every Nth request ``--stall-s`` seconds before answering: the faults the load tests
+inject.
 """
 
 import argparse
@@ -21,6 +23,7 @@ parser.add_argument("grpc_port", type=int)
 parser.add_argument("--fail-every", type=int, default=0)
 parser.add_argument("--stall-every", type=int, default=0)
 parser.add_argument("--stall-s", type=float, default=0.0)
+parser.add_argument("--tf-function", action="store_true", help="call the model in a tf.function")
 ARGS = parser.parse_args()
 sys.argv = sys.argv[:1]  # kserve reads its own options from the command line when imported
 
@@ -41,6 +44,11 @@ class KerasModel(Model):
     def load(self) -> bool:
         self.model = keras.saving.load_model(self.path)
         self.names = [t.name for t in self.model.inputs]
+        self.call = self.model
+        if ARGS.tf_function:
+            import tensorflow as tf
+
+            self.call = tf.function(lambda x: self.model(x, training=False))
         self.ready = True
         return True
 
@@ -87,7 +95,8 @@ class KerasModel(Model):
             raise ValueError(f"missing inputs {sorted(missing)}")
         pairs = zip(self.names, self.model.inputs, strict=True)
         feed = [arrays[n].astype(t.dtype) for n, t in pairs]
-        out = np.asarray(self.model(feed if len(feed) > 1 else feed[0], training=False))
+        x = feed if len(feed) > 1 else feed[0]
+        out = np.asarray(self.call(x) if ARGS.tf_function else self.model(x, training=False))
         if isinstance(payload, InferRequest):
             output = InferOutput(name="output_0", shape=list(out.shape), datatype="FP32", data=out)
             return InferResponse(
