@@ -66,6 +66,7 @@ class RemoteTarget:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "remote",
+            "name": self.label(),  # what reports and history call the workload
             "url": self.url,
             "protocol": self.protocol,
             "origin": self.origin,
