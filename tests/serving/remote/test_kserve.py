@@ -219,3 +219,14 @@ def test_a_local_load_run_and_a_remote_one_compare_level_by_level(
     assert pair["max_qps_at_slo_a"] > 0 and pair["max_qps_at_slo_b"] > 0
     rows = local.read_text().splitlines()
     assert rows[0].startswith("server,server_a,load,") and len(rows) == 3
+
+
+def test_ctrl_c_keeps_the_levels_measured_names_the_run_and_exits_130(kserve, tmp_path):
+    """SIGINT once a level against the server is stored: one sentence, exit 130, the run stored
+    as interrupted with that level."""
+    from helpers import assert_load_interrupted
+
+    http, _ = kserve
+    url = f"http://127.0.0.1:{http}/v2/models/two"
+    args = ["bench", "--url", url, "--concurrency", "1,1,1,1,1,1", *TINY]
+    assert_load_interrupted(args, tmp_path / "s.sqlite", "concurrency 1:")
