@@ -1,7 +1,7 @@
 # The two commands a new user runs; each sets up what it needs.
 #   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine (doctor), tunes
 #                the built-in inference suite (a quick tune each) and writes HTML reports to out/
-#   make test  - creates .venv, installs tfperf[tensorflow,openvino,mlflow,ray,test], lints and runs the test suite
+#   make test  - creates .venv, installs tfperf[tensorflow,openvino,mlflow,ray,remote,test], lints and runs the test suite
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +16,9 @@ DEMO_STORE := $(OUT)/demo.sqlite
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,test]'
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,remote,test]'
+	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
+	$(BIN)/python -m pip install --quiet --no-deps tensorflow-serving-api tritonclient
 	touch $@
 
 demo: $(BIN)/.installed

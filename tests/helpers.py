@@ -254,3 +254,32 @@ def mlflow_files(client, run_id: str, folder: str | None = None) -> list[str]:
     for item in client.list_artifacts(run_id, folder):
         found += mlflow_files(client, run_id, item.path) if item.is_dir else [item.path]
     return sorted(found)
+
+
+def assert_load_interrupted(args: list[str], store: Path, first_line: str) -> None:
+    """Run ``tfperf ARGS``, send it SIGINT once a stderr line starts with ``first_line`` (a
+    level's progress line), and check what a Ctrl-C of a load run must leave: exit 130, one
+    sentence naming the run and the levels it keeps, and the run stored as ``interrupted``
+    with those levels."""
+    import re
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfperf", *args, "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        for line in proc.stderr:
+            if line.startswith(first_line):
+                break
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    said = re.search(r"Interrupted: run (\d+) keeps the (\d+) levels? measured so far", err)
+    assert said and "Traceback" not in err, err[-2000:]
+    with Store.open(store) as opened:
+        loaded = opened.load_run(int(said.group(1)))
+    assert loaded["run"]["status"] == "interrupted"
+    blocks = [b for b in loaded["trials"][0]["blocks"] if b["phase"] == "load"]
+    assert len(blocks) == int(said.group(2)) >= 1

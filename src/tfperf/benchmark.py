@@ -78,6 +78,7 @@ from tfperf.machine import contention
 from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
 from tfperf.report.export import RunResult, TrialResult
+from tfperf.report.load_compare import compare_load
 from tfperf.runner.identity import model_digests
 from tfperf.runner.measure import Listener, Measurement, Settings, Trial, measure
 from tfperf.runner.recorder import MeasureRecorder, RunRecorder
@@ -571,7 +572,10 @@ def compare_runs(
     a: RunResult, b: RunResult, threshold: float = DEFAULT_THRESHOLD
 ) -> dict[str, Any]:
     """Compare run B against run A, each a stored run or a result file
-    (:func:`tfperf.report.export.load_result`); see the module docstring."""
+    (:func:`tfperf.report.export.load_result`); see the module docstring. Load runs are
+    compared by their highest rate within the SLO (:mod:`tfperf.report.load_compare`)."""
+    if a.load or b.load:
+        return {"schema_version": SCHEMA_VERSION, **compare_load(a, b, threshold)}
     pairs = _pairs(a, b)
     if not pairs:
         raise UserError(

@@ -76,36 +76,10 @@ def test_bad_load_options_are_one_sentence_and_exit_2(tmp_path, args, needle):
 def test_ctrl_c_keeps_the_levels_measured_names_the_run_and_exits_130(tmp_path):
     """SIGINT to a real load run once a level is stored: one sentence, exit 130, the run
     stored as interrupted with that level."""
-    import os
-    import re
-    import signal
-    import subprocess
-    import sys
+    from helpers import assert_load_interrupted
 
-    from tfperf.store import Store
-
-    store = tmp_path / "s.sqlite"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tfperf", "bench", "--workload", "mlp", "--size", "tiny",
-         "--concurrency", "1,1,1,1,1,1", *SHORT, "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        for line in proc.stderr:  # the progress line of the first level
-            if line.startswith("concurrency 1:"):
-                break
-        os.kill(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    said = re.search(r"Interrupted: run (\d+) keeps the (\d+) levels? measured so far", err)
-    assert said and "Traceback" not in err, err[-2000:]
-    with Store.open(store) as opened:
-        loaded = opened.load_run(int(said.group(1)))
-    assert loaded["run"]["status"] == "interrupted"
-    blocks = [b for b in loaded["trials"][0]["blocks"] if b["phase"] == "load"]
-    assert len(blocks) == int(said.group(2)) >= 1
+    args = ["bench", "--workload", "mlp", "--size", "tiny", "--concurrency", "1,1,1,1,1,1", *SHORT]
+    assert_load_interrupted(args, tmp_path / "s.sqlite", "concurrency 1:")
 
 
 def test_openvino_streams_serve_several_requests_at_once_per_instance(tmp_path):

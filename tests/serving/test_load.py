@@ -52,7 +52,7 @@ def test_closed_and_open_levels_are_measured_with_real_requests_and_add_up(swept
         assert 0 < level.p50_ms <= level.p90_ms <= level.p99_ms <= level.p999_ms
         assert level.p99_ci_ms[0] <= level.p99_ms <= level.p99_ci_ms[1]
         assert level.generator_cpu > 0
-    assert len(lines) == 3
+    assert len([line for line in lines if "load generator" not in line]) == 3
 
 
 def test_the_slo_answer_is_the_achieved_rate_of_the_level_within_it(swept):

@@ -19,7 +19,14 @@ from typing import Any
 import click
 
 from tfperf.cli.export import export_option, export_run, export_table, export_target
-from tfperf.cli.load import load_options, render_load, run_load_command, wants_load
+from tfperf.cli.load import (
+    load_options,
+    render_load,
+    render_load_comparison,
+    run_load_command,
+    run_remote_command,
+    wants_load,
+)
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -180,7 +187,9 @@ def model_options(fn: Any) -> Any:
     and trust): bench's and compare's, and the fleet commands'."""
     options = [
         click.option("--workload", "workload", metavar="NAME", help="A built-in workload."),
-        click.option("--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL."),
+        click.option(
+            "--inputs", type=click.Path(), help="Sample inputs (.npz) for MODEL or --url."
+        ),
         click.option("--unsafe", is_flag=True, help="Let a .keras file run code on load."),
         click.option("--batch", type=int, default=1, show_default=True, help="Samples per call."),
         click.option(
@@ -356,14 +365,23 @@ def register(group: click.Group) -> None:
         from tfperf.report import mlflow_log
 
         export_target(opts["export"])
+        if opts["url"]:  # a server the user runs: docs/serving.md, "A server you run"
+            if to_mlflow:
+                raise UserError("--mlflow does not take a load run yet; leave it out.")
+            command = shlex.join(["tfperf", *sys.argv[1:]])
+            doc = run_remote_command(opts, model, command)
+            _emit(doc, opts["as_json"], render_load)
+            export_run(opts["export"], opts["store"], doc["run_id"])
+            return
         workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
         if wants_load(opts):
-            if opts["export"] or to_mlflow:
-                raise UserError("--export and --mlflow do not take a load run yet; leave them out.")
+            if to_mlflow:
+                raise UserError("--mlflow does not take a load run yet; leave it out.")
             command = shlex.join(["tfperf", *sys.argv[1:]])
-            _emit(run_load_command(opts, workload, candidate, command), opts["as_json"],
-                  render_load)
+            doc = run_load_command(opts, workload, candidate, command)
+            _emit(doc, opts["as_json"], render_load)
+            export_run(opts["export"], opts["store"], doc["run_id"])
             return
         configs = [Config()] + ([candidate] if candidate != Config() else [])
         if to_mlflow:
@@ -409,7 +427,8 @@ def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any])
         raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
     a, b = (load_result(ref, opts["store"]) for ref in runs)
     doc = compare_runs(a, b, opts["threshold"])
-    _emit(doc, opts["as_json"], _render_runs)
+    load = doc["kind"] == "compare-load"
+    _emit(doc, opts["as_json"], render_load_comparison if load else _render_runs)
     if opts["export"]:
         export_table(comparison_table(doc), opts["export"])
     return doc

@@ -8,14 +8,18 @@ instance count in turn). The library behind it is :func:`tfperf.serving.run.run_
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
 from tfperf.core.errors import UserError
 
-LOAD_KEYS = ("concurrency", "rate", "slo_ms")
+LOAD_KEYS = ("concurrency", "rate", "slo_ms", "url")
 LAYOUT_KEYS = ("threads_per_instance", "pin", "max_batch", "max_delay_ms", "streams")
+REMOTE_REFUSED = ("workload", "sets", "envs", "unsafe")
+"""Options that say what tfperf itself serves: meaningless for a server the user runs."""
 
 
 def load_options(fn: Any) -> Any:
@@ -51,6 +55,16 @@ def load_options(fn: Any) -> Any:
                      help="...and lasts at least this long (at most 10 times longer)."),
         click.option("--request-timeout", type=float, default=10.0, show_default=True,
                      help="Seconds after its arrival a request counts as timed out."),
+        click.option("--url", default=None, metavar="URL",
+                     help="Load a server you run instead: http://HOST:PORT/v1/models/NAME, "
+                     ".../v2/models/NAME/infer or grpc://HOST:PORT (docs/serving.md)."),
+        click.option("--protocol", default=None,
+                     type=click.Choice(["tfserving-rest", "v2-rest", "v2-grpc", "tfserving-grpc"]),
+                     help="--url's protocol [default: guessed from its scheme and path]."),
+        click.option("--model-name", default=None, help="--url's model, when its path names none."),
+        click.option("--rest-format", default="row", show_default=True,
+                     type=click.Choice(["row", "columnar"]),
+                     help="tfserving-rest's request body: instances (row) or inputs (columnar)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -81,6 +95,76 @@ def wants_load(opts: dict[str, Any]) -> bool:
             "add --concurrency N, --rate QPS or --slo-ms X."
         )
     return False
+
+
+def check_remote(opts: dict[str, Any], model: str | None) -> None:
+    """With ``--url``, refuse what describes a server tfperf would start (one sentence)."""
+    defaults = {"instances": "1", "threads_per_instance": None, "pin": False, "max_batch": 1,
+                "max_delay_ms": 0.0, "streams": None}
+    layout = [
+        f"--{k.replace('_', '-')}"
+        for k, default in defaults.items()
+        if opts.get(k) is not default and opts.get(k) != default
+    ]
+    if layout:
+        raise UserError(
+            f"{', '.join(layout)} describe a server tfperf starts; --url measures the server "
+            "you run as it is: leave them out (or drop --url)."
+        )
+    given = [f"--{k.replace('_', '-')}".replace("--sets", "--set").replace("--envs", "--env")
+             for k in REMOTE_REFUSED if opts.get(k)]
+    if model or given:
+        what = ", ".join(given + (["MODEL"] if model else []))
+        raise UserError(f"--url measures the model its server serves: leave out {what}.")
+
+
+def run_remote_command(opts: dict[str, Any], model: str | None, command: str) -> dict[str, Any]:
+    """``tfperf bench --url``: the document of :func:`tfperf.serving.remote.run_remote`."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.progress import note
+    from tfperf.store import Store
+
+    check_remote(opts, model)
+    scenario = scenario_of(opts)
+    if opts["batch"] < 1:
+        raise UserError(f"--batch must be 1 or more, not {opts['batch']}.")
+    try:
+        from tfperf.serving.remote import parse_target, prepare, run_remote
+    except ImportError as exc:
+        raise UserError(
+            f"--url needs the HTTP and gRPC clients ({exc.name} is missing): "
+            "pip install 'tfperf[remote]'."
+        ) from None
+    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"])
+    if target.guessed:
+        note(f"protocol {target.protocol} (guessed from the URL; --protocol sets it)",
+             markup=False)
+    prepared = prepare(target, opts["inputs"], opts["batch"])
+    note(f"{target.label()}: request body {prepared.source}", markup=False)
+    with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
+        return run_remote(
+            prepared, scenario, store=store, command=command,
+            progress=lambda line: note(line, markup=False),
+        )
+
+
+@contextlib.contextmanager
+def _interrupted() -> Iterator[None]:
+    """Ctrl-C during a load run: one sentence naming the run and what it keeps, exit 130."""
+    from tfperf.report.console import err_console
+    from tfperf.serving.run import LoadInterrupted
+
+    try:
+        yield
+    except LoadInterrupted as exc:
+        kept = f"{exc.levels} level{'s' if exc.levels != 1 else ''}"
+        err_console().print(
+            f"Interrupted: run {exc.run_id} keeps the {kept} measured so far; "
+            f"see `tfperf report {exc.run_id}`.",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise click.exceptions.Exit(130) from None
 
 
 def scenario_of(opts: dict[str, Any]) -> Any:
@@ -121,9 +205,8 @@ def run_load_command(
     """Measure under load as ``tfperf bench`` does; the document of :func:`run_load`."""
     from tfperf.core.paths import resolve_store_path
     from tfperf.progress import note
-    from tfperf.report.console import err_console
     from tfperf.serving.load import check_layout
-    from tfperf.serving.run import LoadInterrupted, run_load
+    from tfperf.serving.run import run_load
     from tfperf.store import Store
 
     scenario = scenario_of(opts)
@@ -131,32 +214,21 @@ def run_load_command(
     for layout in layouts:
         check_layout(config, layout)
     config.worker_env({})  # a missing allocator is a user error before anything starts
-    say = err_console().print
 
     def progress(line: str) -> None:
         note(line, markup=False)  # stderr, left out with -q
 
-    try:
-        with Store.open(resolve_store_path(opts["store"])) as store:
-            return run_load(
-                workload,
-                config,
-                layouts,
-                scenario,
-                store=store,
-                command=command,
-                progress=progress,
-                timeout_s=opts["timeout"],
-            )
-    except LoadInterrupted as exc:
-        kept = f"{exc.levels} level{'s' if exc.levels != 1 else ''}"
-        say(
-            f"Interrupted: run {exc.run_id} keeps the {kept} measured so far; "
-            f"see `tfperf report {exc.run_id}`.",
-            markup=False,
-            soft_wrap=True,
+    with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
+        return run_load(
+            workload,
+            config,
+            layouts,
+            scenario,
+            store=store,
+            command=command,
+            progress=progress,
+            timeout_s=opts["timeout"],
         )
-        raise click.exceptions.Exit(130) from None
 
 
 def render_load(doc: dict[str, Any]) -> None:
@@ -178,3 +250,37 @@ def render_load(doc: dict[str, Any]) -> None:
     for note in doc["notes"]:
         out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     out.print(f"[dim]{doc['generator']}; run {doc['run_id']}[/]", soft_wrap=True)
+
+
+def render_load_comparison(doc: dict[str, Any]) -> None:
+    """Two load runs compared: per pair of servers, the levels side by side, then each one's
+    highest rate within the SLO and the verdict."""
+    from rich import box
+    from rich.table import Table
+
+    from tfperf.report.console import console, print_table
+
+    out = console()
+    out.print(f"A: {doc['source_a']}\nB: {doc['source_b']}", markup=False, soft_wrap=True)
+    for c in doc["comparisons"]:
+        table = Table(title=f"A {c['label_a']}  vs  B {c['label_b']}", box=box.SIMPLE_HEAD)
+        for col in ("load", "A achieved/s", "A p99 ms", "B achieved/s", "B p99 ms"):
+            table.add_column(col, justify="left" if col == "load" else "right", no_wrap=True)
+        for pair in c["levels"]:
+            a, b = pair["a"] or {}, pair["b"] or {}
+            table.add_row(pair["load"], *(_cell(x.get(k)) for x in (a, b)
+                                          for k in ("achieved_qps", "p99_ms")))
+        print_table(table, out)
+        slo = "" if c["slo_ms"] is None else f" within p99 {c['slo_ms']:g} ms"
+        ratio = "" if c["ratio"] is None else f" ({c['ratio']:.3f}x)"
+        out.print(
+            f"max QPS{slo}: A {_cell(c['max_qps_at_slo_a'])}, B {_cell(c['max_qps_at_slo_b'])}"
+            f"{ratio}: {c['verdict']}",
+            markup=False, soft_wrap=True,
+        )
+    for warning in doc["warnings"]:
+        out.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else f"{value:.4g}"

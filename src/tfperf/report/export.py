@@ -17,6 +17,9 @@ Contract
   :data:`COMPARISON_SCHEMA`, :data:`HISTORY_SCHEMA`). A reader refuses another format, or a
   version it does not know, with one sentence saying what to do; a new key does not change the
   version.
+- A load run (``kind: "load"``, local layouts or a server the user runs) keeps its levels under
+  ``load`` (one section per server: levels, SLO, highest rate within it); its CSV and Markdown
+  rows are its levels (:data:`tfperf.report.load.LOAD_COLUMNS`).
 - :class:`Table` is what one ``--export FILE`` writes: a JSON document, and the rows of its CSV
   and Markdown forms (one row per config, or per run for a history). :func:`run_table`,
   :func:`comparison_table` and :func:`history_table` build one; :func:`write` writes it by the
@@ -43,6 +46,7 @@ from tfperf.core.paths import resolve_store_path
 from tfperf.core.strictjson import to_json
 from tfperf.machine.facts import machine_summary
 from tfperf.report.html import build_report, describe_workload
+from tfperf.report.load import LOAD_COLUMNS, load_rows
 from tfperf.store import Store
 
 RESULT_SCHEMA = "tfperf-result/1"
@@ -135,6 +139,9 @@ class RunResult:
     trials: tuple[TrialResult, ...]
     warnings: tuple[str, ...] = ()
     tfperf_version: str = __version__
+    load: tuple[dict, ...] = ()
+    """A load run's servers (:func:`tfperf.report.load.load_sections`): each one's levels, SLO
+    and highest rate within it; its trials are these, not ``trials``."""
     origin: str = field(default="", compare=False)
     """Where this record came from (``run 7 in STORE`` or a file's path); not written."""
 
@@ -148,6 +155,7 @@ class RunResult:
             "install": self.install,
             "trials": [asdict(t) for t in self.trials],
             "warnings": list(self.warnings),
+            "load": list(self.load),
         }
 
     @classmethod
@@ -167,6 +175,7 @@ class RunResult:
             trials=tuple(trials),
             warnings=tuple(doc.get("warnings") or ()),
             tfperf_version=str(doc.get("tfperf_version")),
+            load=tuple(doc.get("load") or ()),
             origin=origin,
         )
 
@@ -180,7 +189,7 @@ def run_result(loaded: dict[str, Any], store: str | os.PathLike[str] | None = No
         c["candidate"]["trial_id"]: {"baseline": c["baseline"]["label"], **c["speedup"]}
         for c in report["comparisons"]
     }
-    stored = loaded["trials"]
+    stored = [t for t in loaded["trials"] if not any(b["phase"] == "load" for b in t["blocks"])]
     install = next((i for i in (_info(t).get("install") for t in stored) if i), None)
     trials = tuple(
         _trial(t, r, speedups.get(t["id"]), _accuracy(t, stored), install)
@@ -191,7 +200,13 @@ def run_result(loaded: dict[str, Any], store: str | os.PathLike[str] | None = No
     record["store"] = None if store is None else str(Path(store).resolve())
     origin = f"run {run['id']}" + ("" if store is None else f" in {store}")
     return RunResult(
-        record, run.get("machine") or {}, install, trials, tuple(report["warnings"]), origin=origin
+        record,
+        run.get("machine") or {},
+        install,
+        trials,
+        tuple(report["warnings"]),
+        load=tuple(report["load"]),
+        origin=origin,
     )
 
 
@@ -366,13 +381,20 @@ def run_table(result: RunResult) -> Table:
         f"tfperf {run.get('kind')} run {run.get('id')}: {describe_workload(run.get('workload'))}"
         f" on {_machine_name(result.machine)}"
     )
+    if result.load:
+        return Table(result.to_dict(), LOAD_COLUMNS, load_rows(result.load), title)
     rows = tuple(t.row() for t in result.trials)
     return Table(result.to_dict(), RUN_COLUMNS, rows, title)
 
 
 def comparison_table(doc: dict[str, Any]) -> Table:
     """Two runs compared (``compare_runs``' document): one row per pair of trials, B's figures
-    and B's speedup over A (:data:`COMPARISON_COLUMNS`)."""
+    and B's speedup over A (:data:`COMPARISON_COLUMNS`); two load runs: one row per pair of
+    levels (:data:`LOAD_COMPARISON_COLUMNS`)."""
+    document = {"schema": COMPARISON_SCHEMA, "tfperf_version": __version__, **doc}
+    title = f"tfperf compare: {doc['source_a']} (A) vs {doc['source_b']} (B)"
+    if doc.get("kind") == "compare-load":
+        return Table(document, LOAD_COMPARISON_COLUMNS, _load_comparison_rows(doc), title)
     rows = []
     for c in doc["comparisons"]:
         a, b = c["a"], c["b"]
@@ -386,9 +408,29 @@ def comparison_table(doc: dict[str, Any]) -> Table:
                 **_figures(a["latency_ms"], a["throughput_per_s"], prefix="a_"),
             }
         )
-    document = {"schema": COMPARISON_SCHEMA, "tfperf_version": __version__, **doc}
-    title = f"tfperf compare: {doc['source_a']} (A) vs {doc['source_b']} (B)"
     return Table(document, COMPARISON_COLUMNS, tuple(rows), title)
+
+
+LOAD_COMPARISON_COLUMNS = (
+    "server", "server_a", "load", "achieved_qps", "p99_ms", "a_achieved_qps", "a_p99_ms",
+    "slo_ms", "max_qps_at_slo", "a_max_qps_at_slo", "ratio", "verdict",
+)
+
+
+def _load_comparison_rows(doc: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    rows = []
+    for c in doc["comparisons"]:
+        for pair in c["levels"]:
+            a, b = pair["a"] or {}, pair["b"] or {}
+            rows.append({
+                "server": c["label_b"], "server_a": c["label_a"], "load": pair["load"],
+                "achieved_qps": b.get("achieved_qps"), "p99_ms": b.get("p99_ms"),
+                "a_achieved_qps": a.get("achieved_qps"), "a_p99_ms": a.get("p99_ms"),
+                "slo_ms": c["slo_ms"], "max_qps_at_slo": c["max_qps_at_slo_b"],
+                "a_max_qps_at_slo": c["max_qps_at_slo_a"], "ratio": c["ratio"],
+                "verdict": c["verdict"],
+            })
+    return tuple(rows)
 
 
 def best_trial(result: RunResult) -> TrialResult | None:

@@ -8,6 +8,7 @@ Contract:
   are those :class:`tfperf.serving.LoadLevel` wrote into each block's info, so a run stopped
   mid-sweep shows every level it finished; the SLO answer is the finished trial's, ``None``
   before). :func:`tfperf.report.html.build_report` puts them under ``load``.
+- :data:`LOAD_COLUMNS` and :func:`load_rows`: an exported load run's rows, one per level.
 - :func:`load_table` is a rich table of one section's (or one ``LoadResult.to_dict()``'s)
   levels; :func:`load_lines` the plain lines of a whole report's load sections;
   :func:`load_html` the HTML tables of the report page.
@@ -41,6 +42,7 @@ def load_sections(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "levels": levels,
                 "slo_ms": result.get("slo_ms", (info.get("scenario") or {}).get("slo_ms")),
                 "max_qps_at_slo": result.get("max_qps_at_slo"),
+                "target": info.get("target"),
             }
         )
     return sections
@@ -82,7 +84,7 @@ def load_table(section: Mapping[str, Any]) -> Any:
 
     label = section.get("layout_label") or "layout"
     slo = section.get("slo_ms")
-    title = f"Layout {label}" + (
+    title = ("Server " if section.get("target") else "Layout ") + label + (
         f": max {_fmt(section.get('max_qps_at_slo'), '.4g')}/s within p99 {slo:g} ms"
         if slo is not None
         else ""
@@ -93,6 +95,29 @@ def load_table(section: Mapping[str, Any]) -> Any:
     for level in section.get("levels", []):
         table.add_row(*_level_row(level))
     return table
+
+
+LOAD_COLUMNS = (
+    "server", "scenario", "concurrency", "offered_qps", "achieved_qps", "p50_ms", "p90_ms",
+    "p99_ms", "p99_low_ms", "p99_high_ms", "p999_ms", "sent", "completed", "failed",
+    "timed_out", "generator_cpu", "slo_ms", "max_qps_at_slo",
+)
+"""The CSV / Markdown columns of an exported load run: one row per level."""
+
+
+def load_rows(sections: Any) -> tuple[dict[str, Any], ...]:
+    """One :data:`LOAD_COLUMNS` row per level of ``sections`` (:func:`load_sections`)."""
+    rows = []
+    for section in sections:
+        for level in section.get("levels", []):
+            lo, hi = [*(level.get("p99_ci_ms") or []), None, None][:2]
+            row = {k: level.get(k) for k in LOAD_COLUMNS}
+            row.update(
+                server=section.get("layout_label"), p99_low_ms=lo, p99_high_ms=hi,
+                slo_ms=section.get("slo_ms"), max_qps_at_slo=section.get("max_qps_at_slo"),
+            )
+            rows.append(row)
+    return tuple(rows)
 
 
 def load_html(sections: list[Mapping[str, Any]]) -> str:

@@ -19,6 +19,8 @@ Contract:
   as failed, naming the instance and the reason; :attr:`Harness.faults` keeps one sentence per
   death, and :meth:`Harness.restart_dead` starts a fresh one in its place (between levels).
   With no instance alive, a request fails at once.
+- For the load sweep it offers ``label``, ``sweep_info`` and ``saturating_concurrency``
+  (twice what the instances serve at once), as every server under test does.
 - :func:`pinned` gives a layout core sets of its own: this process's CPUs split evenly
   between the instances (round robin when there are more instances than CPUs).
 """
@@ -90,6 +92,9 @@ class _Instance:
 
 class Harness:
     """The instances serving one (workload, config, layout); see the module docstring."""
+
+    target = None
+    """A server tfperf starts listens nowhere (a remote server under test names its address)."""
 
     def __init__(
         self,
@@ -180,6 +185,28 @@ class Harness:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- what the load sweep asks of the server under test ---------------------------------------
+
+    def label(self) -> str:
+        """The trial's label: the layout and the config."""
+        return f"{self.layout.label()} {self.config.label()}"
+
+    def sweep_info(self) -> dict[str, Any]:
+        """What the trial records of the server: its layout and its instances' start."""
+        first = self.ready[0] if self.ready else {}
+        return {
+            "layout": self.layout.to_dict(),
+            "layout_label": self.layout.label(),
+            "batch": first.get("batch"),
+            "notes": first.get("notes", []),
+            "startup_s": [r.get("startup_s") for r in self.ready],
+            "instance_cpus": [(r.get("serving") or {}).get("cores") for r in self.ready],
+        }
+
+    def saturating_concurrency(self) -> int:
+        """A concurrency that keeps every instance busy: twice what they serve at once."""
+        return self.layout.instances * self.capacity()
 
     # -- the Server the generator drives ------------------------------------------------------
 

@@ -22,6 +22,9 @@ Contract:
   the latencies, which a saturated generator would make large.
 - :meth:`LoadLevel.within` is the SLO rule: p99 point estimate within ``slo_ms`` and at most
   1% of the requests failed.
+- :func:`generator_limited` is the warning of a level where the generator may have been the
+  limit: more than :data:`GENERATOR_CPU_LIMIT` of a core busy, or its arrival lag's p99 above
+  :data:`GENERATOR_LAG_LIMIT_MS` and a tenth of the level's p99.
 - :class:`LoadResult` holds one layout's levels and, when an SLO was given, the answer
   ``max_qps_at_slo``: the *achieved* rate of the level of highest offered rate (or
   concurrency) that is within the SLO, ``None`` when none is.
@@ -185,6 +188,35 @@ def level_of(
     )
 
 
+GENERATOR_CPU_LIMIT = 0.5
+"""Share of one core the generator may use before a level warns that it may be the limit."""
+GENERATOR_LAG_LIMIT_MS = 1.0
+"""p99 of the generator's lag (open loop) above which a level warns that it may be the limit,
+when that lag is also more than a tenth of the level's p99."""
+
+
+def generator_limited(level: LoadLevel) -> str | None:
+    """A warning when the load generator rather than the server may have set a level's figures
+    (more than half a core busy, or its arrival lag a real share of the p99), else ``None``."""
+    what = (
+        f"concurrency {level.concurrency}"
+        if level.scenario == "closed"
+        else f"offered {level.offered_qps:.4g}/s"
+    )
+    if level.generator_cpu > GENERATOR_CPU_LIMIT:
+        return (
+            f"{what}: the load generator used {level.generator_cpu:.0%} of a core, so it may "
+            "be the limit rather than the server (run it on cores the server does not use)"
+        )
+    lag = level.generator_lag_p99_ms
+    if lag is not None and lag > GENERATOR_LAG_LIMIT_MS and lag > 0.1 * (level.p99_ms or 0.0):
+        return (
+            f"{what}: the load generator noticed its arrivals up to {lag:.3g} ms late (p99), "
+            "a real share of the latency: the generator may be the limit, not the server"
+        )
+    return None
+
+
 def slo_answer(levels: Sequence[LoadLevel], slo_ms: float) -> float | None:
     """The achieved rate of the highest level within ``slo_ms`` (module docstring)."""
     passing = [lv for lv in levels if lv.within(slo_ms)]
@@ -205,13 +237,21 @@ class LoadResult:
     capacity_qps: float | None = None
     """The achieved rate of the saturating closed-loop probe, when the SLO search ran one."""
     notes: tuple[str, ...] = ()
+    target: Mapping[str, Any] | None = None
+    """A server the user runs (``tfperf bench --url``): its address, protocol and model, with
+    ``label``; ``None`` for a layout tfperf served."""
+
+    def label(self) -> str:
+        """The layout's label, or the remote target's."""
+        return str(self.target["label"]) if self.target else self.layout.label()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
             "config_label": self.config.label(),
             "layout": self.layout.to_dict(),
-            "layout_label": self.layout.label(),
+            "layout_label": self.label(),
+            "target": dict(self.target) if self.target else None,
             "levels": [lv.to_dict() for lv in self.levels],
             "slo_ms": self.slo_ms,
             "max_qps_at_slo": self.max_qps_at_slo,

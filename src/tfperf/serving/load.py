@@ -23,6 +23,10 @@ Contract:
 - Before each level, an instance that died is restarted (:meth:`Harness.restart_dead`) and the
   result's ``notes`` say which died, why, and how many requests it lost; the levels already
   measured are kept.
+- :func:`measure_on` measures any server under test (:class:`UnderTest`: the harness, or a
+  server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. A level
+  where the generator itself may have been the limit
+  (:func:`tfperf.serving.levels.generator_limited`) adds a note saying so.
 - ``recorder`` (a :class:`tfperf.runner.recorder.RunRecorder`) records a trial for the layout
   and one ``load`` block per level as soon as it is measured (its latencies in seconds, the
   level's dict as the block's info), so a run stopped later keeps every finished level.
@@ -35,14 +39,14 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.serving import ServingLayout
-from tfperf.serving.generator import ClosedLoop, OpenLoop, run_level
-from tfperf.serving.harness import OPENVINO_PREFIX, Harness, executors
-from tfperf.serving.levels import LoadLevel, LoadResult, level_of, slo_answer
+from tfperf.serving.generator import ClosedLoop, OpenLoop, Server, run_level
+from tfperf.serving.harness import OPENVINO_PREFIX, Harness
+from tfperf.serving.levels import LoadLevel, LoadResult, generator_limited, level_of, slo_answer
 
 SEARCH_STEPS = 5
 """Open-loop levels of the SLO search after its capacity probe (1/32 of the capacity apart)."""
@@ -92,12 +96,31 @@ class LoadScenario:
         }
 
 
+class UnderTest(Server, Protocol):
+    """A server the sweep measures: the generator's :class:`Server`, and what the trial records
+    of it (the harness's instances, or a remote server's address)."""
+
+    config: Config
+    layout: ServingLayout
+    faults: list[str]
+    target: Mapping[str, Any] | None
+    """Where a server tfperf did not start listens (``None`` for the harness)."""
+
+    def label(self) -> str: ...
+
+    def sweep_info(self) -> dict[str, Any]: ...
+
+    def saturating_concurrency(self) -> int: ...
+
+    def restart_dead(self) -> int: ...
+
+
 class _Sweep:
-    """One layout's levels under way: measured, told, recorded."""
+    """One server's levels under way: measured, told, recorded."""
 
     def __init__(
         self,
-        harness: Harness,
+        harness: UnderTest,
         scenario: LoadScenario,
         progress: Callable[[str], None] | None,
         recorder: Any,
@@ -110,21 +133,11 @@ class _Sweep:
         self.notes: list[str] = []
         self.trial_id: int | None = None
         if recorder is not None:
-            label = f"{harness.layout.label()} {harness.config.label()}"
-            self.trial_id = recorder.trial(label, harness.config.to_dict(), ROLE)
+            self.trial_id = recorder.trial(harness.label(), harness.config.to_dict(), ROLE)
             recorder.trial_info(self.trial_id, self.info())
 
     def info(self) -> dict[str, Any]:
-        first = self.harness.ready[0] if self.harness.ready else {}
-        return {
-            "layout": self.harness.layout.to_dict(),
-            "layout_label": self.harness.layout.label(),
-            "scenario": self.scenario.to_dict(),
-            "batch": first.get("batch"),
-            "notes": first.get("notes", []),
-            "startup_s": [r.get("startup_s") for r in self.harness.ready],
-            "instance_cpus": [(r.get("serving") or {}).get("cores") for r in self.harness.ready],
-        }
+        return {**self.harness.sweep_info(), "scenario": self.scenario.to_dict()}
 
     def level(self, load: OpenLoop | ClosedLoop) -> LoadLevel:
         if self.harness.restart_dead():
@@ -140,6 +153,10 @@ class _Sweep:
             samples = record.latencies_s + record.waited_s
             self.recorder.block(self.trial_id, samples, "load", level.to_dict())
         self.progress(describe_level(level))
+        limited = generator_limited(level)
+        if limited:
+            self.notes.append(limited)
+            self.progress(limited)
         for fault in self.harness.faults[seen:]:
             self.notes.append(fault)
             self.progress(fault)
@@ -172,10 +189,10 @@ def describe_level(level: LoadLevel) -> str:
     )
 
 
-def saturating_concurrency(harness: Harness) -> int:
-    """A concurrency that keeps every instance busy: twice what they serve at once."""
-    layout = harness.layout
-    return 2 * layout.instances * layout.max_batch * executors(harness.config, layout)
+def saturating_concurrency(harness: UnderTest) -> int:
+    """A concurrency that keeps the server busy (for the harness: twice what its instances
+    serve at once)."""
+    return harness.saturating_concurrency()
 
 
 def _search(sweep: _Sweep, slo_ms: float) -> float | None:
@@ -198,7 +215,7 @@ def _search(sweep: _Sweep, slo_ms: float) -> float | None:
 
 
 def measure_on(
-    harness: Harness,
+    harness: UnderTest,
     scenario: LoadScenario,
     *,
     progress: Callable[[str], None] | None = None,
@@ -227,6 +244,7 @@ def measure_on(
     result = LoadResult(
         config=harness.config,
         layout=harness.layout,
+        target=harness.target,
         levels=levels,
         slo_ms=scenario.slo_ms,
         max_qps_at_slo=answer,

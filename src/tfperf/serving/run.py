@@ -44,8 +44,8 @@ GENERATOR = (
 
 
 class LoadInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`run_load`: run ``run_id`` is stored as ``interrupted`` with its
-    ``levels`` finished levels."""
+    """Ctrl-C during :func:`run_load` (or a remote run): run ``run_id`` is stored as
+    ``interrupted`` with its ``levels`` finished levels."""
 
     def __init__(self, run_id: int, levels: int) -> None:
         super().__init__(run_id, levels)
@@ -53,7 +53,7 @@ class LoadInterrupted(KeyboardInterrupt):
         self.levels = levels
 
 
-def _levels_kept(store: Any, run_id: int) -> int:
+def levels_kept(store: Any, run_id: int) -> int:
     trials = store.load_run(run_id)["trials"]
     return sum(b["phase"] == "load" for t in trials for b in t["blocks"])
 
@@ -63,6 +63,7 @@ def load_document(
     scenario: LoadScenario,
     config: Config,
     failed: Sequence[str] = (),
+    generator: str = GENERATOR,
 ) -> dict[str, Any]:
     """The ``levels`` / ``max_qps_at_slo`` part of the document (module docstring)."""
     answered = [r for r in results if r.max_qps_at_slo is not None]
@@ -72,13 +73,13 @@ def load_document(
         "scenario": scenario.to_dict(),
         "slo_ms": scenario.slo_ms,
         "max_qps_at_slo": best.max_qps_at_slo if best else None,
-        "best_layout": best.layout.label() if best else None,
-        "generator": GENERATOR,
+        "best_layout": best.label() if best else None,
+        "generator": generator,
         "levels": [
-            {"layout": r.layout.label(), **lv.to_dict()} for r in results for lv in r.levels
+            {"layout": r.label(), **lv.to_dict()} for r in results for lv in r.levels
         ],
         "layouts": [r.to_dict() for r in results],
-        "notes": [f"{r.layout.label()}: {note}" for r in results for note in r.notes]
+        "notes": [f"{r.label()}: {note}" for r in results for note in r.notes]
         + list(failed),
     }
 
@@ -122,7 +123,7 @@ def run_load(
                 results.append(result)
         except KeyboardInterrupt as exc:
             run.finish("interrupted", load_document(results, scenario, config, failed))
-            raise LoadInterrupted(run.run_id, _levels_kept(store, run.run_id)) from exc
+            raise LoadInterrupted(run.run_id, levels_kept(store, run.run_id)) from exc
         doc = load_document(results, scenario, config, failed)
         run.finish("ok" if not failed else ("partial" if results else "failed"), doc)
     return {

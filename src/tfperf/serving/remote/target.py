@@ -1,0 +1,151 @@
+"""Which server ``--url`` names, and over which protocol it is spoken to.
+
+Contract:
+
+- :func:`parse_target` reads a URL (and the optional ``--protocol``, ``--model-name``,
+  ``--rest-format``) into a frozen :class:`RemoteTarget`: the protocol, the host and port (the
+  only address that is ever contacted), the model's name and version, and whether the protocol
+  was guessed. Guessing (:func:`guess_protocol`): ``grpc://`` is ``v2-grpc``; an ``http(s)``
+  path under ``/v2/`` is ``v2-rest``; one under ``/v1/`` is ``tfserving-rest``; anything else
+  is refused, asking for ``--protocol``. ``tfserving-grpc`` is never guessed (its URL looks
+  like ``v2-grpc``'s).
+- Bad input (no model name, a scheme the protocol does not speak, a path that names no model)
+  raises :class:`~tfperf.core.errors.UserError` with one sentence saying what to write.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from tfperf.core.errors import UserError
+
+PROTOCOLS = ("tfserving-rest", "v2-rest", "v2-grpc", "tfserving-grpc")
+REST_FORMATS = ("row", "columnar")
+_GRPC = ("v2-grpc", "tfserving-grpc")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# /v1/models/NAME[/versions/N][:predict]  and  /v2/models/NAME[/versions/N][/infer]
+_V1_PATH = re.compile(
+    r"^/v1/models/(?P<model>[^/:]+)(?:/versions/(?P<version>[^/:]+))?(?::predict)?/?$"
+)
+_V2_PATH = re.compile(
+    r"^/v2/models/(?P<model>[^/]+)(?:/versions/(?P<version>[^/]+))?(?:/infer)?/?$"
+)
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A server the user runs, as ``tfperf bench --url`` speaks to it."""
+
+    url: str
+    protocol: str
+    scheme: str
+    host: str
+    port: int
+    model: str
+    version: str | None = None
+    guessed: bool = False
+    """The protocol was guessed from the URL (and the guess is printed)."""
+    rest_format: str = "row"
+    """``tfserving-rest`` only: ``row`` (``instances``) or ``columnar`` (``inputs``)."""
+
+    @property
+    def origin(self) -> str:
+        """``http://HOST:PORT`` (REST) or ``HOST:PORT`` (gRPC): all that is contacted."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.protocol in _GRPC:
+            return f"{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
+
+    def label(self) -> str:
+        version = f" v{self.version}" if self.version else ""
+        return f"{self.protocol} {self.origin} {self.model}{version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "remote",
+            "name": self.label(),  # what reports and history call the workload
+            "url": self.url,
+            "protocol": self.protocol,
+            "origin": self.origin,
+            "model": self.model,
+            "version": self.version,
+            "protocol_guessed": self.guessed,
+            "rest_format": self.rest_format if self.protocol == "tfserving-rest" else None,
+        }
+
+
+def guess_protocol(scheme: str, path: str) -> str:
+    """The protocol a URL's scheme and path point at (module docstring)."""
+    if scheme == "grpc":
+        return "v2-grpc"
+    if scheme in _DEFAULT_PORTS and path.startswith("/v2/"):
+        return "v2-rest"
+    if scheme in _DEFAULT_PORTS and path.startswith("/v1/"):
+        return "tfserving-rest"
+    raise UserError(
+        f"cannot tell the protocol of {scheme}://...{path or '/'}: give --protocol "
+        f"({'|'.join(PROTOCOLS)}) or a URL like http://HOST:PORT/v1/models/NAME."
+    )
+
+
+def _model_from_path(protocol: str, path: str) -> tuple[str | None, str | None]:
+    if protocol in _GRPC or path in ("", "/"):
+        return None, None
+    pattern = _V1_PATH if protocol == "tfserving-rest" else _V2_PATH
+    found = pattern.match(path)
+    if not found:
+        example = "/v1/models/NAME" if protocol == "tfserving-rest" else "/v2/models/NAME/infer"
+        raise UserError(
+            f"the path {path!r} names no model for {protocol}: write the URL as "
+            f"http://HOST:PORT{example} (or give --model-name with http://HOST:PORT)."
+        )
+    return found["model"], found["version"]
+
+
+def parse_target(
+    url: str,
+    protocol: str | None = None,
+    model_name: str | None = None,
+    rest_format: str = "row",
+) -> RemoteTarget:
+    """The :class:`RemoteTarget` of ``--url`` and its options (module docstring)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https", "grpc") or not parts.hostname:
+        raise UserError(f"--url takes http://HOST:PORT/... or grpc://HOST:PORT, not {url!r}.")
+    guessed = protocol is None
+    chosen = protocol or guess_protocol(scheme, parts.path)
+    if chosen not in PROTOCOLS:
+        raise UserError(f"--protocol takes one of {', '.join(PROTOCOLS)}, not {chosen!r}.")
+    if (chosen in _GRPC) != (scheme == "grpc"):
+        want = "grpc://HOST:PORT" if chosen in _GRPC else "http://HOST:PORT/..."
+        raise UserError(f"--protocol {chosen} speaks to {want}, not {url!r}.")
+    if rest_format not in REST_FORMATS:
+        raise UserError(f"--rest-format takes row or columnar, not {rest_format!r}.")
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        raise UserError(f"the port of {url!r} is not a number from 1 to 65535.") from None
+    if port is None:
+        raise UserError(f"a gRPC URL needs its port: grpc://HOST:PORT, not {url!r}.")
+    model, version = _model_from_path(chosen, parts.path)
+    model = model_name or model
+    if not model:
+        raise UserError(
+            f"name the model: --model-name NAME (or, over REST, a URL such as "
+            f"http://HOST:PORT/v2/models/NAME/infer), as {url!r} names none."
+        )
+    return RemoteTarget(
+        url=url,
+        protocol=chosen,
+        scheme=scheme,
+        host=parts.hostname,
+        port=port,
+        model=model,
+        version=version,
+        guessed=guessed,
+        rest_format=rest_format,
+    )

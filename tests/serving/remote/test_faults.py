@@ -1,0 +1,76 @@
+"""Faults injected for real into a KServe server on loopback: errors for some requests, and
+requests held far past the timeout. Each is counted; the level still ends; nothing crashes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import run_cli
+from serving.remote.loopback import start_kserve
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def failing(kserve_python, two_input_model):
+    """Every 4th request answered with an error."""
+    yield from start_kserve(kserve_python, two_input_model, "--fail-every", "4")
+
+
+@pytest.fixture(scope="module")
+def stalling(kserve_python, two_input_model):
+    """Every 10th request held 4 s (the tests give up after 0.5 s)."""
+    yield from start_kserve(kserve_python, two_input_model, "--stall-every", "10", "--stall-s", "4")
+
+
+def _run(url: str, tmp_path, *extra: str) -> dict:
+    res = run_cli(
+        "bench",
+        "--url",
+        url,
+        "--level-requests",
+        "40",
+        "--level-seconds",
+        "0.5",
+        *extra,
+        "--json",
+        "--store",
+        str(tmp_path / "s.sqlite"),
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)
+
+
+def test_errors_are_counted_by_status_with_the_first_message(failing, tmp_path):
+    http, grpc = failing
+    for url in (f"http://127.0.0.1:{http}/v2/models/two", f"grpc://127.0.0.1:{grpc}"):
+        doc = _run(url, tmp_path, "--model-name", "two", "--concurrency", "2")
+        (level,) = doc["levels"]
+        assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
+        assert level["failed"] >= level["sent"] // 4 - 2 and level["completed"] > 0
+        (key,) = level["failures"]  # one status: one key, its first message kept
+        if url.startswith("http"):
+            assert key.startswith("HTTP 500: ") and "injected failure of request" in key
+        else:
+            assert key.startswith("gRPC INTERNAL: ")  # KServe's gRPC hides the message
+        assert level["failures"][key] == level["failed"]
+
+
+def test_a_stalled_request_times_out_and_the_level_still_ends(stalling, tmp_path):
+    http, _ = stalling
+    doc = _run(
+        f"http://127.0.0.1:{http}/v2/models/two",
+        tmp_path,
+        "--rate",
+        "40",
+        "--request-timeout",
+        "0.5",
+    )
+    (level,) = doc["levels"]
+    assert level["timed_out"] >= 1
+    assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
+    assert level["p999_ms"] >= 500.0  # the give-ups stay in the percentiles
+    assert level["duration_s"] < 10.0
