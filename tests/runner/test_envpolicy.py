@@ -49,6 +49,11 @@ def test_the_cache_dir_passes_through_so_workers_write_where_the_parent_reads():
     assert "TFPERF_STORE" not in base and not reported
 
 
+def test_compiling_xla_aot_for_the_level_passes_through_to_the_worker():
+    base, reported = worker_base_env({"TFPERF_AOT_TARGET": "level"})
+    assert base["TFPERF_AOT_TARGET"] == "level" and not reported
+
+
 def test_speed_relevance():
     assert is_speed_relevant("TF_NUM_INTRAOP_THREADS")
     assert is_speed_relevant("KMP_AFFINITY")

@@ -10,9 +10,11 @@ nothing (``LD_PRELOAD=`` preloads no library, ``OMP_NUM_THREADS=`` is ignored), 
 setting of the user's that the workers missed. A measured configuration sets them explicitly
 through :class:`tfperf.core.config.Config`.
 
-Two of tfperf's own variables pass through: ``TFPERF_CACHE_DIR`` (a worker writes converted
-models and other cached files under :func:`tfperf.core.paths.cache_dir`, which must be the parent's)
-and the testing hook ``TFPERF_INJECT_FAULT`` (see :mod:`tfperf.worker.serve`).
+Three of tfperf's own variables pass through: ``TFPERF_CACHE_DIR`` (a worker writes converted
+models and other cached files under :func:`tfperf.core.paths.cache_dir`, which must be the
+parent's), the testing hook ``TFPERF_INJECT_FAULT`` (see :mod:`tfperf.worker.serve`) and
+``TFPERF_AOT_TARGET=level`` (:data:`tfperf.core.aot.LEVEL_ONLY_ENV`: xla-aot compiled for the
+CPU's x86-64 level, which ``benchmarks/xla_aot_suite.py`` measures beside the CPU's own name).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from tfperf.core.aot import LEVEL_ONLY_ENV
 from tfperf.core.paths import CACHE_ENV
 
 ALLOWED = frozenset(
@@ -59,6 +62,7 @@ ALLOWED = frozenset(
         "SYSTEMROOT",
         CACHE_ENV,
         "TFPERF_INJECT_FAULT",
+        LEVEL_ONLY_ENV,
     }
 )
 """Variables a worker inherits unchanged."""
