@@ -16,7 +16,7 @@ DEMO_STORE := $(OUT)/demo.sqlite
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,test]'
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,ops,test]'
 	touch $@
 
 demo: $(BIN)/.installed

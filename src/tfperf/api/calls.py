@@ -14,6 +14,7 @@ keeps it silent. Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -66,9 +67,11 @@ def bench(
     store: PathLike | None = None,
     progress: bool = True,
     mlflow: bool = False,
+    ops: bool = False,
 ) -> BenchResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
-    ``set``/``env``, one candidate config, interleaved (``tfperf bench``)."""
+    ``set``/``env``, one candidate config, interleaved (``tfperf bench``); ``ops=True``
+    also profiles each config's ops (``tfperf bench --ops``, docs/ops.md)."""
     from tfperf.benchmark import run_bench
     from tfperf.core.config import Config
     from tfperf.progress import NORMAL, QUIET, at_level
@@ -79,6 +82,7 @@ def bench(
     configs = [Config()] + ([candidate] if candidate != Config() else [])
     options = _bench_options(budget, precision, threshold, timeout, memory_limit, no_peak,
                              parallel_start, processes)
+    options = dataclasses.replace(options, ops=ops)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
         wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                           size=size, scratch=Path(scratch))

@@ -1,0 +1,131 @@
+"""Parent side of ``bench --ops``: reading a worker's op profile (``docs/ops.md``).
+
+Contract:
+
+- :func:`read_roofline` adds to a profile (``tfperf.worker.opprofile``'s record) what this
+  machine's measured matmul peak and memory bandwidth (:mod:`tfperf.peak`) say about each op and
+  op type whose FLOPs and bytes are known: ``intensity`` (FLOPs per byte), ``share_of_peak`` and
+  ``bound`` (``"compute"`` when the intensity is above the ridge point peak / bandwidth, else
+  ``"memory"``), and ``roofline: {"peak_gflops", "bandwidth_gbs", "ridge"}``.
+- :func:`ops_lines` is the console's reading of one trial's profile.
+- :func:`align_types` lines up the op types of two profiles (``tfperf compare``, and bench's
+  own comparisons: :func:`ops_side_by_side`); :func:`moved_text` names the op types that
+  account for most of a change (tune's answer).
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _reading(entry: dict[str, Any], peak_gflops: float | None, bandwidth: float | None,
+             ridge: float | None) -> None:
+    flops, moved, rate = entry.get("flops"), entry.get("bytes"), entry.get("gflops_per_s")
+    if flops and moved:
+        entry["intensity"] = flops / moved
+        if ridge:
+            entry["bound"] = "compute" if entry["intensity"] >= ridge else "memory"
+    if rate and peak_gflops:
+        entry["share_of_peak"] = rate / peak_gflops
+
+
+def read_roofline(profile: dict[str, Any] | None, peak: Mapping[str, Any] | None,
+                  precision: str = "fp32") -> dict[str, Any] | None:
+    """``profile`` with each op's roofline reading against ``peak`` (see the module docstring)."""
+    if not profile or not profile.get("available"):
+        return profile
+    key = "bf16_gflops" if precision in ("bf16", "mixed_bfloat16") else "fp32_gflops"
+    peak_gflops = (peak or {}).get(key) or (peak or {}).get("fp32_gflops")
+    bandwidth = (peak or {}).get("bandwidth_gbs")
+    ridge = peak_gflops / bandwidth if peak_gflops and bandwidth else None
+    for entry in [*profile.get("ops", []), *profile.get("op_types", [])]:
+        _reading(entry, peak_gflops, bandwidth, ridge)
+    profile["roofline"] = {"peak_gflops": peak_gflops, "bandwidth_gbs": bandwidth,
+                           "ridge": ridge}
+    return profile
+
+
+def _fmt_type(t: Mapping[str, Any]) -> str:
+    rate = f", {t['gflops_per_s']:.3g} GFLOP/s" if t.get("gflops_per_s") else ""
+    bound = f", {t['bound']}-bound" if t.get("bound") else ""
+    return f"{t['type']} {t['self_share']:.0%} ({t['self_ms']:.3g} ms{rate}{bound})"
+
+
+def ops_lines(result: Mapping[str, Any], types: int = 6) -> list[str]:
+    """The console's lines for one result's op profile (none without ``--ops``)."""
+    profile = result.get("ops")
+    if not profile:
+        return []
+    label = result.get("label", "")
+    if not profile.get("available"):
+        return [f"{label}: no op profile: {profile.get('reason')}"]
+    lines = []
+    if profile.get("stand_in"):
+        lines.append(f"{label}: STAND-IN: {profile['stand_in']}")
+    overhead = profile.get("profiler_overhead")
+    cost = f", profiler +{overhead:.0%}" if overhead is not None else ""
+    shown = ", ".join(_fmt_type(t) for t in profile["op_types"][:types])
+    lines.append(f"{label}: op types ({profile['source']}{cost}): {shown}")
+    top = [o for o in profile["ops"] if o["type"] not in ("overhead", "rest")][:3]
+    if top:
+        named = ", ".join(f"{o.get('layer') or o['name']} ({o['type']}) {o['self_share']:.0%}"
+                          for o in top)
+        lines.append(f"{label}: top ops: {named}")
+    return lines
+
+
+def _by_type(profile: Mapping[str, Any] | None) -> dict[str, float]:
+    if not profile or not profile.get("available"):
+        return {}
+    return {t["type"]: float(t["self_ms"]) for t in profile.get("op_types", [])}
+
+
+def align_types(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The op types of two profiles side by side, biggest move first: ``{"type", "a_ms",
+    "b_ms", "delta_ms", "share_of_change"}`` (a type one runtime lacks counts 0 there)."""
+    ta, tb = _by_type(a), _by_type(b)
+    if not ta or not tb:
+        return []
+    total = sum(tb.values()) - sum(ta.values())
+    rows = []
+    for kind in dict.fromkeys([*ta, *tb]):
+        delta = tb.get(kind, 0.0) - ta.get(kind, 0.0)
+        rows.append({"type": kind, "a_ms": ta.get(kind), "b_ms": tb.get(kind), "delta_ms": delta,
+                     "share_of_change": delta / total if total else None})
+    return sorted(rows, key=lambda r: -abs(r["delta_ms"]))
+
+
+def moved_text(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, n: int = 3) -> str | None:
+    """One sentence naming the op types that account for most of the change from profile ``a``
+    to profile ``b`` (``None`` when either has no profile)."""
+    rows = align_types(a, b)
+    if not rows:
+        return None
+    total = sum(r["delta_ms"] for r in rows)
+    word = "gain" if total < 0 else "loss"
+    same_sign = [r for r in rows if r["delta_ms"] * total > 0][:n]
+    named = ", ".join(f"{r['type']} ({r['delta_ms']:+.3g} ms)" for r in same_sign)
+    return f"most of the {word} ({total:+.3g} ms per call) is in {named}"
+
+
+def ops_side_by_side(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A comparison's ``ops`` entry when both sides were profiled: ``{"ops": {"op_types":
+    align_types(a, b), "moved": moved_text(a, b)}}``; ``{}`` otherwise."""
+    rows = align_types(a, b)
+    return {"ops": {"op_types": rows, "moved": moved_text(a, b)}} if rows else {}
+
+
+def side_by_side_lines(comparison: Mapping[str, Any], a: str, b: str, n: int = 5) -> list[str]:
+    """The console's lines for a comparison's op types (none without both profiles)."""
+    ops = comparison.get("ops")
+    if not ops:
+        return []
+    cells = [f"{r['type']} {_ms(r['a_ms'])} -> {_ms(r['b_ms'])} ms" for r in ops["op_types"][:n]]
+    return [f"{comparison[a]} -> {comparison[b]}: {ops['moved']}; " + ", ".join(cells)]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -1,0 +1,139 @@
+"""``bench --ops`` in real workers (docs/ops.md): a model whose time is one large matmul shows
+that matmul on top in every runtime that profiles, mapped to its Keras layer with its FLOPs;
+shares sum to 1 over the call with an explicit overhead entry; a runtime without a profiler
+says so; XLA AOT's profile is XLA JIT's, marked as a stand-in."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pytest
+
+from tfperf.core.config import Config
+from tfperf.report.ops import align_types, moved_text, read_roofline
+from tfperf.runner.handle import Worker
+
+pytest.importorskip("xprof")
+
+BATCH, N_IN, N_OUT = 8, 1024, 4096
+BIG_FLOPS = BATCH * (2 * N_IN * N_OUT + N_OUT)
+
+FACTORY = textwrap.dedent(
+    f"""
+    import numpy as np
+    import keras
+
+    def build():
+        model = keras.Sequential([
+            keras.Input(({N_IN},)),
+            keras.layers.Dense({N_OUT}, name="big"),
+            keras.layers.Activation("relu", name="act"),
+            keras.layers.Dense(8, name="head"),
+        ])
+        return model, np.random.rand({BATCH}, {N_IN}).astype("float32")
+    """
+)
+
+
+def _profile(tmp_path_factory: pytest.TempPathFactory, sets: list[str]) -> dict:
+    folder = tmp_path_factory.mktemp("ops")
+    (folder / "bigmm.py").write_text(FACTORY)
+    workload = {"kind": "model", "path": "bigmm:build", "format": "factory", "inputs": None,
+                "unsafe": False, "batch": BATCH, "search_path": str(folder)}
+    with Worker(workload, Config.parse(sets, []), timeout_s=300) as worker:
+        worker.wait_ready()
+        return worker.profile(0.3)
+
+
+@pytest.fixture(scope="module", params=["tf", "openvino-f32"])
+def profiled(request, tmp_path_factory):
+    return request.param, _profile(tmp_path_factory, [f"runtime={request.param}"])
+
+
+def _shares_sum_to_one(profile: dict) -> None:
+    for key in ("ops", "op_types"):
+        assert math.isclose(sum(e["self_share"] for e in profile[key]), 1.0, rel_tol=1e-9), key
+        assert [e["type"] for e in profile[key]].count("overhead") == 1
+    assert {"type": "overhead"}.items() <= profile["op_types"][-1].items()
+
+
+def test_the_large_matmul_is_the_top_op_with_its_layer_and_flops(profiled):
+    runtime, profile = profiled
+    assert profile["available"], profile
+    assert profile["stand_in"] is None
+    top = next(o for o in profile["ops"] if o["type"] != "overhead")
+    assert top["layer"] == "big", (runtime, top)
+    assert top["flops"] == BIG_FLOPS
+    assert top["gflops_per_s"] > 0
+    assert top["bytes"] == 4 * (BATCH * N_IN + BATCH * N_OUT + N_IN * N_OUT + N_OUT)
+    # the heaviest type names a matmul in each runtime's own words
+    heavy = next(t for t in profile["op_types"] if t["type"] != "overhead")
+    assert any(w in heavy["type"] for w in ("MatMul", "FullyConnected")), heavy
+
+
+def test_shares_sum_to_the_call_with_an_overhead_entry(profiled):
+    _runtime, profile = profiled
+    _shares_sum_to_one(profile)
+    assert profile["calls"] >= 3
+    assert profile["call_ms"] > 0 and profile["profiled_call_ms"] > 0
+
+
+def test_a_runtime_without_a_profiler_says_so(tmp_path_factory):
+    profile = _profile(tmp_path_factory, ["runtime=litert"])
+    assert profile["available"] is False
+    assert "no per-op profiler" in profile["reason"]
+    assert profile["ops"] == [] and profile["op_types"] == []
+
+
+def test_xla_jit_profiles_the_xla_ops(tmp_path_factory):
+    profile = _profile(tmp_path_factory, ["xla=jit"])
+    assert profile["available"] and profile["source"].startswith("xla-jit-profiler")
+    top = next(o for o in profile["ops"] if o["type"] != "overhead")
+    assert top["type"] in ("MatMul", "dot", "fusion"), top
+    _shares_sum_to_one(profile)
+
+
+def test_xla_aot_shows_xla_jit_as_a_labelled_stand_in(tmp_path):
+    """The profile an XLA AOT worker answers with (its ``Prepared.profile``), on the loaded
+    model: compiling the AOT library itself takes minutes, and its profile never touches it."""
+    from tfperf.worker.aot import _jit_stand_in
+    from tfperf.worker.loading import load_workload
+    from tfperf.worker.opprofile import summarise
+
+    (tmp_path / "bigmm.py").write_text(FACTORY)
+    loaded = load_workload({"kind": "model", "path": "bigmm:build", "format": "factory",
+                            "inputs": None, "unsafe": False, "batch": BATCH,
+                            "search_path": str(tmp_path)})
+    profile = summarise(_jit_stand_in(loaded)(5), [])
+    assert "stand-in" in profile["stand_in"] and "no profiler" in profile["stand_in"]
+    assert profile["source"].startswith("xla-jit-profiler")
+    top = next(o for o in profile["ops"] if o["type"] != "overhead")
+    assert top["type"] in ("MatMul", "dot", "fusion"), top
+    _shares_sum_to_one(profile)
+
+
+def test_two_profiles_line_up_by_op_type_and_name_the_change(tmp_path_factory):
+    tf_profile = _profile(tmp_path_factory, ["runtime=tf"])
+    ov_profile = _profile(tmp_path_factory, ["runtime=openvino-f32"])
+    rows = align_types(tf_profile, ov_profile)
+    types = {r["type"] for r in rows}
+    assert "overhead" in types and "FullyConnected" in types
+    fc = next(r for r in rows if r["type"] == "FullyConnected")
+    assert fc["a_ms"] is None and fc["b_ms"] > 0  # TensorFlow has no op of that name
+    total = sum(r["delta_ms"] for r in rows)
+    assert math.isclose(sum(r["share_of_change"] for r in rows), 1.0, rel_tol=1e-9) or total == 0
+    text = moved_text(tf_profile, ov_profile)
+    assert text is not None and ("gain" in text or "loss" in text)
+
+
+def test_the_roofline_reading_names_the_bound_against_peak_and_bandwidth(profiled):
+    _runtime, profile = profiled
+    read = read_roofline(dict(profile, ops=[dict(o) for o in profile["ops"]]),
+                         {"fp32_gflops": 100.0, "bandwidth_gbs": 10.0})
+    top = next(o for o in read["ops"] if o["type"] != "overhead")
+    assert read["roofline"]["ridge"] == 10.0
+    assert math.isclose(top["intensity"], top["flops"] / top["bytes"])
+    # 8 rows against a 16 MiB weight matrix: about 4 FLOPs per byte, under the ridge
+    assert top["bound"] == "memory"
+    assert math.isclose(top["share_of_peak"], top["gflops_per_s"] / 100.0)
