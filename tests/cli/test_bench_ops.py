@@ -67,3 +67,15 @@ def test_compare_of_two_profiled_runs_lines_up_the_op_types(doc, tmp_path):
     types = [r["type"] for r in ops["op_types"]]
     assert "overhead" in types and len(types) == len(set(types))
     assert all(r["a_ms"] == r["b_ms"] for r in ops["op_types"])  # the same run twice
+
+
+def test_the_html_report_draws_the_shares_and_the_roofline(doc):
+    document, folder = doc
+    page = folder / "r.html"
+    res = run_cli("report", str(document["run_id"]), "--store", str(folder / "s.sqlite"),
+                  "--html", str(page))
+    assert res.returncode == 0, res.stderr[-2000:]
+    text = page.read_text()
+    assert "Where the time goes (op types)" in text and "Roofline (op types)" in text
+    assert '"barmode":"stack"' in text
+    assert "roof: " in text  # the peak and bandwidth lines

@@ -129,3 +129,81 @@ def side_by_side_lines(comparison: Mapping[str, Any], a: str, b: str, n: int = 5
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+# ----------------------------------------------------------------------------- pictures
+SHOWN_TYPES = 8
+"""Op types drawn by name in the stacked bars (the rest drawn as one "other")."""
+
+
+def _profiled(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, profile) of each result of a report whose trial was profiled."""
+    out = []
+    for result in report.get("results", []):
+        profile = (result.get("info") or {}).get("ops")
+        if profile and profile.get("available"):
+            suffix = " (stand-in: XLA JIT)" if profile.get("stand_in") else ""
+            out.append((f"{result['label']}{suffix}", profile))
+    return out
+
+
+def shares_figure(profiled: list[tuple[str, dict[str, Any]]]) -> Any:
+    """Each runtime's op-type shares of its call, as stacked bars side by side."""
+    import plotly.graph_objects as go
+
+    weight: dict[str, float] = {}
+    for _label, profile in profiled:
+        for t in profile["op_types"]:
+            weight[t["type"]] = weight.get(t["type"], 0.0) + t["self_share"]
+    named = [k for k in sorted(weight, key=lambda k: -weight[k]) if k != "overhead"]
+    named = [*named[:SHOWN_TYPES], "overhead"]
+    labels = [label for label, _ in profiled]
+    fig = go.Figure()
+    for kind in [*named, "other"]:
+        shares = []
+        for _label, profile in profiled:
+            by = {t["type"]: t["self_share"] for t in profile["op_types"]}
+            shares.append(sum(v for k, v in by.items() if k not in named) if kind == "other"
+                          else by.get(kind, 0.0))
+        fig.add_bar(name=kind, x=labels, y=shares, hovertemplate="%{x}: %{y:.1%}")
+    fig.update_layout(barmode="stack", yaxis={"title": "share of one call", "tickformat": ".0%"},
+                      height=420, legend={"title": "op type"})
+    return fig
+
+
+def roofline_figure(profiled: list[tuple[str, dict[str, Any]]]) -> Any:
+    """Achieved GFLOP/s against FLOPs per byte, one point per op type and runtime, under this
+    machine's measured peak and bandwidth lines."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    xs = []
+    for label, profile in profiled:
+        points = [t for t in profile["op_types"] if t.get("intensity") and t.get("gflops_per_s")]
+        xs += [t["intensity"] for t in points]
+        fig.add_scatter(x=[t["intensity"] for t in points], y=[t["gflops_per_s"] for t in points],
+                        mode="markers+text", name=label, text=[t["type"] for t in points],
+                        textposition="top center")
+    roof = next((p.get("roofline") for _, p in profiled if p.get("roofline")), None) or {}
+    peak, bandwidth = roof.get("peak_gflops"), roof.get("bandwidth_gbs")
+    if peak and bandwidth and xs:
+        low, high = min([*xs, peak / bandwidth]) / 4, max([*xs, peak / bandwidth]) * 4
+        fig.add_scatter(x=[low, peak / bandwidth, high], y=[bandwidth * low, peak, peak],
+                        mode="lines", name=f"roof: {bandwidth:.3g} GB/s, {peak:.3g} GFLOP/s",
+                        line={"dash": "dash", "color": "#555"})
+    fig.update_layout(xaxis={"type": "log", "title": "FLOPs per byte (layer's minimum traffic)"},
+                      yaxis={"type": "log", "title": "achieved GFLOP/s"}, height=460)
+    return fig
+
+
+def ops_sections(report: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """The HTML report's op sections (none for a run measured without ``--ops``)."""
+    profiled = _profiled(report)
+    if not profiled:
+        return []
+    has_points = any(t.get("intensity") for _, p in profiled for t in p["op_types"])
+    return [
+        ("Where the time goes (op types)", shares_figure(profiled), ""),
+        ("Roofline (op types)", roofline_figure(profiled) if has_points else None,
+         "No op type has both a FLOP count and a byte count."),
+    ]
