@@ -137,3 +137,28 @@ def test_the_roofline_reading_names_the_bound_against_peak_and_bandwidth(profile
     # 8 rows against a 16 MiB weight matrix: about 4 FLOPs per byte, under the ridge
     assert top["bound"] == "memory"
     assert math.isclose(top["share_of_peak"], top["gflops_per_s"] / 100.0)
+
+
+def test_ops_that_overlap_on_threads_are_shares_of_their_summed_time():
+    from tfperf.worker.opprofile import OpTotal, RawProfile, summarise
+
+    ops = [OpTotal(f"m/l{i}/MatMul", "MatMul", 2, 0.004 / (i + 1)) for i in range(30)]
+    raw = RawProfile("test", ops, wall_s=[0.004, 0.004])  # ops summed: 16 ms over 8 ms
+    profile = summarise(raw, [0.003])
+    _shares_sum_to_one(profile)
+    assert profile["ops"][-1]["self_share"] == 0.0  # no time outside the ops
+    assert any("several threads" in n for n in profile["notes"])
+    named = [o for o in profile["ops"] if o["type"] not in ("rest", "overhead")]
+    assert sum(o["self_share"] for o in named) >= 0.9
+    assert profile["ops"][-2]["type"] == "rest" and profile["ops"][-2]["count"] > 0
+    assert math.isclose(profile["profiler_overhead"], 0.004 / 0.003 - 1)
+
+
+def test_op_names_map_to_the_deepest_keras_layer_they_name():
+    from tfperf.worker.opprofile import layer_of
+
+    layers = {"block_1_depthwise": {}, "Conv_1": {}, "mobilenetv2_1.00_224": {}}
+    assert layer_of("mobilenetv2_1.00_224_1/block_1_depthwise_1/depthwise", layers) == \
+        "block_1_depthwise"
+    assert layer_of("mobilenetv2_1.00_224_1/Conv_1_2/convolution", layers) == "Conv_1"
+    assert layer_of("Transpose_2855", layers) is None
