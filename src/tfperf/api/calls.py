@@ -138,10 +138,12 @@ def tune(
     store: PathLike | None = None,
     progress: bool = True,
     mlflow: bool = False,
+    ops: bool = False,
 ) -> TuneResult:
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``); ``objective="server", slo_ms=X`` tunes the serving layout for
-    the most requests per second within a p99 of ``X`` ms (docs/serving.md)."""
+    the most requests per second within a p99 of ``X`` ms (docs/serving.md); ``ops=True``
+    profiles the default and the answer op by op (``tune --ops``, docs/ops.md)."""
     from tfperf.accuracy import load_labels
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
@@ -157,6 +159,7 @@ def tune(
         objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
         command="tfperf.tune()",
     )
+    options = dataclasses.replace(options, ops=ops)
     sample_labels = load_labels(os.fspath(labels)) if labels is not None else None
     _mlflow_ready(mlflow)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
