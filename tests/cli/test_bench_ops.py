@@ -64,9 +64,9 @@ def test_compare_of_two_profiled_runs_lines_up_the_op_types(doc, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     compared = json.loads(res.stdout)
     ops = compared["comparisons"][0]["ops"]
-    types = [r["type"] for r in ops["op_types"]]
-    assert "overhead" in types and len(types) == len(set(types))
-    assert all(r["a_ms"] == r["b_ms"] for r in ops["op_types"])  # the same run twice
+    families = [r["family"] for r in ops["families"]]
+    assert "overhead" in families and "matmul" in families and len(families) == len(set(families))
+    assert all(r["a_ms"] == r["b_ms"] for r in ops["families"])  # the same run twice
 
 
 def test_the_html_report_draws_the_shares_and_the_roofline(doc):
@@ -76,6 +76,6 @@ def test_the_html_report_draws_the_shares_and_the_roofline(doc):
                   "--html", str(page))
     assert res.returncode == 0, res.stderr[-2000:]
     text = page.read_text()
-    assert "Where the time goes (op types)" in text and "Roofline (op types)" in text
+    assert "Where the time goes (op families)" in text and "Roofline (op types)" in text
     assert '"barmode":"stack"' in text
     assert "roof: " in text  # the peak and bandwidth lines

@@ -24,6 +24,6 @@ def test_the_answer_names_the_op_types_behind_the_difference(tmp_path):
     for side in ("default", "answer"):
         shares = [t["self_share"] for t in ops[side]["op_types"]]
         assert math.isclose(sum(shares), 1.0, rel_tol=1e-9)
-    kinds = {row["type"] for row in ops["op_types"]}
-    assert "FullyConnected" in kinds and "overhead" in kinds
+    families = {row["family"]: row for row in ops["families"]}
+    assert "FullyConnected" in families["matmul"]["b_types"] and "overhead" in families
     assert ops["moved"] and ops["moved"] in recommendation["reason"]

@@ -113,14 +113,17 @@ def test_xla_aot_shows_xla_jit_as_a_labelled_stand_in(tmp_path):
     _shares_sum_to_one(profile)
 
 
-def test_two_profiles_line_up_by_op_type_and_name_the_change(tmp_path_factory):
+def test_two_profiles_line_up_by_op_family_and_name_the_change(tmp_path_factory):
     tf_profile = _profile(tmp_path_factory, ["runtime=tf"])
     ov_profile = _profile(tmp_path_factory, ["runtime=openvino-f32"])
     rows = align_types(tf_profile, ov_profile)
-    types = {r["type"] for r in rows}
-    assert "overhead" in types and "FullyConnected" in types
-    fc = next(r for r in rows if r["type"] == "FullyConnected")
-    assert fc["a_ms"] is None and fc["b_ms"] > 0  # TensorFlow has no op of that name
+    families = {r["family"] for r in rows}
+    assert {"overhead", "matmul"} <= families
+    # TensorFlow's fused MatMul and OpenVINO's FullyConnected are the same work, lined up
+    matmul = next(r for r in rows if r["family"] == "matmul")
+    assert matmul["a_ms"] > 0 and matmul["b_ms"] > 0
+    assert "FullyConnected" in matmul["b_types"]
+    assert any("MatMul" in t for t in matmul["a_types"])
     total = sum(r["delta_ms"] for r in rows)
     assert math.isclose(sum(r["share_of_change"] for r in rows), 1.0, rel_tol=1e-9) or total == 0
     text = moved_text(tf_profile, ov_profile)
@@ -162,3 +165,18 @@ def test_op_names_map_to_the_deepest_keras_layer_they_name():
         "block_1_depthwise"
     assert layer_of("mobilenetv2_1.00_224_1/Conv_1_2/convolution", layers) == "Conv_1"
     assert layer_of("Transpose_2855", layers) is None
+
+
+def test_each_runtimes_op_types_fall_into_the_same_families():
+    from tfperf.report.ops import family
+
+    same = {
+        "depthwise conv": ["_MklNativeFusedDepthwiseConv2dNative", "GroupConvolution",
+                           "depthwise"],
+        "conv": ["_MklNativeFusedConv2D", "Convolution", "convolution", "Conv2D"],
+        "matmul": ["_MklNativeFusedMatMul", "FullyConnected", "dot", "BatchMatMulV2", "Einsum"],
+        "elementwise": ["Mul", "AddV2", "Relu6", "fusion", "Multiply"],
+        "overhead": ["overhead"],
+    }
+    for name, kinds in same.items():
+        assert {family(k) for k in kinds} == {name}, name

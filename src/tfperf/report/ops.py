@@ -8,15 +8,17 @@ Contract:
   ``bound`` (``"compute"`` when the intensity is above the ridge point peak / bandwidth, else
   ``"memory"``), and ``roofline: {"peak_gflops", "bandwidth_gbs", "ridge"}``.
 - :func:`ops_lines` is the console's reading of one trial's profile.
-- :func:`align_types` lines up the op types of two profiles (``tfperf compare``, and bench's
-  own comparisons: :func:`ops_side_by_side`); :func:`moved_text` names the op types that
-  account for most of a change (tune's answer).
+- :func:`align_types` lines up two profiles by op family (:func:`family`: the same kind of
+  work under each runtime's own type names) for ``tfperf compare`` and bench's own comparisons
+  (:func:`ops_side_by_side`); :func:`moved_text` names the families that account for most of
+  a change (tune's answer).
 
 Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,45 +79,80 @@ def ops_lines(result: Mapping[str, Any], types: int = 6) -> list[str]:
     return lines
 
 
-def _by_type(profile: Mapping[str, Any] | None) -> dict[str, float]:
+FAMILIES = (
+    ("overhead", r"^overhead$"),
+    ("depthwise conv", r"depthwise|groupconv"),
+    ("conv", r"conv"),
+    ("matmul", r"matmul|fullyconnected|^dot$|einsum|gemm"),
+    ("elementwise", r"^(_?fused)?(mul|multiply|addv?2?|sub|subtract|biasadd|relu6?|clamp|"
+                    r"sigmoid|tanh|gelu|swish|maximum|minimum|eltwise|erf|exp|sqrt|rsqrt|"
+                    r"div|divide|realdiv|pow|square|fusion|add_fusion)$"),
+    ("layout and copies", r"pad|transpose|reshape|reorder|concat|slice|gather|squeeze|"
+                          r"identity|copy|convert|cast|broadcast"),
+    ("pooling and reductions", r"pool|mean|reduce|^sum$|^max$"),
+    ("softmax and norms", r"softmax|norm|mvn"),
+    ("variables and inputs", r"readvariableop|const|parameter|result"),
+)
+"""Op families: the same kind of work under each runtime's own name (TensorFlow's
+``_MklNativeFusedConv2D``, OpenVINO's ``Convolution``, XLA's ``convolution``), so that two
+runtimes' profiles line up; any other type is ``other``."""
+
+
+def family(kind: str) -> str:
+    """The family of op type ``kind`` (:data:`FAMILIES`)."""
+    for name, pattern in FAMILIES:
+        if re.search(pattern, kind, re.I):
+            return name
+    return "other"
+
+
+def _by_family(profile: Mapping[str, Any] | None) -> dict[str, tuple[float, list[str]]]:
     if not profile or not profile.get("available"):
         return {}
-    return {t["type"]: float(t["self_ms"]) for t in profile.get("op_types", [])}
+    out: dict[str, tuple[float, list[str]]] = {}
+    for t in profile.get("op_types", []):
+        ms, kinds = out.get(family(t["type"]), (0.0, []))
+        out[family(t["type"])] = (ms + float(t["self_ms"]), [*kinds, t["type"]])
+    return out
 
 
 def align_types(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The op types of two profiles side by side, biggest move first: ``{"type", "a_ms",
-    "b_ms", "delta_ms", "share_of_change"}`` (a type one runtime lacks counts 0 there)."""
-    ta, tb = _by_type(a), _by_type(b)
-    if not ta or not tb:
+    """The op families of two profiles side by side, biggest move first: ``{"family", "a_ms",
+    "b_ms", "delta_ms", "share_of_change", "a_types", "b_types"}`` (a family one side lacks
+    counts 0 there; ``*_types`` are the runtime's own type names in it)."""
+    fa, fb = _by_family(a), _by_family(b)
+    if not fa or not fb:
         return []
-    total = sum(tb.values()) - sum(ta.values())
+    total = sum(v[0] for v in fb.values()) - sum(v[0] for v in fa.values())
     rows = []
-    for kind in dict.fromkeys([*ta, *tb]):
-        delta = tb.get(kind, 0.0) - ta.get(kind, 0.0)
-        rows.append({"type": kind, "a_ms": ta.get(kind), "b_ms": tb.get(kind), "delta_ms": delta,
-                     "share_of_change": delta / total if total else None})
+    for name in dict.fromkeys([*fa, *fb]):
+        a_ms, a_types = fa.get(name, (None, []))
+        b_ms, b_types = fb.get(name, (None, []))
+        delta = (b_ms or 0.0) - (a_ms or 0.0)
+        rows.append({"family": name, "a_ms": a_ms, "b_ms": b_ms, "delta_ms": delta,
+                     "share_of_change": delta / total if total else None,
+                     "a_types": a_types, "b_types": b_types})
     return sorted(rows, key=lambda r: -abs(r["delta_ms"]))
 
 
 def moved_text(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, n: int = 3) -> str | None:
-    """One sentence naming the op types that account for most of the change from profile ``a``
-    to profile ``b`` (``None`` when either has no profile)."""
+    """One sentence naming the op families that account for most of the change from profile
+    ``a`` to profile ``b`` (``None`` when either has no profile)."""
     rows = align_types(a, b)
     if not rows:
         return None
     total = sum(r["delta_ms"] for r in rows)
     word = "gain" if total < 0 else "loss"
     same_sign = [r for r in rows if r["delta_ms"] * total > 0][:n]
-    named = ", ".join(f"{r['type']} ({r['delta_ms']:+.3g} ms)" for r in same_sign)
+    named = ", ".join(f"{r['family']} ({r['delta_ms']:+.3g} ms)" for r in same_sign)
     return f"most of the {word} ({total:+.3g} ms per call) is in {named}"
 
 
 def ops_side_by_side(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A comparison's ``ops`` entry when both sides were profiled: ``{"ops": {"op_types":
+    """A comparison's ``ops`` entry when both sides were profiled: ``{"ops": {"families":
     align_types(a, b), "moved": moved_text(a, b)}}``; ``{}`` otherwise."""
     rows = align_types(a, b)
-    return {"ops": {"op_types": rows, "moved": moved_text(a, b)}} if rows else {}
+    return {"ops": {"families": rows, "moved": moved_text(a, b)}} if rows else {}
 
 
 def side_by_side_lines(comparison: Mapping[str, Any], a: str, b: str, n: int = 5) -> list[str]:
@@ -123,7 +160,7 @@ def side_by_side_lines(comparison: Mapping[str, Any], a: str, b: str, n: int = 5
     ops = comparison.get("ops")
     if not ops:
         return []
-    cells = [f"{r['type']} {_ms(r['a_ms'])} -> {_ms(r['b_ms'])} ms" for r in ops["op_types"][:n]]
+    cells = [f"{r['family']} {_ms(r['a_ms'])} -> {_ms(r['b_ms'])} ms" for r in ops["families"][:n]]
     return [f"{comparison[a]} -> {comparison[b]}: {ops['moved']}; " + ", ".join(cells)]
 
 
@@ -132,10 +169,6 @@ def _ms(value: float | None) -> str:
 
 
 # ----------------------------------------------------------------------------- pictures
-SHOWN_TYPES = 8
-"""Op types drawn by name in the stacked bars (the rest drawn as one "other")."""
-
-
 def _profiled(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(label, profile) of each result of a report whose trial was profiled."""
     out = []
@@ -148,26 +181,29 @@ def _profiled(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def shares_figure(profiled: list[tuple[str, dict[str, Any]]]) -> Any:
-    """Each runtime's op-type shares of its call, as stacked bars side by side."""
+    """Each runtime's shares of its call by op family (:func:`family`), as stacked bars side
+    by side; the hover names the runtime's own op types in each."""
     import plotly.graph_objects as go
 
-    weight: dict[str, float] = {}
+    per_run = []
     for _label, profile in profiled:
+        shares: dict[str, list[Any]] = {}
         for t in profile["op_types"]:
-            weight[t["type"]] = weight.get(t["type"], 0.0) + t["self_share"]
-    named = [k for k in sorted(weight, key=lambda k: -weight[k]) if k != "overhead"]
-    named = [*named[:SHOWN_TYPES], "overhead"]
+            entry = shares.setdefault(family(t["type"]), [0.0, []])
+            entry[0] += t["self_share"]
+            entry[1].append(t["type"])
+        per_run.append(shares)
+    order = [name for name, _ in FAMILIES] + ["other"]
     labels = [label for label, _ in profiled]
     fig = go.Figure()
-    for kind in [*named, "other"]:
-        shares = []
-        for _label, profile in profiled:
-            by = {t["type"]: t["self_share"] for t in profile["op_types"]}
-            shares.append(sum(v for k, v in by.items() if k not in named) if kind == "other"
-                          else by.get(kind, 0.0))
-        fig.add_bar(name=kind, x=labels, y=shares, hovertemplate="%{x}: %{y:.1%}")
+    for name in order:
+        if not any(name in shares for shares in per_run):
+            continue
+        fig.add_bar(name=name, x=labels, y=[s.get(name, [0.0])[0] for s in per_run],
+                    customdata=[", ".join(s.get(name, [0.0, []])[1][:6]) for s in per_run],
+                    hovertemplate="%{x}: %{y:.1%} (%{customdata})")
     fig.update_layout(barmode="stack", yaxis={"title": "share of one call", "tickformat": ".0%"},
-                      height=420, legend={"title": "op type"})
+                      height=420, legend={"title": "op family"})
     return fig
 
 
@@ -203,7 +239,7 @@ def ops_sections(report: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
         return []
     has_points = any(t.get("intensity") for _, p in profiled for t in p["op_types"])
     return [
-        ("Where the time goes (op types)", shares_figure(profiled), ""),
+        ("Where the time goes (op families)", shares_figure(profiled), ""),
         ("Roofline (op types)", roofline_figure(profiled) if has_points else None,
          "No op type has both a FLOP count and a byte count."),
     ]

@@ -1,12 +1,12 @@
 """``tfperf tune --ops``: the default and the answer profiled op by op, and the answer's text
-naming the op types that account for most of the gain (or, when no candidate beat the default,
+naming the op families that account for most of the gain (or, when no candidate beat the default,
 for most of the best candidate's loss).
 
 Contract: :func:`profile_answer` runs after the confirmation, on the live workers of the default
 and of the profiled candidate (the winner, else the best measured candidate), each profiling
 about :data:`tfperf.benchmark.OPS_SECONDS` of calls under its runtime's own profiler
 (``docs/ops.md``); it sets ``recommendation["ops"]`` to ``{"candidate", "default", "answer",
-"op_types", "moved"}`` and appends ``moved`` to the recommendation's ``reason``. A worker that
+"families", "moved"}`` and appends ``moved`` to the recommendation's ``reason``. A worker that
 fails while profiling leaves ``{"error"}`` there and the answer as it was.
 """
 
@@ -49,7 +49,7 @@ def profile_answer(evaluator: Any, result: Any, winner: dict, candidates: list[d
         "candidate": label(config),
         "default": read_roofline(default, peak),
         "answer": read_roofline(answer, peak),
-        "op_types": align_types(default, answer),
+        "families": align_types(default, answer),
         "moved": moved,
     }
     if moved:
