@@ -180,3 +180,33 @@ def test_each_runtimes_op_types_fall_into_the_same_families():
     }
     for name, kinds in same.items():
         assert {family(k) for k in kinds} == {name}, name
+
+
+CONV_FACTORY = textwrap.dedent(
+    """
+    import numpy as np
+    import keras
+
+    def build():
+        inputs = keras.Input((32, 32, 8))
+        x = keras.layers.Conv2D(64, 3, padding="same", use_bias=False, name="wide")(inputs)
+        x = keras.layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(x)
+        outputs = keras.layers.GlobalAveragePooling2D()(x)
+        return keras.Model(inputs, outputs), np.random.rand(2, 32, 32, 8).astype("float32")
+    """
+)
+
+
+def test_openvino_counts_the_flops_of_convolutions_it_renamed(tmp_path):
+    """OpenVINO names an NHWC model's convolutions after the layout transposes around them
+    (no Keras layer): their FLOPs come from its own graph's shapes, as tfperf counts them."""
+    (tmp_path / "convs.py").write_text(CONV_FACTORY)
+    workload = {"kind": "model", "path": "convs:build", "format": "factory", "inputs": None,
+                "unsafe": False, "batch": 2, "search_path": str(tmp_path)}
+    with Worker(workload, Config.parse(["runtime=openvino-f32"], []), timeout_s=300) as worker:
+        worker.wait_ready()
+        profile = worker.profile(0.3)
+    flops = sorted(o["flops"] for o in profile["ops"] if o.get("flops"))
+    depthwise, wide = 2 * 2 * 9 * 32 * 32 * 64, 2 * 2 * 9 * 8 * 32 * 32 * 64
+    assert flops == [depthwise, wide]
+    _shares_sum_to_one(profile)

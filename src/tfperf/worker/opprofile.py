@@ -54,6 +54,9 @@ class OpTotal:
     count: int
     self_s: float
     kernel: str | None = None
+    flops: float | None = None
+    """FLOPs per call from the runtime's own graph (OpenVINO), where no Keras layer gives them."""
+    bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,7 @@ def _op_entries(raw: RawProfile, calls: int, denom_s: float) -> list[dict[str, A
         entry["layer"] = layer_of(op.name, raw.layers)
         if op.kernel:
             entry["kernel"] = op.kernel
-        op_flops, moved, carried = flops.get(op.name, (None, None, None))
+        op_flops, moved, carried = flops.get(op.name, (op.flops, op.bytes, None))
         if carried:  # a fused op is named after its last layer: name the one it computes
             entry["layer"] = carried
         if op_flops and per_call > 0:
@@ -380,8 +383,11 @@ def openvino_profiler(compile_profiled: Callable[[], Any], feed: dict[int, Any],
     (the timed model is compiled without it), read after each call."""
 
     def run(calls: int) -> RawProfile:
-        request = compile_profiled().create_infer_request()
+        compiled = compile_profiled()
+        request = compiled.create_infer_request()
         ports, arrays = list(feed), list(feed.values())
+        batch = int(arrays[0].shape[0]) if arrays and getattr(arrays[0], "ndim", 0) else 1
+        native = _openvino_flops(compiled, batch)
         for _ in range(3):  # this compiled model's own warm-up
             request.infer(dict(zip(ports, arrays)))  # noqa: B905 (Python 3.9)
         totals: dict[str, list[Any]] = {}
@@ -398,8 +404,61 @@ def openvino_profiler(compile_profiled: Callable[[], Any], feed: dict[int, Any],
                 total[3] += info.real_time.total_seconds()
         import openvino
 
-        ops = [OpTotal(n, t, c, s, k) for n, (t, k, c, s) in totals.items()]
+        ops = [OpTotal(n, t, c, s, k, *native.get(n, (None, None)))
+               for n, (t, k, c, s) in totals.items()]
         return RawProfile(f"openvino-perf-counters (openvino {openvino.__version__})", ops,
                           wall, layers())
 
     return run
+
+
+def _openvino_flops(compiled: Any, batch: int) -> dict[str, tuple[float, float]]:
+    """FLOPs and bytes per call of each convolution and fully connected node of OpenVINO's
+    runtime graph, from its own shapes (NCHW; weights ``[O, I, kh, kw]``, grouped ``[G, O/G,
+    I/G, kh, kw]``, fully connected ``[O, I]`` over rows): ``2 * weights * output positions`` -- the
+    multiply-adds of :mod:`tfperf.worker.flops` without the bias. Any node whose shapes are not
+    static is left out."""
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        nodes = compiled.get_runtime_model().get_ordered_ops()
+    except Exception:  # a plugin without a runtime graph: FLOPs unknown
+        return out
+    for node in nodes:
+        try:
+            kind = node.get_rt_info()["layerType"].astype(str)
+            if kind not in ("Convolution", "GroupConvolution", "FullyConnected"):
+                continue
+            source, weights = (_static(i.get_partial_shape()) for i in list(node.inputs())[:2])
+            result = _static(node.outputs()[0].get_partial_shape())
+        except Exception:  # an unexpected node: leave it unknown
+            continue
+        if None in (source, weights, result) or len(result) < 2:
+            continue
+        # output positions: a convolution's spatial ones (NCHW), a fully connected's rows
+        spatial = result[1:-1] if kind == "FullyConnected" else result[2:]
+        positions = _product(spatial) * batch
+        flops = 2.0 * _product(weights) * positions
+        moved = 4.0 * (batch * (_product(source[1:]) + _product(result[1:])) + _product(weights))
+        out[node.get_friendly_name()] = (flops, moved)
+    return out
+
+
+def _static(shape: Any) -> list[int] | None:
+    """The dimensions of an OpenVINO partial shape, the batch (dynamic) as 1; ``None`` when
+    another dimension is dynamic."""
+    dims = []
+    for i, dim in enumerate(shape):
+        if dim.is_dynamic:
+            if i:
+                return None
+            dims.append(1)
+        else:
+            dims.append(int(dim.get_length()))
+    return dims
+
+
+def _product(dims: Sequence[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
