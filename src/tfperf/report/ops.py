@@ -86,11 +86,11 @@ FAMILIES = (
     ("matmul", r"matmul|fullyconnected|^dot$|einsum|gemm"),
     ("elementwise", r"^(_?fused)?(mul|multiply|addv?2?|sub|subtract|biasadd|relu6?|clamp|"
                     r"sigmoid|tanh|gelu|swish|maximum|minimum|eltwise|erf|exp|sqrt|rsqrt|"
-                    r"div|divide|realdiv|pow|square|fusion|add_fusion)$"),
+                    r"div|divide|realdiv|pow|powerstatic|square|fusion|add_fusion)$"),
     ("layout and copies", r"pad|transpose|reshape|reorder|concat|slice|gather|squeeze|"
                           r"identity|copy|convert|cast|broadcast"),
     ("pooling and reductions", r"pool|mean|reduce|^sum$|^max$"),
-    ("softmax and norms", r"softmax|norm|mvn"),
+    ("softmax and norms", r"softmax|norm|mvn|squareddifference"),
     ("variables and inputs", r"readvariableop|const|parameter|result"),
 )
 """Op families: the same kind of work under each runtime's own name (TensorFlow's
