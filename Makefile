@@ -16,7 +16,7 @@ DEMO_STORE := $(OUT)/demo.sqlite
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,remote,test]'
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,remote,ops,test]'
 	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
 	$(BIN)/python -m pip install --quiet --no-deps tensorflow-serving-api tritonclient
 	touch $@

@@ -33,6 +33,7 @@ def _cached_peak(cache: Path, monkeypatch, **fields) -> Path:
         "fp32_gflops": LOW_PEAK,
         "bf16_gflops": None,
         "matrix": 256,
+        "bandwidth_gbs": 5.0,
         "tf_version": "2.21.0",
         "measured_at": time.time(),
         **fields,

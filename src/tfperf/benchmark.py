@@ -18,7 +18,8 @@ Contract:
                   "peak_rss_bytes", "batch", "install", "notes",
                   "flops": {"per_call", "source", "gflops_per_s", "peak_gflops",
                             "share_of_peak"},
-                  "call_styles": {"eager": {"p50_ms", "vs_function"}, "predict": ...}}],
+                  "call_styles": {"eager": {"p50_ms", "vs_function"}, "predict": ...},
+                  "ops": {...} (with ``--ops`` only: docs/ops.md)}],
      "comparisons": [{"baseline", "candidate", "baseline_trial", "candidate_trial",
                       "speedup": {"median", "ci95": [lo, hi], "p_value", "n_pairs",
                                   "threshold", "verdict", "warnings"}}],
@@ -79,6 +80,7 @@ from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
 from tfperf.report.export import RunResult, TrialResult
 from tfperf.report.load_compare import compare_load
+from tfperf.report.ops import ops_side_by_side, read_roofline
 from tfperf.runner.identity import model_digests
 from tfperf.runner.measure import Listener, Measurement, Settings, Trial, measure
 from tfperf.runner.recorder import MeasureRecorder, RunRecorder
@@ -125,6 +127,11 @@ def workload_fingerprint(workload: Mapping[str, Any]) -> str:
     return digest.hexdigest()[:12]
 
 
+OPS_SECONDS = 1.0
+"""Seconds of calls each worker profiles for ``--ops`` (and as many again unprofiled, to
+measure the profiler's overhead)."""
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     """How long, how precisely and how safely :func:`bench` measures (the CLI's options)."""
@@ -143,6 +150,8 @@ class BenchOptions:
     peak: bool = True
     """Compare achieved FLOP/s with this machine's measured peak."""
     python: str = sys.executable
+    ops: bool = False
+    """Profile each config's ops after its rounds (``--ops``, ``docs/ops.md``)."""
 
     def settings(self) -> Settings:
         """The measurement settings these options imply."""
@@ -157,6 +166,7 @@ class BenchOptions:
             memory_limit_bytes=self.memory_limit_bytes,
             extras=tuple(self.extras),
             python=self.python,
+            ops_s=OPS_SECONDS if self.ops else None,
         )
 
     def record(self) -> dict[str, Any]:
@@ -193,7 +203,7 @@ def bench(
         recorder = MeasureRecorder(run, listener, _trial_info)
         try:
             result = measure(workload, configs, options.settings(), recorder, environ)
-            peak = _peak(machine, options.python, result) if options.peak else None
+            peak = _peak(machine, options.python, result, options.ops) if options.peak else None
             doc = _document(result, recorder.trial_ids, options.threshold, peak)
             doc.update(
                 schema_version=SCHEMA_VERSION,
@@ -266,10 +276,11 @@ def _record_results(run: RunRecorder, doc: dict[str, Any], result: Measurement) 
     run.finish(status, summary)
 
 
-def _peak(machine: dict[str, Any], python: str, result: Measurement) -> dict[str, Any] | None:
+def _peak(machine: dict[str, Any], python: str, result: Measurement,
+          ops: bool = False) -> dict[str, Any] | None:
     """The machine's peak, probed again once if a trial achieved more (``recheck_peak``);
-    ``None`` when no trial has a FLOP count."""
-    if not _any_flops(result):
+    ``None`` when no trial has a FLOP count (an op profile's roofline always wants it)."""
+    if not _any_flops(result) and not ops:
         return None
     achieved = [(_achieved(t), t.config.precision) for t in result.trials]
     return recheck_peak(get_peak(machine, python=python), achieved, machine, python=python)
@@ -312,6 +323,8 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
     if result is not None:
         info["summary"] = _brief(result)
         info["call_styles"] = result.get("call_styles")
+        if result.get("ops") is not None:
+            info["ops"] = result["ops"]
     return info
 
 
@@ -368,6 +381,7 @@ def _document(
                 "baseline_trial": trial_ids.get(base.index),
                 "candidate_trial": trial_ids.get(cand.index),
                 "speedup": speed,
+                **ops_side_by_side(base.ops, cand.ops),
             }
         )
     not_inherited: dict[str, str] = {}
@@ -446,6 +460,8 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
             "share_of_peak": share,
         },
         "call_styles": _call_styles(trial, p50_ms),
+        **({"ops": read_roofline(trial.ops, peak, trial.config.precision)}
+           if trial.ops is not None else {}),
     }
 
 
@@ -591,6 +607,7 @@ def compare_runs(
             "a": stats.summarize(ta.steady_samples(), batch=ta.batch),
             "b": stats.summarize(tb.steady_samples(), batch=tb.batch),
             "speedup": unpaired_speedup(_block_medians(ta), _block_medians(tb), threshold),
+            **ops_side_by_side(ta.ops, tb.ops),
         }
         for ta, tb in pairs
     ]

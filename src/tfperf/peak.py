@@ -3,7 +3,8 @@
 Contract:
 
 - :func:`get_peak` returns ``{"fingerprint", "fp32_gflops", "bf16_gflops" (None when the CPU
-  has neither AVX512_BF16 nor AMX_BF16), "matrix", "tf_version", "measured_at"}``, reading the
+  has neither AVX512_BF16 nor AMX_BF16), "bandwidth_gbs" (memory bandwidth, for the roofline
+  of ``bench --ops``), "matrix", "tf_version", "measured_at"}``, reading the
   cache file ``<cache dir>/peak-<machine fingerprint>.json`` when present and otherwise running
   the probe once and caching its answer. It returns ``None`` (never raises) when the probe
   cannot run (no TensorFlow, a crash); achieved-vs-peak figures are then simply not shown.
@@ -66,7 +67,10 @@ def get_peak(
     path = _cache_file(machine)
     if path is not None and path.exists() and not refresh:
         try:
-            return json.loads(path.read_text())
+            cached = json.loads(path.read_text())
+            if "bandwidth_gbs" in cached:
+                return cached
+            # a figure cached before the bandwidth probe existed: measured again, once
         except (OSError, ValueError):
             pass  # a broken cache entry is measured again
     record = _run_probe(python, matrix, has_bf16(machine))

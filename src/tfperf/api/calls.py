@@ -19,6 +19,7 @@ keeps it silent. Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -79,12 +80,14 @@ def bench(
     level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None,
     store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
+    ops: bool = False,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
     ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
     the layout the layout options describe instead, and return a :class:`LoadResult`
-    (``tfperf bench --concurrency ...``, docs/serving.md)."""
+    (``tfperf bench --concurrency ...``, docs/serving.md). ``ops=True`` also profiles each
+    config's ops (``tfperf bench --ops``, docs/ops.md)."""
     from tfperf.core.config import Config
     from tfperf.progress import NORMAL, QUIET, at_level
 
@@ -110,6 +113,7 @@ def bench(
             options = _bench_options(_or_default(given["budget"], 30.0), precision, threshold,
                                      timeout, memory_limit, no_peak, parallel_start,
                                      given["processes"])
+            options = dataclasses.replace(options, ops=ops)
             doc = _steady(wl, candidate, options, store)
     return _logged(BenchResult(doc), mlflow, store)
 
@@ -179,10 +183,12 @@ def tune(
     store: PathLike | None = None,
     progress: bool = True,
     mlflow: bool = False,
+    ops: bool = False,
 ) -> TuneResult:
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``); ``objective="server", slo_ms=X`` tunes the serving layout for
-    the most requests per second within a p99 of ``X`` ms (docs/serving.md)."""
+    the most requests per second within a p99 of ``X`` ms (docs/serving.md); ``ops=True``
+    profiles the default and the answer op by op (``tune --ops``, docs/ops.md)."""
     from tfperf.accuracy import load_labels
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
@@ -201,6 +207,7 @@ def tune(
         objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
         command="tfperf.tune()",
     )
+    options = dataclasses.replace(options, ops=ops)
     sample_labels = load_labels(os.fspath(labels)) if labels is not None else None
     _mlflow_ready(mlflow)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:

@@ -73,6 +73,7 @@ def render_bench(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     from tfperf.report.console import console, print_table
+    from tfperf.report.ops import ops_lines
 
     out = console()
     table = Table(title=f"tfperf run {doc['run_id']}: {escape(_workload_name(doc['workload']))}")
@@ -122,12 +123,26 @@ def render_bench(doc: dict[str, Any]) -> None:
         ]
         if styles:
             _line(f"{escape(r['label'])}: vs the tf.function call, " + ", ".join(styles))
+        for text in ops_lines(r):
+            _line(escape(text))
         for w in r["warnings"]:
             _warn(w, r["label"])
     _render_speedups(doc.get("comparisons", []), "baseline", "candidate")
+    _render_ops_moves(doc.get("comparisons", []), "baseline", "candidate")
     for w in doc.get("warnings", []):
         _warn(w)
     out.print(f"stopped: {doc['stopped']} after {doc['rounds']} rounds ({doc['steady_s']:.1f} s)")
+
+
+def _render_ops_moves(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
+    """Where the time moved between two profiled configs, op type by op type (``--ops``)."""
+    from rich.markup import escape
+
+    from tfperf.report.ops import side_by_side_lines
+
+    for comparison in comparisons:
+        for text in side_by_side_lines(comparison, a, b):
+            _line(escape(text))
 
 
 def _line(markup: str) -> None:
@@ -259,6 +274,11 @@ def _measure_options(fn: Any) -> Any:
         ),
         click.option("--no-peak", is_flag=True, help="Skip the matmul peak probe."),
         click.option(
+            "--ops",
+            is_flag=True,
+            help="Also profile each config's ops after its timed blocks (docs/ops.md).",
+        ),
+        click.option(
             "--parallel-start",
             is_flag=True,
             help="Start all workers at once (quicker; cold starts then share the CPU).",
@@ -302,6 +322,7 @@ def _run(
         timeout_s=opts["timeout"],
         memory_limit_bytes=_memory_limit(opts["memory_limit"]),
         peak=not opts["no_peak"],
+        ops=bool(opts.get("ops")),
         parallel_start=opts["parallel_start"],
         processes=default_processes(opts["budget"]) if processes is None else processes,
     )
@@ -477,5 +498,6 @@ def _render_runs(doc: dict[str, Any]) -> None:
             f"{escape(c['label_b'])}: p50 {_fmt(b['p50'])} ms"
         )
     _render_speedups(doc["comparisons"], "label_a", "label_b")
+    _render_ops_moves(doc["comparisons"], "label_a", "label_b")
     for w in doc["warnings"]:
         _warn(w)

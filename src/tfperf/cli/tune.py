@@ -11,6 +11,7 @@ from __future__ import annotations
 
 # The library behind each command is imported inside it: `tfperf --help` stays instant and
 # loads neither numpy, scipy nor plotly.
+import dataclasses
 import shlex
 import sys
 
@@ -134,6 +135,9 @@ def render_tune(doc: dict) -> None:
                 f"converted model: {rec['artifact']} (run_model.py beside it runs it)",
                 soft_wrap=True,
             )
+        moved = (rec.get("ops") or {}).get("moved")
+        if moved:  # tune --ops: where the gain is
+            out.print(escape(f"op profile: {moved}"), soft_wrap=True)
     for warning in doc.get("warnings", []):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
@@ -298,6 +302,12 @@ def render_server(doc: dict) -> None:
     help="Seconds one candidate may take (conversion included).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for --strategy optuna.")
+@click.option(
+    "--ops",
+    is_flag=True,
+    help="Profile the default and the answer op by op; the answer names the op types behind "
+    "the gain (docs/ops.md).",
+)
 @click.option("--store", "store", help="The store (default: TFPERF_STORE or the user data dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @export_option
@@ -329,6 +339,7 @@ def tune_command(
     confirm_rounds: int,
     candidate_timeout: float,
     seed: int,
+    ops: bool,
     store: str | None,
     as_json: bool,
     export: str | None,
@@ -372,6 +383,7 @@ def tune_command(
         batch_sizes=batch_sizes,
         command=shlex.join(["tfperf", *sys.argv[1:]]),
     )
+    options = dataclasses.replace(options, ops=ops)
     sample_labels = load_labels(labels) if labels else None
     if to_mlflow:
         mlflow_log.require_mlflow()  # before measuring, not after

@@ -105,6 +105,8 @@ class TrialResult:
     order measured."""
     install: dict | None = None
     """The trial's TensorFlow install where it is not the run's (another interpreter)."""
+    ops: dict | None = None
+    """Its op profile, for a run measured with ``--ops`` (``docs/ops.md``)."""
 
     def steady_samples(self) -> list[float]:
         """The steady-state samples, blocks concatenated in order (seconds per call)."""
@@ -240,6 +242,7 @@ def _trial(
         warnings=tuple(result["warnings"]),
         blocks=tuple(trial["blocks"]),
         install=install if install != run_install else None,
+        ops=_info(trial).get("ops"),
     )
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
 from tfperf.report.load import load_figure, load_html, load_sections
+from tfperf.report.ops import ops_sections
 
 SCHEMA_VERSION = 1
 LOG_AXIS_SPAN = 5.0
@@ -593,6 +594,7 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
             peak_figure(report) if has_peak else None,
             "FLOP counts are unknown for this workload.",
         ),
+        *ops_sections(report),
     ]
 
 

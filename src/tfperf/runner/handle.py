@@ -307,6 +307,14 @@ class Worker:
         msg = self._receive("extra", self.timeout_s)
         return list(msg["samples_s"]) if msg.get("available") else None
 
+    def profile(self, seconds: float) -> dict[str, Any]:
+        """The op profile of about ``seconds`` of calls under the runtime's own profiler
+        (``bench --ops``, ``docs/ops.md``); ``{"available": False, "reason"}`` where the
+        runtime has none."""
+        self._send({"op": "profile", "seconds": float(seconds)})
+        # a profile's calls, its profiler's start and the reading of its trace
+        return dict(self._receive("profile", self.timeout_s + 20 * seconds)["profile"])
+
     # -- serving ------------------------------------------------------------------------------
 
     @property

@@ -97,6 +97,8 @@ class Trial:
     """The interpreter that ran the worker."""
     outputs_path: str | None = None
     """One call's outputs (.npz), written after the rounds when ``Settings.outputs_dir`` is set."""
+    ops: dict[str, Any] | None = None
+    """The op profile (``bench --ops``), taken after the rounds when ``Settings.ops_s`` is set."""
     worker: Worker | None = field(default=None, repr=False)
 
     @property
@@ -226,6 +228,9 @@ class Settings:
     """Where live workers write one call's outputs after the rounds (``None``: they do not)."""
     processes: int = 1
     """Worker processes per config, one after the other (see the module docstring)."""
+    ops_s: float | None = None
+    """Seconds of calls each live worker profiles after the rounds (``bench --ops``,
+    ``docs/ops.md``); ``None``: no profile."""
 
     def python_for(self, index: int) -> str:
         """The interpreter of config ``index``."""
@@ -271,6 +276,8 @@ def measure(
             _extras(trials[0], settings, listener)
         if settings.outputs_dir is not None:
             _outputs(trials, settings.outputs_dir, listener)
+        if settings.ops_s:
+            _profiles(trials, settings.ops_s)
     finally:
         for trial in trials:
             trial.retire_worker()
@@ -602,3 +609,16 @@ def _extras(trial: Trial, settings: Settings, listener: Listener) -> None:
             trial.extras[name] = None
             trial.extra_errors[name] = exc.reason
             return
+
+
+def _profiles(trials: list[Trial], seconds: float) -> None:
+    """Each live worker's op profile, after every timed block (the profiler never runs during
+    one); a worker that fails here keeps its measurement and says why in its profile."""
+    for trial in trials:
+        if not trial.alive or trial.worker is None:
+            continue
+        try:
+            trial.ops = trial.worker.profile(seconds)
+        except WorkerFailed as exc:
+            trial.ops = {"available": False, "reason": f"the profile failed: {exc.reason}",
+                         "ops": [], "op_types": []}

@@ -24,6 +24,7 @@ from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
 from tfperf.runner.handle import WorkerFailed
 from tfperf.tuning.evaluate import Evaluator, samples_per_s
 from tfperf.tuning.keepdefault import keep_default_why, rejection_advice
+from tfperf.tuning.opsanswer import profile_answer
 from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import to_config_dict
 
@@ -138,6 +139,8 @@ def conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dict
             recommendation["reason"] = _not_confirmed(winner, confirmed)
             recommendation["speedup"] = confirmed
     _explain_keep_default(recommendation, candidates, evaluator, default_ms, bool(winner))
+    if evaluator.options.ops:
+        profile_answer(evaluator, result, winner, candidates, recommendation)
     warnings += rejection_advice(candidates, evaluator.options.tolerance.rel)
     return {
         "default": {

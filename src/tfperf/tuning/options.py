@@ -57,6 +57,8 @@ class TuneOptions:
     """The server objective's load levels: at least this many requests each..."""
     level_s: float = 3.0
     """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
+    ops: bool = False
+    """Profile the default and the answer op by op after the confirmation (``--ops``)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`

@@ -68,7 +68,13 @@ from tfperf.core.aot import (
 from tfperf.core.aot_loader import AotModel, level_flags
 from tfperf.core.protocol import ARTIFACT_NOTE, COMPILED_NOTE
 from tfperf.worker.artifacts import ConversionError, artifact_dir, first_error, inputs_of
+from tfperf.worker.opprofile import layer_table, tf_profiler
 from tfperf.worker.workload import Prepared, TimedCall
+
+STAND_IN = (
+    "XLA AOT code has no profiler: these are XLA JIT's figures for the same graph "
+    "(tf.function(jit_compile=True)), a stand-in, not the AOT code's own"
+)
 
 UNKNOWN_CPU = "is not a recognized processor"
 CLASS = "TfperfModel"
@@ -463,7 +469,25 @@ def aot_prepared(loaded: Any, config: dict) -> Prepared:
         flops_source=loaded.flops_source,
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(folder / LIBRARY)],
+        profile=_jit_stand_in(loaded),
     )
+
+
+def _jit_stand_in(loaded: Any) -> Any:
+    """XLA AOT code has no profiler: XLA JIT's profile of the same graph stands in for it,
+    marked as such (the JIT function is built only when a profile is asked for)."""
+
+    def run(calls: int) -> Any:
+        from tfperf.worker.tfrun import tf_prepared
+
+        jit = tf_prepared(loaded, {"xla": "jit"})
+        for _ in range(3):  # compile and settle outside the profile
+            jit.call()
+        profile = tf_profiler(jit.call, lambda: layer_table(loaded.model, loaded.batch), True,
+                              stand_in=STAND_IN)
+        return profile(calls)
+
+    return run
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ from tfperf.worker.aot import aot_prepared
 from tfperf.worker.artifacts import ConversionError, first_error, inputs_of
 from tfperf.worker.artifacts import artifact_dir as _artifact_dir
 from tfperf.worker.litert import litert_prepared
+from tfperf.worker.opprofile import layer_table, openvino_profiler
 from tfperf.worker.tfrun import tf_prepared
 from tfperf.worker.workload import Prepared, TimedCall
 
@@ -349,6 +350,8 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
         properties["INFERENCE_NUM_THREADS"] = str(config["runtime_threads"])
     if config.get("streams"):  # a serving instance's throughput streams (worker.requests)
         properties["NUM_STREAMS"] = str(config["streams"])
+    if config.get("perf_count"):  # bench --ops: a profiled copy, never the timed model
+        properties["PERF_COUNT"] = "YES"
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
     ran = _openvino_precision(compiled)
     if runtime.endswith("bf16") and ran is not None and "bf16" not in ran:
@@ -370,9 +373,8 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     notes: list[str] = []
     folder = _artifact_dir(loaded, runtime)
     xml = folder / "model.xml"
-    compiled, properties = _openvino_compiled(
-        _openvino_model(loaded, runtime, xml, notes), runtime, config
-    )
+    ov_model = _openvino_model(loaded, runtime, xml, notes)
+    compiled, properties = _openvino_compiled(ov_model, runtime, config)
     feed = _openvino_feed(compiled, loaded)
     order = _openvino_output_order(compiled, loaded)
     shapes = [(tuple(x.shape), x.dtype.name) for x in inputs_of(loaded)]
@@ -402,6 +404,10 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
         new_call=timed_call,
+        profile=openvino_profiler(
+            lambda: _openvino_compiled(ov_model, runtime, {**config, "perf_count": True})[0],
+            feed, lambda: layer_table(loaded.model, loaded.batch),
+        ),
     )
 
 

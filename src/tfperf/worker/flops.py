@@ -183,7 +183,7 @@ FREE_LAYERS = frozenset(
 _COUNTED = ("Conv1D", "Conv2D", "Conv3D", "DepthwiseConv2D", "Dense")
 
 
-def _layer_flops(layer: Any) -> int | None:
+def layer_flops(layer: Any) -> int | None:
     """Forward FLOPs per sample of one layer: matmuls and convolutions counted, the layers of
     :data:`FREE_LAYERS` 0, nested models summed; ``None`` for any other layer (a recurrent or
     attention layer, a custom layer) and for a layer called more than once."""
@@ -226,7 +226,7 @@ def keras_layer_flops(model: Any, batch: int) -> tuple[int | None, str]:
     """
     total = 0
     for layer in getattr(model, "layers", []):
-        flops = _layer_flops(layer)
+        flops = layer_flops(layer)
         if flops is None:
             return UNKNOWN
         total += flops

@@ -5,8 +5,9 @@ Contract (the protocol of ``docs/ARCHITECTURE.md``): the parent passes two pipe 
 applies call-level knobs (thread pools) before its first op, builds the workload with
 ``tfperf.worker.prepare.prepare(workload, config)``, times the first call, warms up and answers
 ``ready`` (its ``install`` is :func:`tfperf.worker.probe.describe_install` plus a few keys, see
-:func:`_install_facts`); then it answers ``run``, ``outputs`` and ``extra`` requests until
-``quit``. An ``init`` with a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
+:func:`_install_facts`); then it answers ``run``, ``outputs``, ``extra`` and ``profile``
+(``bench --ops``: :mod:`tfperf.worker.opprofile`) requests until ``quit``. An ``init`` with
+a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
 ``executors``, ``streams``, ``instance``) makes it one instance of a served model: pinned to
 ``cores`` before TensorFlow starts a thread, it also answers ``request`` messages
 asynchronously (:mod:`tfperf.worker.requests`); its ``ready`` then has ``serving:
@@ -197,6 +198,7 @@ class Session:
         self.send = send
         self.prepared: Any = None
         self.server: RequestServer | None = None
+        self.runtime = "tf"
 
     def init(self, msg: dict[str, Any]) -> dict[str, Any]:
         _inject(self.fault, "init")
@@ -216,6 +218,7 @@ class Session:
         if config.get("inter_threads"):
             tf.config.threading.set_inter_op_parallelism_threads(int(config["inter_threads"]))
         t1 = time.perf_counter()
+        self.runtime = _runtime_of(msg["workload"], config)
         self.prepared = _prepare_function()(msg["workload"], config)
         load_s = time.perf_counter() - t1
         first_call_s = self._first_call(msg["workload"])
@@ -300,11 +303,24 @@ class Session:
         np.savez(msg["path"], **{f"output_{i}": a for i, a in enumerate(arrays)})
         return {"op": "outputs", "path": msg["path"], "count": len(arrays)}
 
+    def profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``bench --ops``: the op profile of about ``seconds`` of calls (docs/ops.md)."""
+        from tfperf.worker.opprofile import profile_record  # only runs that ask for it
+
+        record = profile_record(self.prepared, self.runtime, float(msg.get("seconds", 1.0)))
+        return {"op": "profile", "profile": record}
+
     def extra(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = msg["name"]
         fn = self.prepared.extra.get(name)
         samples = _timed(fn, int(msg["calls"])) if fn is not None else []
         return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
+
+
+def _runtime_of(workload: dict[str, Any], config: dict[str, Any]) -> str:
+    """The runtime a worker runs: a .tflite file always runs on LiteRT."""
+    runtime = config.get("runtime") or "tf"
+    return "litert" if workload.get("format") == "tflite" and runtime == "tf" else runtime
 
 
 def _cpus() -> list[int] | None:
@@ -345,6 +361,7 @@ def serve(cmd: Any, res: Any, fault: str) -> int:
         "run": session.run,
         "outputs": session.outputs,
         "extra": session.extra,
+        "profile": session.profile,
         "request": session.request,
     }
 

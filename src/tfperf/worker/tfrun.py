@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.worker.opprofile import layer_table, tf_profiler
 from tfperf.worker.workload import Loaded, Prepared, TimedCall, is_keras_model, named
 
 
@@ -75,6 +76,7 @@ def tf_prepared(loaded: Loaded, config: dict[str, Any]) -> Prepared:
         flops_source=loaded.flops_source,
         extra=_extras(loaded, tensors),
         notes=notes,
+        profile=tf_profiler(call, lambda: layer_table(loaded.model, loaded.batch), jit),
     )
 
 

@@ -58,6 +58,9 @@ class Prepared:
     new_call: Callable[[], Callable[[], None]] | None = None
     """Where the runtime can serve several calls at once (OpenVINO's streams): a call of its
     own (an infer request) for each serving executor; ``None``: every executor shares ``call``."""
+    profile: Callable[[int], Any] | None = None
+    """``calls -> RawProfile``: that many calls under the runtime's own op profiler
+    (:mod:`tfperf.worker.opprofile`); ``None`` where the runtime has none."""
 
 
 @dataclass

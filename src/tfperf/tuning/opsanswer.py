@@ -1,0 +1,57 @@
+"""``tfperf tune --ops``: the default and the answer profiled op by op, and the answer's text
+naming the op families that account for most of the gain (or, when no candidate beat the default,
+for most of the best candidate's loss).
+
+Contract: :func:`profile_answer` runs after the confirmation, on the live workers of the default
+and of the profiled candidate (the winner, else the best measured candidate), each profiling
+about :data:`tfperf.benchmark.OPS_SECONDS` of calls under its runtime's own profiler
+(``docs/ops.md``); it sets ``recommendation["ops"]`` to ``{"candidate", "default", "answer",
+"families", "moved"}`` and appends ``moved`` to the recommendation's ``reason``. A worker that
+fails while profiling leaves ``{"error"}`` there and the answer as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfperf.benchmark import OPS_SECONDS
+from tfperf.core.knobs import label
+from tfperf.report.ops import align_types, moved_text, read_roofline
+from tfperf.runner.handle import WorkerFailed
+from tfperf.tuning.search import MEASURED
+
+
+def _profiled_config(result: Any, winner: dict, candidates: list[dict]) -> dict | None:
+    """The winner, or the best measured candidate when the default stays."""
+    if winner:
+        return winner
+    best = next((c for c in candidates if c["status"] == MEASURED), None)
+    if best is None:
+        return None
+    return next((o.config for o in result.outcomes if o.label == best["label"]), None)
+
+
+def profile_answer(evaluator: Any, result: Any, winner: dict, candidates: list[dict],
+                   recommendation: dict, peak: dict | None = None) -> None:
+    """Profile the default and the answer (see the module docstring)."""
+    config = _profiled_config(result, winner, candidates)
+    if config is None:
+        return
+    timeout = evaluator.options.candidate_timeout_s
+    try:
+        default = evaluator.workers.get({}, timeout).worker.profile(OPS_SECONDS)
+        answer = evaluator.workers.get(config, timeout).worker.profile(OPS_SECONDS)
+    except WorkerFailed as exc:
+        recommendation["ops"] = {"candidate": label(config), "error": exc.reason}
+        return
+    moved = moved_text(default, answer)
+    recommendation["ops"] = {
+        "candidate": label(config),
+        "default": read_roofline(default, peak),
+        "answer": read_roofline(answer, peak),
+        "families": align_types(default, answer),
+        "moved": moved,
+    }
+    if moved:
+        whose = "" if winner else f" ({label(config)}, the best candidate)"
+        recommendation["reason"] = f"{recommendation['reason']}; op profile{whose}: {moved}"
