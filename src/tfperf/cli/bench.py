@@ -20,6 +20,7 @@ import click
 
 from tfperf.cli.export import export_option, export_run, export_table, export_target
 from tfperf.cli.load import load_options, render_load, run_load_command, wants_load
+from tfperf.cli.train import refuse_train_only, render_train, train_options, train_workload
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -343,6 +344,7 @@ def register(group: click.Group) -> None:
     @click.argument("model", required=False)
     @_measure_options
     @load_options
+    @train_options(labels=True)
     @click.option(
         "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
     )
@@ -356,8 +358,15 @@ def register(group: click.Group) -> None:
         from tfperf.report import mlflow_log
 
         export_target(opts["export"])
-        workload = _workload_of(opts, model)
+        if opts["train"]:
+            workload = train_workload(model, opts)
+        else:
+            refuse_train_only(opts)
+            workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
+        if wants_load(opts) and opts["train"]:
+            raise UserError("--train measures training steps, not a served model: leave out "
+                            "the load options.")
         if wants_load(opts):
             if opts["export"] or to_mlflow:
                 raise UserError("--export and --mlflow do not take a load run yet; leave them out.")
@@ -370,6 +379,8 @@ def register(group: click.Group) -> None:
             mlflow_log.require_mlflow()  # before measuring, not after
         doc = _run(configs, opts, workload, "bench")
         _emit(doc, opts["as_json"], render_bench)
+        if opts["train"] and not opts["as_json"]:
+            render_train(doc)
         export_run(opts["export"], opts["store"], doc["run_id"])
         if to_mlflow:
             mlflow_log.log_and_tell(doc, opts["store"])

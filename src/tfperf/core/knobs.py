@@ -76,6 +76,16 @@ def parse_threads(value: str) -> int | None:
     raise ValueError("a whole number of threads >= 1, or default")
 
 
+def parse_steps(value: str) -> int | None:
+    """A whole number of steps >= 1, or ``default`` (None: Keras' 1)."""
+    low = value.strip().lower()
+    if low in _DEFAULT:
+        return None
+    if low.isdigit() and int(low) >= 1:
+        return int(low)
+    raise ValueError("a whole number of steps >= 1, or default")
+
+
 def choice(*choices: str) -> Callable[[str], str]:
     """A parser accepting exactly ``choices`` (case-insensitive)."""
 
@@ -123,6 +133,11 @@ KNOBS: dict[str, Knob] = {
         Knob(
             "xla", "off", choice(*XLA_MODES), TF_ONLY, "model", "code",
             "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
+        ),
+        Knob(
+            "steps_per_execution", None, parse_steps, TF_ONLY, "model", "code",
+            "training steps per call of the train function (model.compile("
+            "steps_per_execution=N)); training workloads only",
         ),
         Knob(
             "onednn", None, parse_bool, TF_ONLY, "env", "env",
