@@ -117,3 +117,41 @@ def render_train(doc: dict[str, Any]) -> None:
             f"input {'-' if share is None else format(share, '.0%')} of a step",
             soft_wrap=True,
         )
+
+
+def _guard_text(guard: dict[str, Any]) -> str:
+    if "steps" not in guard:
+        return guard.get("verdict", "")
+    final = guard.get("final_loss")
+    return (
+        f"guard {guard['verdict']} over {guard['steps']} steps: loss "
+        f"{_fmt(guard['default_first_loss'])} -> {_fmt(guard['default_final_loss'])} at the "
+        f"default, {_fmt(final)} here"
+    )
+
+
+def render_train_tune(doc: dict[str, Any]) -> None:
+    """A training tune's lines: the default's first steps and input wait, each candidate's
+    guard, and the code lines the recommendation needs."""
+    from rich.markup import escape
+
+    from tfperf.report.console import console
+
+    out = console()
+    default = (doc["train"].get("default")) or {}
+    share = default.get("input_wait_share")
+    out.print(
+        f"training step: first steps (tracing, compilation) "
+        f"{_fmt(default.get('first_steps_s'), '.3g')} s, waiting for input "
+        f"{'-' if share is None else format(share, '.0%')} of a step; "
+        f"{doc['train']['note']}",
+        soft_wrap=True,
+    )
+    for row in doc.get("candidates", []):
+        if row.get("guard"):
+            out.print(f"  {escape(row['label'])}: {_guard_text(row['guard'])}", soft_wrap=True)
+    code = (doc.get("recommendation") or {}).get("code") or []
+    if code:
+        out.print("add to your training script (tfperf run cannot set these from outside):")
+        for line in code:
+            out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)

@@ -16,6 +16,7 @@ from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
 from tfperf.core.errors import UserError
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.tuning.search import STRATEGIES
+from tfperf.tuning.trainguard import TrainTolerance
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class TuneOptions:
     """The server objective's load levels: at least this many requests each..."""
     level_s: float = 3.0
     """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
+    train_tolerance: TrainTolerance | None = None
+    """A training tune's guard limits (``None``: :class:`TrainTolerance`'s defaults)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`

@@ -27,10 +27,13 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
 - **Guard.** ``outputs()`` restores the initial weights and optimizer state, runs the guard's
   steps (``guard_steps``, at most ``guard_seconds`` but never fewer than
   :data:`MIN_GUARD_STEPS`) on the same cached batches in the same order and returns
-  ``[per-step loss, validation metrics]``: the loss of each batch alone (Keras' metrics are
-  reset before each call, so it is not the running mean); with ``steps_per_execution`` N one
-  value covers N steps, and each of them carries it. ``validation`` (an ``.npz`` with ``x`` and
-  ``y``) adds the compiled metrics on it after the guard's steps.
+  ``[per-step loss, validation metrics, their names]``: the loss of each batch alone (Keras'
+  metrics are reset before each step, so it is not the running mean). ``steps_per_execution``
+  changes how many steps one call runs, not a step's arithmetic, and Keras reports one loss per
+  call: the guard runs the candidate's steps one per call (the same policy and XLA setting) so
+  that each step's own loss is seen; the timed steps are checked against the optimizer's count.
+  ``validation`` (an ``.npz`` with ``x`` and ``y``) adds the compiled metrics on it after the
+  guard's steps.
 
 Testing hook: ``config["train_lr_scale"]`` (a knob only tests register) multiplies the
 optimizer's learning rate, so that a test can plant a candidate that breaks training.
@@ -439,8 +442,22 @@ class _Guard:
         self.steps = _guard_steps(workload)
         self.seconds = float(workload.get("guard_seconds") or DEFAULT_GUARD_SECONDS)
         self.validation = workload.get("validation")
+        self.per_step: Any = None
 
     def run(self) -> list[Any]:
+        """The guard's outputs; the model runs one step per call meanwhile (Keras reads
+        ``steps_per_execution`` when it traces), its own setting restored after."""
+        if self.spe == 1:
+            return self._steps(self.fn)
+        if self.per_step is None:
+            self.per_step = self.model._make_function(self.model.train_step)
+        self.model.steps_per_execution = 1
+        try:
+            return self._steps(self.per_step)
+        finally:
+            self.model.steps_per_execution = self.spe
+
+    def _steps(self, fn: Any) -> list[Any]:
         import numpy as np
 
         _restore(self.model, self.initial)
@@ -452,10 +469,10 @@ class _Guard:
                 break
             self.model.reset_metrics()
             try:
-                logs = self.fn(it)
+                logs = fn(it)
             except StopIteration:
                 break
-            losses += [float(logs["loss"].numpy())] * self.spe
+            losses.append(float(logs["loss"].numpy()))
         metrics = self._evaluate() if self.validation else {}
         return [
             np.asarray(losses[: self.steps], dtype=np.float64),
