@@ -4,11 +4,11 @@ Contract: :class:`TrainEvaluator` is the :class:`~tfperf.tuning.evaluate.Evaluat
 training workload (kind ``"train"``, :mod:`tfperf.worker.training`). It compares time per
 sample (a call's time over its samples: per step at the same batch, so a candidate with
 ``steps_per_execution`` N is judged per step, not per call). Unlike inference it times a
-candidate *first*: one clearly slower than the default (verdict "slower" in the interleaved
-rounds) is dropped there, without spending the guard's K steps on it; any other is then
-guarded (:func:`tfperf.tuning.trainguard.judge`: the per-step loss from the same initial
-weights on the same batches, against the default's) and *rejected* with its figures when it
-learns differently. The default's own trajectory must be finite
+candidate *first*: one clearly slower than the default (verdict "slower", its whole 95%
+interval below :data:`CLEARLY_SLOWER`) is dropped there, without spending the guard's K steps
+on it; any other is then guarded (:func:`tfperf.tuning.trainguard.judge`: the per-step loss
+from the same initial weights on the same batches, against the default's) and *rejected* with
+its figures when it learns differently. The default's own trajectory must be finite
 (:func:`~tfperf.tuning.trainguard.default_problem`, else a :class:`UserError`).
 :func:`train_document` adds the training figures to tune's document. Nothing here imports
 TensorFlow.
@@ -23,6 +23,7 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import artifact_from_notes
 from tfperf.core.stats import paired_speedup
+from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
@@ -30,12 +31,8 @@ from tfperf.tuning.search import MEASURED, REJECTED, Outcome
 from tfperf.tuning.trainguard import TrainTolerance, default_problem, judge
 
 SLOWER = "not run: clearly slower than the default, dropped after timing"
-CODE_LINES = {
-    "precision": 'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building',
-    "xla": "model.compile(..., jit_compile=True)",
-    "steps_per_execution": "model.compile(..., steps_per_execution={value})",
-}
-"""What adopting each model-level training knob takes in the user's code."""
+CLEARLY_SLOWER = 0.9
+"""A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 
 
 def is_training(workload: Mapping[str, Any]) -> bool:
@@ -86,7 +83,7 @@ class TrainEvaluator(Evaluator):
             "vs_incumbent": paired_speedup(times[1], times[2], self.threshold),
             "time_ms": statistics.median(times[2]) * cand.unit * 1e3,
         }
-        if speed["verdict"] == "slower":
+        if clearly_slower(speed):
             check = {"accepted": True, "reason": "", "guard": {"verdict": SLOWER}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
@@ -95,6 +92,12 @@ class TrainEvaluator(Evaluator):
         status = MEASURED if check["accepted"] else REJECTED
         return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
                        accuracy=check, info=info, **measured)
+
+
+def clearly_slower(speedup: Mapping[str, Any]) -> bool:
+    """Significantly slower, with the whole 95% interval below :data:`CLEARLY_SLOWER`."""
+    high = (speedup.get("ci95") or [None, None])[1]
+    return speedup.get("verdict") == "slower" and high is not None and high < CLEARLY_SLOWER
 
 
 def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
@@ -117,23 +120,8 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     if rec.get("guard"):
         doc["train"]["chosen_losses"] = rec["guard"].get("losses")
         rec["guard"] = {k: v for k, v in rec["guard"].items() if k not in _TRAJECTORIES}
-    rec["code"] = code_lines(rec.get("config") or {})
+    rec["code"] = train_code_lines(rec.get("config") or {})
     return doc
 
 
 _TRAJECTORIES = ("losses", "default_losses")
-
-
-def code_lines(config: Mapping[str, Any]) -> list[str]:
-    """The lines a user adds to their training script for ``config``'s model-level knobs."""
-    lines = []
-    if config.get("precision") == "bf16":
-        lines.append(CODE_LINES["precision"])
-    compile_args = []
-    if config.get("xla") == "jit":
-        compile_args.append("jit_compile=True")
-    if config.get("steps_per_execution"):
-        compile_args.append(f"steps_per_execution={config['steps_per_execution']}")
-    if compile_args:
-        lines.append(f"model.compile(..., {', '.join(compile_args)})")
-    return lines

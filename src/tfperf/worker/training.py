@@ -56,7 +56,7 @@ from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 MIN_GUARD_STEPS = 50
 DEFAULT_GUARD_STEPS = 100
 DEFAULT_GUARD_SECONDS = 60.0
-INPUT_PROBE_S = 0.5
+INPUT_PROBE_S = 0.25
 """Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
 POLICIES = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
 
@@ -95,7 +95,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     steps = _guard_steps(workload)
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
-    model._symbolic_build(data_batch=batches[0])
+    _build(model, batches[0])
     if config.get("train_lr_scale"):
         lr = model.optimizer.learning_rate
         model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
@@ -199,6 +199,8 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
         if isinstance(data, tf.data.Dataset):
             return _Source(model, data, [])
         raise UserError(f"Factory {ref} returned {type(data).__name__} as its data: it {shape}.")
+    if not isinstance(result, (dict, tuple, list)):
+        raise UserError(f"Factory {ref} returned {type(result).__name__}: it {shape}.")
     try:
         data, model = unpack(result, ref)
     except TargetError as exc:
@@ -351,6 +353,15 @@ def _snapshot(model: Any) -> list[Any]:
 def _restore(model: Any, values: list[Any]) -> None:
     for var, value in zip(_state_variables(model), values):  # noqa: B905 (same model)
         var.assign(value)
+
+
+def _build(model: Any, batch: Any) -> None:
+    """Build the model, its loss, metrics and optimizer on one batch, as ``fit`` does first:
+    labels that do not fit the model's outputs fail here."""
+    try:
+        model._symbolic_build(data_batch=batch)
+    except Exception as exc:
+        raise UserError(_first_step_error(model, exc)) from None
 
 
 def _first_call(fn: Callable[[Any], Any], it: Any, model: Any, spe: int) -> float:
