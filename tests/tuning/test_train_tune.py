@@ -15,6 +15,8 @@ import pytest
 
 from tfperf.core import knobs
 from tfperf.modelref import resolve_train_target
+from tfperf.report.html import build_report, render_html
+from tfperf.store import Store
 from tfperf.tuning import tune
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.space import Space
@@ -52,3 +54,7 @@ def test_the_guard_rejects_a_candidate_that_breaks_training(planted_knob, monkey
     train = doc["train"]
     assert len(train["default_losses"]) == 50
     assert train["default"]["steps_per_call"] == 1
+    assert len(train["trajectories"][row["label"]]) == 50
+    with Store.open(tmp_path / "s.db") as store:
+        page = render_html(build_report(store.load_run(doc["run_id"])))
+    assert "Loss during the training guard" in page and f"{LR}=400.0" in page

@@ -102,8 +102,9 @@ def clearly_slower(speedup: Mapping[str, Any]) -> bool:
 
 def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     """Tune's document with the training figures: the default's ``train`` (first steps'
-    cost, input wait), each candidate's ``guard`` (``losses`` kept in the store, left out
-    here), the tolerance used, and the code lines the recommendation needs."""
+    cost, input wait), its loss trajectory and each guarded candidate's (``trajectories``,
+    by label; the candidates' ``guard`` keep the figures only), the chosen label, the
+    tolerance used, and the code lines the recommendation needs."""
     ready = evaluator.default_ready or {}
     doc["train"] = {
         "default": ready.get("train"),
@@ -112,13 +113,16 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
         "note": "a dataset is read as the model's train function reads it; a finite one is "
         "repeated for timing",
     }
+    trajectories = doc["train"]["trajectories"] = {}
     for row in doc.get("candidates", []):
         guard = row.get("guard")
         if guard:
+            if guard.get("losses"):
+                trajectories[row["label"]] = guard["losses"]
             row["guard"] = {k: v for k, v in guard.items() if k not in _TRAJECTORIES}
     rec = doc.get("recommendation") or {}
+    doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
     if rec.get("guard"):
-        doc["train"]["chosen_losses"] = rec["guard"].get("losses")
         rec["guard"] = {k: v for k, v in rec["guard"].items() if k not in _TRAJECTORIES}
     rec["code"] = train_code_lines(rec.get("config") or {})
     return doc

@@ -154,6 +154,8 @@ def tune(
                 train_document(doc, evaluator)
             save(doc, found.machine, workload, options)
             summary = {"recommendation": doc["recommendation"], "profile": doc["profile"]}
+            if doc.get("train"):  # the trajectories the report draws
+                summary["train"] = doc["train"]
             if found.objective == "server":  # the rate the recommendation is measured against
                 summary.update(default=doc["default"], slo_ms=doc["slo_ms"])
             run.finish("ok", summary)
