@@ -70,6 +70,7 @@ def test_a_default_that_diverges_is_the_users_problem():
 
 def test_training_tolerance_text():
     assert parse_train_tolerance("0.3").fp32.drop == 0.3
+    assert parse_train_tolerance(None) == TOL
     tol = parse_train_tolerance("rel=0.05,reduced_rel=0.1")
     assert (tol.fp32.rel, tol.reduced.rel) == (0.05, 0.1)
     with pytest.raises(UserError, match="not a training tolerance"):

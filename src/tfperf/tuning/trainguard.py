@@ -45,10 +45,11 @@ class Limits:
     """Share of the default's last-tenth mean loss (and of each validation metric)."""
 
 
-FP32 = Limits(drop=0.1, rel=0.02)
-"""fp32 changes (threads, oneDNN, allocator, XLA, steps per execution) reorder float sums
-only: their trajectories stay within a few thousandths of the default's."""
-REDUCED = Limits(drop=0.25, rel=0.05)
+FP32 = Limits(drop=0.1, rel=0.05)
+"""fp32 changes (threads, oneDNN, allocator, XLA, steps per execution) reorder float sums, and
+XLA draws dropout masks its own way: a GRU's or an MLP-with-dropout's last tenth moved 2-3%
+under ``jit_compile`` while learning the same, so the relative limit is 5%."""
+REDUCED = Limits(drop=0.25, rel=0.1)
 """bf16/fp16 compute rounds every activation to 8 (bf16) or 11 bits: the loss wanders more."""
 
 
