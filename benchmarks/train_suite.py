@@ -16,7 +16,7 @@ verdict); then, per model, the tuned configuration against the best single knob 
 guard (medians from the same run; the issue asks for at least 0.95).
 
 Usage (under the measuring lock): ``flock /tmp/tfperf-measure.lock python
-benchmarks/train_suite.py [--models rnn,cnn] [--budget 20] [--tune-budget 90]``.
+benchmarks/train_suite.py [--models rnn,cnn] [--budget 15] [--tune-budget 100]``.
 Prints figures; asserts nothing.
 """
 
@@ -66,7 +66,8 @@ def tuned_config(workload: dict, store: str, budget_s: float) -> dict:
 def measure_all(workload: dict, configs: list[dict], budget_s: float) -> list[dict]:
     """One interleaved run of ``configs`` (the default first) with each worker's guard."""
     out_dir = tempfile.mkdtemp(prefix="train-suite-")
-    settings = Settings(budget_s=budget_s, outputs_dir=out_dir, timeout_s=300, extras=())
+    settings = Settings(budget_s=budget_s, outputs_dir=out_dir, timeout_s=300, extras=(),
+                        parallel_start=True)
     m = measure(workload, [Config.from_dict(c) for c in configs], settings)
     base = m.trials[0]
     reference = load_outputs(base.outputs_path) if base.outputs_path else None
@@ -135,8 +136,8 @@ def verdict_line(model: str, rows: list[dict], tuned_label: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--budget", type=float, default=20.0, help="seconds of steady rounds")
-    parser.add_argument("--tune-budget", type=float, default=90.0)
+    parser.add_argument("--budget", type=float, default=15.0, help="seconds of steady rounds")
+    parser.add_argument("--tune-budget", type=float, default=100.0)
     parser.add_argument("--guard-steps", type=int, default=100)
     args = parser.parse_args()
     os.chdir(HERE)
