@@ -45,8 +45,8 @@ def keras_file(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     ("target", "knob", "steps_per_call"),
     [
-        ("train_factories:gru_text", "xla=jit", 1),
-        ("train_factories:cnn_batchnorm", "onednn=off", 1),
+        ("train_factories:gru_text", "input_pipeline=tuned", 1),
+        ("train_factories:cnn_batchnorm", "xla=jit", 1),
         ("train_factories:clipped_subclass", "steps_per_execution=4", 4),
     ],
 )

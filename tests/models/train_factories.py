@@ -26,8 +26,9 @@ def gru_text():
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
-    data = tf.data.Dataset.from_tensor_slices((tokens, labels)).shuffle(512).batch(32)
-    return model, data
+    data = tf.data.Dataset.from_tensor_slices((tokens, labels)).shuffle(512)
+    data = data.map(lambda t, label: (tf.cast(t, "int32"), label))
+    return model, data.batch(32)
 
 
 def cnn_batchnorm():

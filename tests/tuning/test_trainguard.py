@@ -81,6 +81,7 @@ def test_bf16_is_tried_for_training_where_the_cpu_has_it_but_not_on_a_keras_file
     factory = build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train=True))
     assert "bf16" in factory.values["precision"]
     assert factory.values["steps_per_execution"][1:]
+    assert factory.values["input_pipeline"] == (None, "tuned")
     saved = build_space(SpaceFacts(cores=2, bf16=True, model_format="keras", train=True))
     assert saved.values["precision"] == ("fp32",)
     (why,) = [u for u in saved.unavailable if u["knob"] == "precision"]

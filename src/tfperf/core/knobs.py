@@ -140,6 +140,11 @@ KNOBS: dict[str, Knob] = {
             "steps_per_execution=N)); training workloads only",
         ),
         Knob(
+            "input_pipeline", None, choice("tuned"), TF_ONLY, "model", "code",
+            "the training dataset as given, or tuned: its maps and interleaves made parallel "
+            "(element order kept) and prefetch(AUTOTUNE) added; training workloads only",
+        ),
+        Knob(
             "onednn", None, parse_bool, TF_ONLY, "env", "env",
             "oneDNN kernels (TF_ENABLE_ONEDNN_OPTS)",
         ),

@@ -379,6 +379,8 @@ def build_space(facts: SpaceFacts) -> Space:
     values["batch"] = _batch_values(facts, unavailable)
     own_training = facts.train and facts.model_format != "builtin"
     values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if own_training else (None,)
+    factory = own_training and facts.model_format == "factory"
+    values["input_pipeline"] = (None, "tuned") if factory else (None,)
     bare = "litert" if facts.model_format == "tflite" else "tf"
     return Space(values, unavailable, bare, implied_values(facts))
 

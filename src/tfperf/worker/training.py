@@ -91,7 +91,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     spe = int(config.get("steps_per_execution") or 1)
     model.jit_compile = config.get("xla") == "jit"
     model.steps_per_execution = spe
-    dataset, notes = _timing_dataset(source, workload)
+    dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
     steps = _guard_steps(workload)
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
@@ -286,11 +286,21 @@ def _check_policy_reached(model: Any, policy: str) -> None:
 # ---------------------------------------------------------------------------- data
 
 
-def _timing_dataset(source: _Source, workload: dict[str, Any]) -> tuple[Any, list[str]]:
-    """The user's dataset for timing: a finite one repeated (a note says how many batches)."""
+def _timing_dataset(
+    source: _Source, workload: dict[str, Any], pipeline: str | None
+) -> tuple[Any, list[str]]:
+    """The user's dataset for timing: a finite one repeated (a note says how many batches);
+    ``pipeline == "tuned"``: its sequential maps and interleaves made parallel (TensorFlow
+    keeps their order) and ``prefetch(AUTOTUNE)`` added, as ``tfperf pipeline`` would."""
     import tensorflow as tf
 
     data = source.dataset
+    if pipeline == "tuned":
+        from tfperf.worker.pipeline.structural import parallelise
+
+        for which in ("MapDataset", "InterleaveDataset"):
+            data = parallelise(data, which)
+        data = data.prefetch(tf.data.AUTOTUNE)
     count = int(data.cardinality())
     if count == 0:
         raise UserError(f"The dataset of {workload['path']} is empty: it yields no batch.")
