@@ -60,6 +60,12 @@ def tuned_config(workload: dict, store: str, budget_s: float) -> dict:
     )
     doc = tune(workload, options)
     rec = doc["recommendation"]
+    for row in doc["candidates"]:
+        sp = row.get("speedup") or {}
+        guard = (row.get("guard") or {}).get("verdict")
+        print(f"  tune {workload['path']}: {row['label']} {row['status']} "
+              f"{_f(sp.get('median'), '.2f')} {sp.get('ci95')} guard {guard}", file=sys.stderr)
+    print(f"  tune {workload['path']}: {rec['label']}: {rec.get('reason')}", file=sys.stderr)
     return {} if rec["keep_default"] else dict(Config.from_dict(rec["config"]).changes())
 
 
@@ -70,6 +76,9 @@ def measure_all(workload: dict, configs: list[dict], budget_s: float) -> list[di
                         parallel_start=True)
     m = measure(workload, [Config.from_dict(c) for c in configs], settings)
     base = m.trials[0]
+    busy = m.other_cpu_share
+    print(f"  {workload['path']}: other processes kept "
+          f"{'?' if busy is None else format(busy, '.0%')} of the CPUs busy", file=sys.stderr)
     reference = load_outputs(base.outputs_path) if base.outputs_path else None
     rows = []
     for trial, config in zip(m.trials, configs, strict=True):
