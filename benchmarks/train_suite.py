@@ -55,7 +55,7 @@ TUNED_KNOBS = ("precision", "xla", "steps_per_execution", "onednn")
 
 def tuned_config(workload: dict, store: str, budget_s: float) -> dict:
     options = TuneOptions(
-        store_path=store, knobs=TUNED_KNOBS, budget_s=budget_s, confirm_rounds=7,
+        store_path=store, knobs=TUNED_KNOBS, budget_s=budget_s, confirm_rounds=14,
         profile_out=str(Path(tempfile.mkdtemp()) / "p.json"), candidate_timeout_s=240,
     )
     doc = tune(workload, options)

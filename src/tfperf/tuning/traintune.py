@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tfperf.core.errors import UserError
@@ -31,6 +32,9 @@ from tfperf.tuning.search import MEASURED, REJECTED, Outcome
 from tfperf.tuning.trainguard import TrainTolerance, default_problem, judge
 
 SLOWER = "not run: clearly slower than the default, dropped after timing"
+TRAIN_BLOCK_S = 0.3
+"""Blocks of at least this long: a training step takes tens of milliseconds, and a block of
+one or two steps makes each pair's ratio as noisy as a single step."""
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 
@@ -51,6 +55,7 @@ class TrainEvaluator(Evaluator):
         run: RunRecorder | None = None,
         progress: Progress | None = None,
     ) -> None:
+        options = replace(options, block_s=max(options.block_s, TRAIN_BLOCK_S))
         super().__init__(workload, options, run=run, progress=progress, per_sample=True)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
 
