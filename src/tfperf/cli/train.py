@@ -147,10 +147,19 @@ def render_train_tune(doc: dict[str, Any]) -> None:
         f"{doc['train']['note']}",
         soft_wrap=True,
     )
+    rec = doc.get("recommendation") or {}
+    speed = rec.get("speedup") or {}
+    batch = default.get("batch") or 1
+    if not rec.get("keep_default") and speed.get("default_samples_per_s"):
+        out.print(
+            f"per training step: {_fmt(speed['default_samples_per_s'] / batch)} -> "
+            f"{_fmt(speed['candidate_samples_per_s'] / batch)} steps/s at batch {batch}",
+            soft_wrap=True,
+        )
     for row in doc.get("candidates", []):
         if row.get("guard"):
             out.print(f"  {escape(row['label'])}: {_guard_text(row['guard'])}", soft_wrap=True)
-    code = (doc.get("recommendation") or {}).get("code") or []
+    code = rec.get("code") or []
     if code:
         out.print("add to your training script (tfperf run cannot set these from outside):")
         for line in code:
