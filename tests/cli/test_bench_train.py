@@ -121,3 +121,28 @@ def test_a_keras_file_needs_inputs_and_labels_to_train(keras_file, tmp_path):
                   str(tmp_path / "s.db"))
     assert res.returncode == 2
     assert "--inputs X.npz and --labels Y.npz" in res.stderr
+
+
+def test_tune_train_answers_with_the_guard_and_the_lines_to_add(tmp_path):
+    profile = tmp_path / "p.json"
+    res = run_cli(
+        "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution",
+        "--max-trials", "1", "--confirm-rounds", "6", "--guard-steps", "50",
+        "--profile-out", str(profile), "--store", str(tmp_path / "s.db"), "--json",
+        cwd=FACTORIES,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    (row,) = doc["candidates"]
+    assert row["label"] == "steps_per_execution=4"
+    guard = row["guard"]
+    assert set(guard) >= {"steps", "default_first_loss", "default_final_loss", "final_loss",
+                          "verdict"}
+    assert doc["train"]["default"]["input_wait_share"] is not None
+    rec = doc["recommendation"]
+    if not rec["keep_default"]:  # the machine decides the speed; the lines follow from it
+        assert rec["code"] == ["model.compile(..., steps_per_execution=4)  # your optimizer "
+                               "and loss"]
+    applied = run_cli("apply", str(profile), "--format", "python")
+    assert applied.returncode == 0
+    assert ("steps_per_execution=4" in applied.stdout) != rec["keep_default"]
