@@ -462,6 +462,28 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
         "call_styles": _call_styles(trial, p50_ms),
         **({"ops": read_roofline(trial.ops, peak, trial.config.precision)}
            if trial.ops is not None else {}),
+        **({"train": train_figures(ready["train"], summary)} if ready.get("train") else {}),
+    }
+
+
+def train_figures(train: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A training workload's result: steps and samples per second (steps, not calls: one call
+    runs ``steps_per_call`` steps) with their 95% intervals, the first steps' cost and the
+    share of a step spent waiting for input, from the worker's ``ready["train"]``."""
+    steps = int(train.get("steps_per_call") or 1)
+    batch = int(train.get("batch") or 1)
+    lat = summary["latency_ms"]
+    low, high = lat.get("p50_ci95") or (None, None)
+
+    def rate(ms: float | None, per: int) -> float | None:
+        return per / (ms / 1e3) if ms else None
+
+    return {
+        **dict(train),
+        "steps_per_s": rate(lat["p50"], steps),
+        "steps_per_s_ci95": [rate(high, steps), rate(low, steps)],
+        "samples_per_s": rate(lat["p50"], steps * batch),
+        "ms_per_step": lat["p50"] / steps if lat["p50"] else None,
     }
 
 

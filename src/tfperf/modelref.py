@@ -193,3 +193,57 @@ def workload_from_args(
             raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
         return builtin_workload(workload, size=size, batch=batch)
     return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]
+
+
+TRAIN_SUPPORTED = (
+    "module:function returning (model, dataset) or (model, x, y) with a compiled Keras model, "
+    "or a .keras file saved after compile with --inputs and --labels"
+)
+TRAIN_BATCH = 32
+"""The batch arrays are cut into for training when none is given (Keras' ``fit`` default)."""
+
+
+def resolve_train_target(
+    arg: str,
+    *,
+    inputs: str | None = None,
+    labels: str | None = None,
+    unsafe: bool = False,
+    batch: int | None = None,
+    guard_steps: int | None = None,
+    guard_seconds: float | None = None,
+    validation: str | None = None,
+) -> dict[str, Any]:
+    """The workload dict of ``--train TARGET`` (kind ``"train"``, see
+    :mod:`tfperf.worker.training`), checked like :func:`resolve_model`."""
+    path, fmt = _identify(arg)
+    if fmt not in ("factory", "keras"):
+        raise UserError(f"--train takes {TRAIN_SUPPORTED}; {arg!r} is a {fmt} model.")
+    if fmt == "keras" and not (inputs and labels):
+        raise UserError("Training a .keras file needs --inputs X.npz and --labels Y.npz.")
+    check_batch(batch or TRAIN_BATCH)
+    if guard_steps is not None and guard_steps < 1:
+        raise UserError(f"--guard-steps must be a whole number >= 1, not {guard_steps}.")
+    return {
+        "kind": "train",
+        "path": path,
+        "format": fmt,
+        "inputs": _check_inputs(inputs),
+        "labels": _check_array_file(labels, "--labels"),
+        "validation": _check_inputs(validation),
+        "unsafe": bool(unsafe),
+        "batch": int(batch or TRAIN_BATCH),
+        "guard_steps": guard_steps,
+        "guard_seconds": guard_seconds,
+        **({"search_path": os.getcwd()} if fmt == "factory" else {}),
+    }
+
+
+def _check_array_file(path: str | None, option: str) -> str | None:
+    """The absolute path of an ``.npy``/``.npz`` file named by ``option``."""
+    if path is None:
+        return None
+    found = Path(path).expanduser()
+    if not found.is_file():
+        raise UserError(f"{option} file {path!r} not found: save it with numpy.save or savez.")
+    return str(found.resolve())

@@ -140,6 +140,32 @@ def code_lines(
     return lines
 
 
+def train_code_lines(config: Mapping[str, Any]) -> list[str]:
+    """The lines a training script needs for a training tune's model-level knobs (threads,
+    oneDNN and the allocator are set from outside by ``tfperf run``)."""
+    lines = []
+    if config.get("precision") == "bf16":
+        lines.append(
+            'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building the '
+            "model"
+        )
+    if config.get("precision") == "mixed_float16":
+        lines.append('keras.mixed_precision.set_global_policy("mixed_float16")  # before building')
+    compile_args = []
+    if config.get("xla") == "jit":
+        compile_args.append("jit_compile=True")
+    if config.get("steps_per_execution"):
+        compile_args.append(f"steps_per_execution={config['steps_per_execution']}")
+    if compile_args:
+        lines.append(f"model.compile(..., {', '.join(compile_args)})  # your optimizer and loss")
+    if config.get("input_pipeline") == "tuned":
+        lines.append(
+            "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # and num_parallel_calls="
+            "tf.data.AUTOTUNE on each map and interleave"
+        )
+    return lines
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "model"
 
@@ -184,7 +210,9 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "max_abs_error": rec.get("max_abs_error"),
         "adoption": rec.get("adoption"),
         "env": env,
-        "code": code_lines(config, fmt, rec.get("artifact")),
+        "code": train_code_lines(config)
+        if (doc.get("workload") or {}).get("kind") == "train"
+        else code_lines(config, fmt, rec.get("artifact")),
         "artifact": rec.get("artifact"),
         "machine": machine_summary(machine) | {"isa": list(machine.get("isa", []))},
         "install": {

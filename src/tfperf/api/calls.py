@@ -28,7 +28,7 @@ from typing import Any
 
 from tfperf.api import load
 from tfperf.api.load import Levels
-from tfperf.api.models import workload_for
+from tfperf.api.models import train_workload_for, workload_for
 from tfperf.api.results import (
     BenchResult,
     CompareResult,
@@ -80,14 +80,17 @@ def bench(
     level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None,
     store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
-    ops: bool = False,
+    ops: bool = False, train: bool = False, labels: Any = None, guard_steps: int | None = None,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
     ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
     the layout the layout options describe instead, and return a :class:`LoadResult`
     (``tfperf bench --concurrency ...``, docs/serving.md). ``ops=True`` also profiles each
-    config's ops (``tfperf bench --ops``, docs/ops.md)."""
+    config's ops (``tfperf bench --ops``, docs/ops.md). ``train=True`` measures its training step
+    (``tfperf bench --train``): ``model`` is a TARGET string or a compiled Keras model with
+    ``inputs`` and ``labels`` arrays (a dataset object cannot cross into a worker: return it
+    from a ``module:function`` factory)."""
     from tfperf.core.config import Config
     from tfperf.progress import NORMAL, QUIET, at_level
 
@@ -103,8 +106,8 @@ def bench(
     store = given.pop("store")
     candidate = Config.parse(_knob_args(set), _knob_args(env))
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
-        wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
-                          size=size, scratch=Path(scratch))
+        wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch),
+                       train=train, labels=labels, guard_steps=guard_steps, validation=None)
         with at_level(NORMAL if progress else QUIET):
             if under_load:
                 limits = {k: given[k] for k in load.LEVEL_DEFAULTS}
@@ -135,6 +138,19 @@ def _note(line: str) -> None:
     from tfperf.progress import note
 
     note(line, markup=False)
+
+
+def _workload(model: Any, workload: str | None, inputs: Any, unsafe: bool, batch: int,
+              size: str, scratch: Path, *, train: bool, **training: Any) -> dict[str, Any]:
+    """:func:`workload_for`, or with ``train`` :func:`train_workload_for` (Keras' batch of 32
+    unless another is given)."""
+    if not train:
+        return workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
+                            size=size, scratch=scratch)
+    if workload is not None:
+        raise UserError("train=True takes your own model, not a built-in workload.")
+    return train_workload_for(model, inputs=inputs, unsafe=unsafe,
+                              batch=None if batch == 1 else batch, scratch=scratch, **training)
 
 
 def _bench_options(budget: float, precision: float, threshold: float, timeout: float,
@@ -184,11 +200,15 @@ def tune(
     progress: bool = True,
     mlflow: bool = False,
     ops: bool = False,
+    train: bool = False,
+    guard_steps: int | None = None,
+    validation: PathLike | None = None,
 ) -> TuneResult:
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``); ``objective="server", slo_ms=X`` tunes the serving layout for
     the most requests per second within a p99 of ``X`` ms (docs/serving.md); ``ops=True``
-    profiles the default and the answer op by op (``tune --ops``, docs/ops.md)."""
+    profiles the default and the answer op by op (``tune --ops``, docs/ops.md). ``train=True``:
+    its training step (docs/train.md; ``labels`` the targets, ``tolerance`` the guard's)."""
     from tfperf.accuracy import load_labels
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
@@ -200,22 +220,33 @@ def tune(
         "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes), **limits)
     store, tolerance = given.pop("store"), given.pop("tolerance")
     options = options_from_args(
-        strategy=strategy, quick=quick, tolerance=None if tolerance is None else str(tolerance),
+        strategy=strategy, quick=quick,
+        tolerance=None if tolerance is None or train else str(tolerance),
         **given, knobs=_csv(knobs), store=_path(store), resume=resume,
         profile_out=_path(profile_out), out_dir=_path(out_dir), confirm_rounds=confirm_rounds,
         candidate_timeout=candidate_timeout, seed=seed, throughput=throughput,
         objective=objective, slo_ms=slo_ms, batch_sizes=_csv(batch_sizes),
-        command="tfperf.tune()",
+        command="tfperf.tune()", **_train_tolerance(train, tolerance),
     )
     options = dataclasses.replace(options, ops=ops)
-    sample_labels = load_labels(os.fspath(labels)) if labels is not None else None
+    sample_labels = load_labels(os.fspath(labels)) if labels is not None and not train else None
     _mlflow_ready(mlflow)
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
-        wl = workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
-                          size=size, scratch=Path(scratch))
+        wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch), train=train,
+                       labels=labels, guard_steps=guard_steps, validation=validation)
         with at_level(NORMAL if progress else QUIET), tune_progress() as shown:
             doc = run_tune(wl, options, labels=sample_labels, progress=shown)
     return _logged(TuneResult(doc), mlflow, store)
+
+
+def _train_tolerance(train: bool, tolerance: str | float | None) -> dict[str, Any]:
+    """``tolerance`` as the training guard's (the accuracy guard's stays at its default)."""
+    if not train:
+        return {}
+    from tfperf.tuning.trainguard import parse_train_tolerance
+
+    text = None if tolerance is None else str(tolerance)
+    return {"train_tolerance": parse_train_tolerance(text)}
 
 
 def compare(

@@ -102,3 +102,43 @@ def _save_inputs(inputs: Any, names: Sequence[str] | None, scratch: Path) -> str
     path = scratch / "inputs.npz"
     np.savez(path, **arrays)
     return str(path)
+
+
+def _is_dataset(obj: Any) -> bool:
+    return any(
+        c.__module__.startswith("tensorflow") and "Dataset" in c.__name__
+        for c in type(obj).__mro__
+    )
+
+
+def train_workload_for(
+    model: Any, *, inputs: Any, labels: Any, unsafe: bool, batch: int | None,
+    guard_steps: int | None, validation: Any, scratch: Path,
+) -> dict[str, Any]:
+    """The workload dict of ``train=True``: ``model`` is a training TARGET string (see
+    :func:`tfperf.modelref.resolve_train_target`) or a compiled Keras model with ``inputs``
+    and ``labels`` arrays (saved with its compile configuration under ``scratch``)."""
+    from tfperf.modelref import resolve_train_target
+
+    if any(_is_dataset(v) for v in (model, inputs, labels)):
+        raise UserError(
+            "A tf.data.Dataset cannot cross into tfperf's worker processes: return it with the "
+            "model from a module:function factory and pass 'module:function'."
+        )
+    target = model
+    if model is not None and not isinstance(model, (str, os.PathLike)):
+        if not _is_keras(model):
+            raise UserError("train=True takes a compiled Keras model or a TARGET string.")
+        target = _save_model(model, scratch)
+        unsafe = True
+    if labels is not None and not isinstance(labels, (str, os.PathLike)):
+        import numpy as np
+
+        np.savez(scratch / "labels.npz", y=np.asarray(labels))
+        labels = scratch / "labels.npz"
+    inputs = _save_inputs(inputs, None, scratch)
+    return resolve_train_target(
+        os.fspath(target), inputs=inputs, labels=None if labels is None else os.fspath(labels),
+        unsafe=unsafe, batch=batch, guard_steps=guard_steps,
+        validation=None if validation is None else os.fspath(validation),
+    )

@@ -27,6 +27,7 @@ from tfperf.cli.load import (
     run_remote_command,
     wants_load,
 )
+from tfperf.cli.train import refuse_train_only, render_train, train_options, train_workload
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -373,6 +374,7 @@ def register(group: click.Group) -> None:
     @click.argument("model", required=False)
     @_measure_options
     @load_options
+    @train_options(labels=True)
     @click.option(
         "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
     )
@@ -389,13 +391,23 @@ def register(group: click.Group) -> None:
         if opts["url"]:  # a server the user runs: docs/serving.md, "A server you run"
             if to_mlflow:
                 raise UserError("--mlflow does not take a load run yet; leave it out.")
+            if opts["train"]:
+                raise UserError("--train measures training steps, not a served model: leave "
+                                "out --url.")
             command = shlex.join(["tfperf", *sys.argv[1:]])
             doc = run_remote_command(opts, model, command)
             _emit(doc, opts["as_json"], render_load)
             export_run(opts["export"], opts["store"], doc["run_id"])
             return
-        workload = _workload_of(opts, model)
+        if opts["train"]:
+            workload = train_workload(model, opts)
+        else:
+            refuse_train_only(opts)
+            workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
+        if wants_load(opts) and opts["train"]:
+            raise UserError("--train measures training steps, not a served model: leave out "
+                            "the load options.")
         if wants_load(opts):
             if to_mlflow:
                 raise UserError("--mlflow does not take a load run yet; leave it out.")
@@ -409,6 +421,8 @@ def register(group: click.Group) -> None:
             mlflow_log.require_mlflow()  # before measuring, not after
         doc = _run(configs, opts, workload, "bench")
         _emit(doc, opts["as_json"], render_bench)
+        if opts["train"] and not opts["as_json"]:
+            render_train(doc)
         export_run(opts["export"], opts["store"], doc["run_id"])
         if to_mlflow:
             mlflow_log.log_and_tell(doc, opts["store"])

@@ -14,11 +14,13 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from tfperf.cli.export import export_option, export_run, export_target
+from tfperf.cli.train import refuse_train_only, render_train_tune, train_options, train_workload
 
 
 def _err_text(value: float | None) -> str:
@@ -314,6 +316,7 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
 )
+@train_options(labels=False)
 def tune_command(
     model: str | None,
     workload: str | None,
@@ -344,8 +347,10 @@ def tune_command(
     as_json: bool,
     export: str | None,
     to_mlflow: bool,
+    **train_opts: Any,
 ) -> None:
-    """Find the fastest configuration of a model whose outputs stay correct, and save it."""
+    """Find the fastest configuration of a model whose outputs stay correct, and save it.
+    With --train, of its training step, guarded over many steps (docs/train.md)."""
     from tfperf.accuracy import load_labels
     from tfperf.modelref import workload_from_args
     from tfperf.progress.displays import tune_progress
@@ -353,9 +358,22 @@ def tune_command(
     from tfperf.report.console import emit_json, err_console
     from tfperf.tuning import TuneInterrupted, tune
     from tfperf.tuning.options import options_from_args
+    from tfperf.tuning.trainguard import parse_train_tolerance
 
     export_target(export)
-    wl = workload_from_args(workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size)
+    train = train_opts.pop("train")
+    if train:
+        wl = train_workload(model, dict(train_opts, workload=workload, inputs=inputs,
+                                        labels=labels, unsafe=unsafe, batch=batch))
+        train_opts["train_tolerance"] = parse_train_tolerance(tolerance)
+        tolerance = labels = None
+    else:
+        refuse_train_only(train_opts)
+        wl = workload_from_args(
+            workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size
+        )
+    train_opts.pop("guard_steps", None)
+    train_opts.pop("validation", None)
     if quick:  # --quick beats the configuration file's limits, not the ones typed beside it
         ctx = click.get_current_context()
         typed = {n: ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE for n in
@@ -382,6 +400,7 @@ def tune_command(
         slo_ms=slo_ms,
         batch_sizes=batch_sizes,
         command=shlex.join(["tfperf", *sys.argv[1:]]),
+        **train_opts,
     )
     options = dataclasses.replace(options, ops=ops)
     sample_labels = load_labels(labels) if labels else None
@@ -405,6 +424,8 @@ def tune_command(
         render_server(doc)
     else:
         render_tune(doc)
+        if doc.get("train"):
+            render_train_tune(doc)
     export_run(export, options.store_path, doc["run_id"])
     if to_mlflow:
         mlflow_log.log_and_tell(doc, options.store_path)

@@ -51,6 +51,8 @@ class Config:
     runtime: str = "tf"
     precision: str = "fp32"
     runtime_threads: int | None = None
+    steps_per_execution: int | None = None
+    input_pipeline: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Knobs this module does not know (added by :func:`register_knob` or by a newer tfperf)."""

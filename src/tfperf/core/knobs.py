@@ -7,7 +7,8 @@ transformation of the model, ``"inputs"`` how many samples one call takes) and w
 takes (``"env"`` environment only, ``"code"`` one line of code, ``"model"`` a converted model
 file). The order of the table is the order of every label and of tune's coordinate search: the
 batch first (in a throughput tune it holds the largest gain, and every other knob is best
-judged at the batch that will be served), then TensorFlow's own knobs (the default outward:
+judged at the batch that will be served; a training step's ``steps_per_execution``, the steps
+one call runs, follows it for the same reason), then TensorFlow's own knobs (the default outward:
 environment and one-line changes), then the runtime (a converted model must beat the tuned
 TensorFlow), then the knobs of the runtime chosen.
 
@@ -76,6 +77,16 @@ def parse_threads(value: str) -> int | None:
     raise ValueError("a whole number of threads >= 1, or default")
 
 
+def parse_steps(value: str) -> int | None:
+    """A whole number of steps >= 1, or ``default`` (None: Keras' 1)."""
+    low = value.strip().lower()
+    if low in _DEFAULT:
+        return None
+    if low.isdigit() and int(low) >= 1:
+        return int(low)
+    raise ValueError("a whole number of steps >= 1, or default")
+
+
 def choice(*choices: str) -> Callable[[str], str]:
     """A parser accepting exactly ``choices`` (case-insensitive)."""
 
@@ -117,12 +128,22 @@ KNOBS: dict[str, Knob] = {
             in_config=False,
         ),
         Knob(
+            "steps_per_execution", None, parse_steps, TF_ONLY, "model", "code",
+            "training steps per call of the train function (model.compile("
+            "steps_per_execution=N)); training workloads only",
+        ),
+        Knob(
             "precision", "fp32", choice(*PRECISIONS), TF_ONLY, "model", "code",
             "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
         ),
         Knob(
             "xla", "off", choice(*XLA_MODES), TF_ONLY, "model", "code",
             "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
+        ),
+        Knob(
+            "input_pipeline", None, choice("tuned"), TF_ONLY, "model", "code",
+            "the training dataset as given, or tuned: its maps and interleaves made parallel "
+            "(element order kept) and prefetch(AUTOTUNE) added; training workloads only",
         ),
         Knob(
             "onednn", None, parse_bool, TF_ONLY, "env", "env",

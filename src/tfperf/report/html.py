@@ -578,7 +578,10 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
     has_samples = any(samples_ms.get(r["trial_id"]) for r in report["results"])
     has_speedups = any(c["speedup"]["median"] is not None for c in report["comparisons"])
     has_peak = any(r["gflops"] is not None for r in report["results"])
+    train = ((report.get("run") or {}).get("summary") or {}).get("train")
+    losses = [("Loss during the training guard", loss_figure(train), "")] if train else []
     return [
+        *losses,
         (
             "Latency distribution",
             latency_figure(report, samples_ms) if has_samples else None,
@@ -596,6 +599,23 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
         ),
         *ops_sections(report),
     ]
+
+
+def loss_figure(train: dict):
+    """Did it still learn? The default's per-step loss during the guard against the chosen
+    configuration's (and any other guarded candidate's, dotted), step by step."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    default = train.get("default_losses") or []
+    fig.add_trace(go.Scatter(y=default, name="default", mode="lines"))
+    chosen = train.get("chosen")
+    for name, losses in (train.get("trajectories") or {}).items():
+        line = {} if name == chosen else {"dash": "dot", "width": 1}
+        fig.add_trace(go.Scatter(y=losses, name=name, mode="lines", line=line))
+    fig.update_layout(xaxis_title="training step", yaxis_title="loss of the step's batch",
+                      height=380)
+    return fig
 
 
 def render_html(report: dict, samples_ms: dict[int, list[float]] | None = None) -> str:

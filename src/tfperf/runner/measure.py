@@ -112,8 +112,10 @@ class Trial:
         return [s for r in sorted(self.blocks) for s in self.blocks[r]]
 
     def block_medians(self, rounds: Sequence[int]) -> list[float]:
-        """The median of this trial's block in each of ``rounds``."""
-        return [statistics.median(self.blocks[r]) for r in rounds]
+        """The median of this trial's block in each of ``rounds``, per training step where one
+        call runs several (``ready["train"]["steps_per_call"]``): speedups compare steps."""
+        steps = int((self.ready.get("train") or {}).get("steps_per_call") or 1)
+        return [statistics.median(self.blocks[r]) / steps for r in rounds]
 
     def processes(self, rounds: Sequence[int]) -> list[int]:
         """The process that measured each of ``rounds``."""

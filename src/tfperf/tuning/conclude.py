@@ -48,6 +48,7 @@ def _candidate_row(outcome: Outcome) -> dict:
         "adoption": adoption(outcome.config),
         "artifact": outcome.info.get("artifact"),
         "notes": outcome.info.get("notes", []),
+        **({"guard": acc["guard"]} if acc.get("guard") else {}),
     }
 
 
@@ -104,6 +105,7 @@ def _recommend(winner: dict, row: dict, confirmed: dict) -> dict:
         "samples_per_s": confirmed["candidate_samples_per_s"],
         **{k: row[k] for k in keys},
         "adoption_text": ADOPTION_TEXT[row["adoption"]],
+        **({"guard": row["guard"]} if row.get("guard") else {}),
     }
 
 

@@ -16,6 +16,7 @@ from tfperf.accuracy import DEFAULT_TOLERANCE, Tolerance
 from tfperf.core.errors import UserError
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.tuning.search import STRATEGIES
+from tfperf.tuning.trainguard import TrainTolerance
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class TuneOptions:
     """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
     ops: bool = False
     """Profile the default and the answer op by op after the confirmation (``--ops``)."""
+    train_tolerance: TrainTolerance | None = None
+    """A training tune's guard limits (``None``: :class:`TrainTolerance`'s defaults)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`

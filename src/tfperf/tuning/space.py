@@ -309,11 +309,15 @@ def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     precisions = ["fp32"]
     if facts.model_format == "tflite":
         no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
-    elif facts.train:
-        # Training gets threads, oneDNN, the allocator and XLA jit only.
+    elif facts.train and facts.model_format == "builtin":
         no_bf16 = (
-            "a training step is tuned in fp32: lower precision changes what the model learns, "
-            "which comparing one step's outputs cannot check"
+            "the built-in training step is tuned in fp32 (its guard is one step's outputs); "
+            "tfperf tune --train with your own model tries bf16 under the training guard"
+        )
+    elif facts.train and facts.model_format == "keras":
+        no_bf16 = (
+            "not tried: a .keras file's layers keep the float32 policy they were saved with, "
+            "which set_global_policy cannot reach; build the model in a factory to try it"
         )
     elif not facts.bf16:
         no_bf16 = NO_BF16
@@ -322,7 +326,7 @@ def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
         precisions.append("bf16")
     if no_bf16:
         unavailable.append(_missing("precision", "bf16", no_bf16))
-    if facts.gpu and not facts.train:
+    if facts.gpu and (not facts.train or facts.model_format == "factory"):
         precisions.append("mixed_float16")
     return precisions
 
@@ -373,8 +377,16 @@ def build_space(facts: SpaceFacts) -> Space:
         "allocator": tuple(allocators),
     }
     values["batch"] = _batch_values(facts, unavailable)
+    own_training = facts.train and facts.model_format != "builtin"
+    values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if own_training else (None,)
+    factory = own_training and facts.model_format == "factory"
+    values["input_pipeline"] = (None, "tuned") if factory else (None,)
     bare = "litert" if facts.model_format == "tflite" else "tf"
     return Space(values, unavailable, bare, implied_values(facts))
+
+
+TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)
+"""Keras' default (one step per call), and several steps in one call of the train function."""
 
 
 def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:

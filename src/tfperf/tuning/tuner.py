@@ -71,6 +71,7 @@ from tfperf.tuning.space import (
     machine_facts,
     to_config_dict,
 )
+from tfperf.tuning.traintune import TrainEvaluator, is_training, train_document
 
 KIND = "tune"
 MAX_CALL_S = 1.0
@@ -124,10 +125,15 @@ def tune(
     with Store.open(options.store_path) as store:
         cache = resume_cache(store, options, workload, found.objective)
         with RunRecorder(store, KIND, options.command, workload, found.machine, record) as run:
-            evaluator = Evaluator(
-                workload, options, labels=labels, run=run, progress=progress,
-                per_sample=found.objective == "throughput",
-            )
+            if is_training(workload):
+                evaluator: Evaluator = TrainEvaluator(
+                    workload, options, run=run, progress=progress
+                )
+            else:
+                evaluator = Evaluator(
+                    workload, options, labels=labels, run=run, progress=progress,
+                    per_sample=found.objective == "throughput",
+                )
             try:
                 doc = _run(evaluator, found, options, cache, progress)
             except KeyboardInterrupt:
@@ -144,8 +150,12 @@ def tune(
                 elapsed_s=time.monotonic() - started,
                 tolerance=options.tolerance.to_dict(),
             )
+            if isinstance(evaluator, TrainEvaluator):
+                train_document(doc, evaluator)
             save(doc, found.machine, workload, options)
             summary = {"recommendation": doc["recommendation"], "profile": doc["profile"]}
+            if doc.get("train"):  # the trajectories the report draws
+                summary["train"] = doc["train"]
             if found.objective == "server":  # the rate the recommendation is measured against
                 summary.update(default=doc["default"], slo_ms=doc["slo_ms"])
             run.finish("ok", summary)
@@ -178,10 +188,12 @@ def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None)
     train = _is_training(workload)
     if train and options.goal == "server":
         raise UserError(
-            f"{workload.get('name')} is a training workload and a server answers requests: "
+            f"{workload.get('name') or workload.get('path')} is a training workload and a "
+            "server answers requests: "
             "tune an inference workload with --objective server."
         )
-    fmt = workload.get("format", "builtin") if workload.get("kind") == "model" else "builtin"
+    own = workload.get("kind") in ("model", "train")
+    fmt = workload.get("format", "builtin") if own else "builtin"
     batches = tuple(options.batch_sizes or DEFAULT_BATCHES) if options.throughput else ()
     batch = int(workload.get("batch", 1))
     facts = machine_facts(machine, fmt, train, options.runtimes, batch, batches)
@@ -289,6 +301,8 @@ def _cap_batches(space: Space, ready: Mapping[str, Any]) -> Space:
 
 
 def _is_training(workload: Mapping[str, Any]) -> bool:
+    if is_training(workload):
+        return True
     if workload.get("kind") != "builtin":
         return False
     return get_builtin(workload["name"]).task == "train"

@@ -30,6 +30,7 @@ from tfperf.worker.convert import prepare_variant
 from tfperf.worker.litert import litert_prepared
 from tfperf.worker.loading import load_keras_file, load_workload
 from tfperf.worker.tfrun import tf_prepared
+from tfperf.worker.training import train_prepared
 from tfperf.worker.workload import FORMATS, Loaded, Prepared
 
 __all__ = [
@@ -47,7 +48,11 @@ __all__ = [
 
 
 def prepare(workload: dict[str, Any], config: dict[str, Any]) -> Prepared:
-    """Load ``workload`` and return what to time under ``config`` (see the module docstring)."""
+    """Load ``workload`` and return what to time under ``config`` (see the module docstring).
+    A workload of kind ``"train"`` is the user's own training step
+    (:func:`tfperf.worker.training.train_prepared`)."""
+    if workload.get("kind") == "train":
+        return train_prepared(workload, config)
     loaded = load_workload(workload)
     prepared = prepare_loaded(loaded, config)
     prepared.fingerprint = loaded.fingerprint

@@ -248,6 +248,7 @@ class Session:
             "rss_bytes": _rss_bytes(),
             "peak_rss_bytes": _peak_rss_bytes(),
             **({"serving": {"cores": _cpus()}} if serving else {}),
+            **({"train": self.prepared.train} if getattr(self.prepared, "train", None) else {}),
         }
 
     def _first_call(self, workload: dict[str, Any]) -> float:

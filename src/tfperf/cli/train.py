@@ -1,0 +1,166 @@
+"""CLI: the ``--train`` options bench and tune share, and the training lines of their output.
+
+``tfperf bench --train TARGET`` and ``tfperf tune --train TARGET`` measure the user's own
+training step (:mod:`tfperf.worker.training`): TARGET is ``module:function`` returning
+``(model, dataset)`` or ``(model, x, y)``, or a ``.keras`` file saved after compile with
+``--inputs`` and ``--labels``. :func:`train_options` adds the options, :func:`train_workload`
+turns them into the workload dict (:func:`tfperf.modelref.resolve_train_target`), and
+:func:`render_train` prints steps/s, samples/s, the first steps' cost and the input wait.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from tfperf.core.errors import UserError
+
+
+def train_options(labels: bool) -> Any:
+    """The ``--train`` options (``--labels`` too where the command lacks it)."""
+
+    def decorate(fn: Any) -> Any:
+        options = [
+            click.option(
+                "--train",
+                "train",
+                is_flag=True,
+                help="Measure MODEL's training step (module:function returning (model, "
+                "dataset) or (model, x, y), or a compiled .keras with --inputs/--labels).",
+            ),
+            click.option(
+                "--guard-steps",
+                type=int,
+                default=None,
+                help="With --train: training steps each candidate's loss is compared over "
+                "(default 100 or 60 s, never fewer than 50).",
+            ),
+            click.option(
+                "--validation",
+                type=click.Path(dir_okay=False),
+                help="With --train: an .npz with x and y on which the compiled metrics must "
+                "agree after the guard's steps.",
+            ),
+        ]
+        if labels:
+            options.append(
+                click.option(
+                    "--labels",
+                    type=click.Path(dir_okay=False),
+                    help="With --train and a .keras MODEL: the training targets (.npy/.npz).",
+                )
+            )
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def given_batch(name: str = "batch") -> bool:
+    """Whether ``--batch`` was typed (training's default is Keras' 32, not 1)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) not in (
+        ParameterSource.DEFAULT,
+        None,
+    )
+
+
+def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
+    """The workload dict of ``--train MODEL`` with the command's options."""
+    from tfperf.modelref import resolve_train_target
+
+    if opts.get("workload") or not model:
+        raise UserError("--train takes your own MODEL (module:function or a .keras file).")
+    return resolve_train_target(
+        model,
+        inputs=opts.get("inputs"),
+        labels=opts.get("labels"),
+        unsafe=bool(opts.get("unsafe")),
+        batch=opts.get("batch") if given_batch() else None,
+        guard_steps=opts.get("guard_steps"),
+        validation=opts.get("validation"),
+    )
+
+
+def refuse_train_only(opts: dict[str, Any]) -> None:
+    """``--guard-steps``/``--validation``/``--labels`` without ``--train``: say so."""
+    for name in ("guard_steps", "validation"):
+        if opts.get(name) is not None:
+            raise UserError(f"--{name.replace('_', '-')} applies with --train only; add --train.")
+
+
+def _fmt(value: float | None, spec: str = ".4g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def render_train(doc: dict[str, Any]) -> None:
+    """One line per measured config of a bench document: its training figures."""
+    from rich.markup import escape
+
+    from tfperf.report.console import console
+
+    out = console()
+    for r in doc.get("results", []):
+        t = r.get("train")
+        if not t:
+            continue
+        low, high = t.get("steps_per_s_ci95") or (None, None)
+        share = t.get("input_wait_share")
+        out.print(
+            f"{escape(r['label'])}: {_fmt(t.get('steps_per_s'))} steps/s "
+            f"(95% CI {_fmt(low)}-{_fmt(high)}), {_fmt(t.get('samples_per_s'))} samples/s, "
+            f"batch {t.get('batch')}, {t.get('steps_per_call')} step(s) per call; first steps "
+            f"(tracing, compilation) {_fmt(t.get('first_steps_s'), '.3g')} s; waiting for "
+            f"input {'-' if share is None else format(share, '.0%')} of a step",
+            soft_wrap=True,
+        )
+
+
+def _guard_text(guard: dict[str, Any]) -> str:
+    if "steps" not in guard:
+        return guard.get("verdict", "")
+    final = guard.get("final_loss")
+    return (
+        f"guard {guard['verdict']} over {guard['steps']} steps: loss "
+        f"{_fmt(guard['default_first_loss'])} -> {_fmt(guard['default_final_loss'])} at the "
+        f"default, {_fmt(final)} here"
+    )
+
+
+def render_train_tune(doc: dict[str, Any]) -> None:
+    """A training tune's lines: the default's first steps and input wait, each candidate's
+    guard, and the code lines the recommendation needs."""
+    from rich.markup import escape
+
+    from tfperf.report.console import console
+
+    out = console()
+    default = (doc["train"].get("default")) or {}
+    share = default.get("input_wait_share")
+    out.print(
+        f"training step: first steps (tracing, compilation) "
+        f"{_fmt(default.get('first_steps_s'), '.3g')} s, waiting for input "
+        f"{'-' if share is None else format(share, '.0%')} of a step; "
+        f"{doc['train']['note']}",
+        soft_wrap=True,
+    )
+    rec = doc.get("recommendation") or {}
+    speed = rec.get("speedup") or {}
+    batch = default.get("batch") or 1
+    if not rec.get("keep_default") and speed.get("default_samples_per_s"):
+        out.print(
+            f"per training step: {_fmt(speed['default_samples_per_s'] / batch)} -> "
+            f"{_fmt(speed['candidate_samples_per_s'] / batch)} steps/s at batch {batch}",
+            soft_wrap=True,
+        )
+    for row in doc.get("candidates", []):
+        if row.get("guard"):
+            out.print(f"  {escape(row['label'])}: {_guard_text(row['guard'])}", soft_wrap=True)
+    code = rec.get("code") or []
+    if code:
+        out.print("add to your training script (tfperf run cannot set these from outside):")
+        for line in code:
+            out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)

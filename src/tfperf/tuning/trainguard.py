@@ -1,0 +1,191 @@
+"""The guard of a training tune: does a candidate still learn what the default learns?
+
+Contract: each worker's ``outputs`` for a training workload are ``[per-step loss, validation
+metric values, their names]`` from the same initial weights and the same batches in the same
+order (:mod:`tfperf.worker.training`). :func:`judge` ``(reference, candidate, reduced,
+tolerance) -> dict`` compares a candidate's with the default's over their common steps ``n``:
+
+- any NaN or Inf loss: rejected;
+- ``drop`` = the default's first-tenth mean loss minus its last-tenth mean;
+- when ``drop`` is under :attr:`TrainTolerance.learning` of the default's first-tenth mean,
+  the guard cannot tell learning from noise: the verdict is ``"inconclusive"`` and a
+  reduced-precision candidate is not accepted (an fp32 one is, when its last tenth is within
+  ``rel`` of the default's);
+- else accepted when the last-tenth means differ by at most ``drop_tol x drop`` and at most
+  ``rel x`` the default's last-tenth mean (fp32 changes: :data:`FP32`; reduced precision,
+  ``precision`` other than fp32: :data:`REDUCED`);
+- with validation data, each compiled metric must agree within ``rel`` of the default's.
+
+The result is ``{"accepted", "reason", "guard": {"steps", "default_first_loss",
+"default_final_loss", "final_loss", "verdict", "share_of_drop", "losses",
+"default_losses", "validation"}}``; ``reason`` carries the figures of a rejection
+("final loss 0.412 vs 0.305, +35% of the default's drop"). numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from tfperf.core.errors import UserError
+
+MIN_STEPS = 50
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How far a candidate's last-tenth loss may be from the default's."""
+
+    drop: float
+    """Share of the default's own drop (first tenth minus last tenth)."""
+    rel: float
+    """Share of the default's last-tenth mean loss (and of each validation metric)."""
+
+
+FP32 = Limits(drop=0.1, rel=0.05)
+"""fp32 changes (threads, oneDNN, allocator, XLA, steps per execution) reorder float sums, and
+XLA draws dropout masks its own way: a GRU's or an MLP-with-dropout's last tenth moved 2-3%
+under ``jit_compile`` while learning the same, so the relative limit is 5%."""
+REDUCED = Limits(drop=0.25, rel=0.1)
+"""bf16/fp16 compute rounds every activation to 8 (bf16) or 11 bits: the loss wanders more."""
+
+
+@dataclass(frozen=True)
+class TrainTolerance:
+    """The guard's limits; ``learning``: the share of its first-tenth loss the default must
+    lose for the guard to judge at all."""
+
+    fp32: Limits = FP32
+    reduced: Limits = REDUCED
+    learning: float = 0.05
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_train_tolerance(text: str | None) -> TrainTolerance:
+    """``--tolerance`` of a training tune: a bare number sets ``drop`` for every precision;
+    else ``drop=..,rel=..,reduced_drop=..,reduced_rel=..,learning=..``."""
+    if not text:
+        return TrainTolerance()
+    values: dict[str, float] = {}
+    try:
+        if "=" not in text:
+            values = {"drop": float(text), "reduced_drop": float(text)}
+        for item in filter(None, (t.strip() for t in text.split(","))) if "=" in text else ():
+            key, _, value = item.partition("=")
+            if key.strip() not in ("drop", "rel", "reduced_drop", "reduced_rel", "learning"):
+                raise ValueError(key)
+            values[key.strip()] = float(value)
+    except ValueError:
+        raise UserError(
+            f"--tolerance {text!r} is not a training tolerance: write a share of the default's "
+            "loss drop (0.1) or drop=0.1,rel=0.02,reduced_drop=0.25,reduced_rel=0.05."
+        ) from None
+    return TrainTolerance(
+        fp32=Limits(values.get("drop", FP32.drop), values.get("rel", FP32.rel)),
+        reduced=Limits(
+            values.get("reduced_drop", REDUCED.drop), values.get("reduced_rel", REDUCED.rel)
+        ),
+        learning=values.get("learning", 0.05),
+    )
+
+
+def _tenths(losses: np.ndarray, n: int) -> tuple[float, float]:
+    tenth = max(1, n // 10)
+    return float(np.mean(losses[:tenth])), float(np.mean(losses[n - tenth : n]))
+
+
+def default_problem(reference: list[Any]) -> str | None:
+    """One sentence when the default's own trajectory cannot serve as the reference."""
+    losses = np.asarray(reference[0], dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        return (
+            f"the loss is {losses[bad[0]]} at step {bad[0] + 1} under the default "
+            "configuration: fix the model, its labels or its learning rate before tuning."
+        )
+    return None
+
+
+def judge(
+    reference: list[Any], candidate: list[Any], reduced: bool, tolerance: TrainTolerance
+) -> dict:
+    """The guard's verdict on ``candidate`` against ``reference`` (module docstring)."""
+    ref = np.asarray(reference[0], dtype=np.float64)
+    cand = np.asarray(candidate[0], dtype=np.float64)
+    n = min(ref.size, cand.size)
+    first, last = _tenths(ref, n) if n else (math.nan, math.nan)
+    final = _tenths(cand, n)[1] if n else math.nan
+    drop = first - last
+    limits = tolerance.reduced if reduced else tolerance.fp32
+    share = (final - last) / drop if drop > 0 else None
+    figures = {
+        "steps": int(n),
+        "default_first_loss": first,
+        "default_final_loss": last,
+        "final_loss": final if math.isfinite(final) else None,
+        "share_of_drop": share,
+        "limits": asdict(limits),
+        "losses": [float(v) if math.isfinite(v) else None for v in cand[:n]],
+        "default_losses": [float(v) for v in ref[:n]],
+    }
+    verdict, reason = _verdict(ref[:n], cand[:n], drop, share, limits, reduced, tolerance)
+    figures["verdict"] = verdict
+    if verdict in ("accepted", "inconclusive") and len(reference) > 1:
+        reason = _validation(reference, candidate, limits.rel, figures)
+        verdict = "rejected" if reason else verdict
+        figures["verdict"] = verdict
+    return {"accepted": verdict != "rejected", "reason": reason, "guard": figures}
+
+
+def _verdict(
+    ref: np.ndarray, cand: np.ndarray, drop: float, share: float | None, limits: Limits,
+    reduced: bool, tolerance: TrainTolerance,
+) -> tuple[str, str]:
+    n = ref.size
+    if n < MIN_STEPS:
+        return "rejected", f"the guard ran {n} steps, fewer than {MIN_STEPS}"
+    bad = np.flatnonzero(~np.isfinite(cand))
+    if bad.size:
+        return "rejected", f"the loss became {cand[bad[0]]} at step {bad[0] + 1}"
+    first, last = _tenths(ref, n)
+    final = _tenths(cand, n)[1]
+    off = abs(final - last)
+    text = f"final loss {final:.4g} vs {last:.4g}"
+    if drop < tolerance.learning * abs(first):
+        why = (
+            f"inconclusive: the default's loss fell only {drop:.3g} from {first:.4g} in {n} "
+            "steps, too little to tell learning from noise"
+        )
+        if reduced:
+            return "rejected", why + "; reduced precision is not accepted without that check"
+        if off > limits.rel * abs(last):
+            return "rejected", f"{text}, {off / abs(last):.1%} of it (limit {limits.rel:.0%})"
+        return "inconclusive", why
+    if off > limits.drop * drop:
+        assert share is not None
+        return "rejected", (
+            f"{text}, {share:+.0%} of the default's drop (limit {limits.drop:.0%})"
+        )
+    if off > limits.rel * abs(last):
+        return "rejected", f"{text}, {off / abs(last):.1%} apart (limit {limits.rel:.0%})"
+    return "accepted", ""
+
+
+def _validation(reference: list[Any], candidate: list[Any], rel: float, figures: dict) -> str:
+    """Each validation metric within ``rel`` of the default's; the reason when not."""
+    ref = np.asarray(reference[1], dtype=np.float64)
+    cand = np.asarray(candidate[1], dtype=np.float64) if len(candidate) > 1 else np.array([])
+    names = [str(v) for v in (reference[2] if len(reference) > 2 else range(ref.size))]
+    figures["validation"] = {
+        name: {"default": float(r), "candidate": float(c) if math.isfinite(c) else None}
+        for name, r, c in zip(names, ref, cand, strict=False)
+    }
+    for name, r, c in zip(names, ref, cand, strict=False):
+        if not math.isfinite(c) or abs(c - r) > rel * max(abs(r), 1e-12):
+            return f"validation {name} {c:.4g} vs {r:.4g} (limit {rel:.0%} apart)"
+    return ""

@@ -1,0 +1,136 @@
+"""Tuning the user's own training step: candidates timed per step, then guarded over K steps.
+
+Contract: :class:`TrainEvaluator` is the :class:`~tfperf.tuning.evaluate.Evaluator` of a
+training workload (kind ``"train"``, :mod:`tfperf.worker.training`). It compares time per
+sample (a call's time over its samples: per step at the same batch, so a candidate with
+``steps_per_execution`` N is judged per step, not per call). Unlike inference it times a
+candidate *first*: one clearly slower than the default (verdict "slower", its whole 95%
+interval below :data:`CLEARLY_SLOWER`) is dropped there, without spending the guard's K steps
+on it; any other is then guarded (:func:`tfperf.tuning.trainguard.judge`: the per-step loss
+from the same initial weights on the same batches, against the default's) and *rejected* with
+its figures when it learns differently. The default's own trajectory must be finite
+(:func:`~tfperf.tuning.trainguard.default_problem`, else a :class:`UserError`).
+:func:`train_document` adds the training figures to tune's document. Nothing here imports
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tfperf.core.errors import UserError
+from tfperf.core.protocol import artifact_from_notes
+from tfperf.core.stats import paired_speedup
+from tfperf.profiles import train_code_lines
+from tfperf.runner.recorder import RunRecorder
+from tfperf.tuning.evaluate import Evaluator, Progress
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.search import MEASURED, REJECTED, Outcome
+from tfperf.tuning.trainguard import TrainTolerance, default_problem, judge
+
+SLOWER = "not run: clearly slower than the default, dropped after timing"
+TRAIN_BLOCK_S = 0.3
+"""Blocks of at least this long: a training step takes tens of milliseconds, and a block of
+one or two steps makes each pair's ratio as noisy as a single step."""
+CLEARLY_SLOWER = 0.9
+"""A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
+
+
+def is_training(workload: Mapping[str, Any]) -> bool:
+    """Whether ``workload`` is the user's own training step."""
+    return workload.get("kind") == "train"
+
+
+class TrainEvaluator(Evaluator):
+    """Tries training candidates (see the module docstring)."""
+
+    def __init__(
+        self,
+        workload: Mapping[str, Any],
+        options: TuneOptions,
+        *,
+        run: RunRecorder | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        options = replace(options, block_s=max(options.block_s, TRAIN_BLOCK_S))
+        super().__init__(workload, options, run=run, progress=progress, per_sample=True)
+        self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
+
+    def start_default(self) -> dict:
+        ready = super().start_default()
+        problem = default_problem(self.reference or [[]])
+        if problem:
+            raise UserError(problem[0].upper() + problem[1:])
+        return ready
+
+    def reference_is_flat(self) -> bool:
+        return False  # the guard's "inconclusive" verdict says it for training
+
+    def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
+        cand = self.workers.get(config, limit)
+        notes = list(cand.ready.get("notes") or [])
+        info = {
+            "notes": notes,
+            "artifact": artifact_from_notes(notes),
+            "first_call_s": cand.ready.get("first_call_s"),
+            "batch": cand.batch,
+            "train": cand.ready.get("train"),
+        }
+        base = self.workers.get({}, limit)
+        inc = self.workers.get(incumbent, limit) if incumbent else base
+        times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)
+        speed = paired_speedup(times[0], times[2], self.threshold)
+        measured = {
+            "speedup": speed,
+            "vs_incumbent": paired_speedup(times[1], times[2], self.threshold),
+            "time_ms": statistics.median(times[2]) * cand.unit * 1e3,
+        }
+        if clearly_slower(speed):
+            check = {"accepted": True, "reason": "", "guard": {"verdict": SLOWER}}
+            return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
+                           **measured)
+        reduced = (config.get("precision") or "fp32") != "fp32"
+        check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance)
+        status = MEASURED if check["accepted"] else REJECTED
+        return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
+                       accuracy=check, info=info, **measured)
+
+
+def clearly_slower(speedup: Mapping[str, Any]) -> bool:
+    """Significantly slower, with the whole 95% interval below :data:`CLEARLY_SLOWER`."""
+    high = (speedup.get("ci95") or [None, None])[1]
+    return speedup.get("verdict") == "slower" and high is not None and high < CLEARLY_SLOWER
+
+
+def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
+    """Tune's document with the training figures: the default's ``train`` (first steps'
+    cost, input wait), its loss trajectory and each guarded candidate's (``trajectories``,
+    by label; the candidates' ``guard`` keep the figures only), the chosen label, the
+    tolerance used, and the code lines the recommendation needs."""
+    ready = evaluator.default_ready or {}
+    doc["train"] = {
+        "default": ready.get("train"),
+        "default_losses": [float(v) for v in (evaluator.reference or [[]])[0]],
+        "tolerance": evaluator.tolerance.to_dict(),
+        "note": "a dataset is read as the model's train function reads it; a finite one is "
+        "repeated for timing",
+    }
+    trajectories = doc["train"]["trajectories"] = {}
+    for row in doc.get("candidates", []):
+        guard = row.get("guard")
+        if guard:
+            if guard.get("losses"):
+                trajectories[row["label"]] = guard["losses"]
+            row["guard"] = {k: v for k, v in guard.items() if k not in _TRAJECTORIES}
+    rec = doc.get("recommendation") or {}
+    doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
+    if rec.get("guard"):
+        rec["guard"] = {k: v for k, v in rec["guard"].items() if k not in _TRAJECTORIES}
+    rec["code"] = train_code_lines(rec.get("config") or {})
+    return doc
+
+
+_TRAJECTORIES = ("losses", "default_losses")

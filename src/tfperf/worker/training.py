@@ -1,0 +1,510 @@
+"""Worker side: the user's own training step, timed the way ``fit`` runs it.
+
+Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a workload of kind
+``"train"`` (``{"kind": "train", "path", "format": "factory"|"keras", "inputs", "labels",
+"batch", "search_path", "unsafe", "guard_steps", "guard_seconds", "validation"}``):
+
+- **Loading.** A ``module:function`` returns ``(model, dataset)`` (a ``tf.data.Dataset`` of
+  ``(x, y)`` or ``(x, y, sample_weight)`` batches), ``(model, x, y)`` (arrays, batched at
+  ``batch`` in order) or what ``tfperf pipeline`` accepts (a dict with ``"dataset"`` and
+  ``"model"``); a ``.keras`` file is loaded with its compile configuration and trained on
+  ``inputs``/``labels`` (``.npz``/``.npy``). Every global generator is seeded before the module
+  is imported and before the factory runs (:func:`tfperf.worker.fingerprint.seed_everything`),
+  so an unseeded factory builds the same model and data in every worker; the fingerprint
+  (``inputs``: the guard's first batches, ``weights``: the initial weights) proves it.
+- **Knobs.** ``precision == "bf16"`` sets Keras' ``mixed_bfloat16`` policy before the factory
+  runs (``mixed_float16`` likewise); a model whose layers did not take it (a ``.keras`` file
+  keeps its saved float32 policy) is a :class:`UserError` saying so. ``xla == "jit"`` sets
+  ``model.jit_compile``; ``steps_per_execution`` sets the model's. The train function is then
+  Keras' own (``model.make_train_function(force=True)``), so a custom ``train_step`` counts.
+- **Timing.** ``call`` runs the train function once on an iterator of the user's dataset (a
+  finite one repeated, which a note says): ``steps_per_execution`` steps, so ``batch`` is the
+  samples of one call. The first call (tracing, XLA compilation) is made here and reported
+  apart (``train["first_steps_s"]``); the optimizer's ``iterations`` must advance by exactly
+  the steps run (checked after the first call and before each guard).
+  ``train["input_wait_share"]`` is the share of a step spent waiting for input: the same
+  train function on one cached batch against the user's dataset, as ``tfperf pipeline`` does.
+- **Guard.** ``outputs()`` restores the initial weights and optimizer state, runs the guard's
+  steps (``guard_steps``, at most ``guard_seconds`` but never fewer than
+  :data:`MIN_GUARD_STEPS`) on the same cached batches in the same order and returns
+  ``[per-step loss, validation metrics, their names]``: the loss of each batch alone (Keras'
+  metrics are reset before each step, so it is not the running mean). ``steps_per_execution``
+  changes how many steps one call runs, not a step's arithmetic, and Keras reports one loss per
+  call: the guard runs the candidate's steps one per call (the same policy and XLA setting) so
+  that each step's own loss is seen; the timed steps are checked against the optimizer's count.
+  ``validation`` (an ``.npz`` with ``x`` and ``y``) adds the compiled metrics on it after the
+  guard's steps.
+
+Testing hook: ``config["train_lr_scale"]`` (a knob only tests register) multiplies the
+optimizer's learning rate, so that a test can plant a candidate that breaks training.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfperf.core.errors import UserError
+from tfperf.core.workloads import SEED
+from tfperf.worker.fingerprint import describe_arrays, seed_everything
+from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
+from tfperf.worker.workload import Prepared, call_error_sentence, first_line
+
+MIN_GUARD_STEPS = 50
+DEFAULT_GUARD_STEPS = 100
+DEFAULT_GUARD_SECONDS = 60.0
+INPUT_PROBE_S = 0.25
+"""Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
+POLICIES = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
+
+
+@dataclass
+class TrainPrepared(Prepared):
+    """:class:`Prepared` with what a training step reports in ``ready["train"]``."""
+
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Source:
+    """The model and its data as the user gave them."""
+
+    model: Any
+    dataset: Any
+    notes: list[str]
+
+
+def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
+    """The user's train function, ready to time (see the module docstring)."""
+    import keras
+
+    policy = POLICIES.get(config.get("precision") or "fp32")
+    keras.mixed_precision.set_global_policy(policy or "float32")
+    source = _load_source(workload)
+    model = source.model
+    _check_compiled(model, workload)
+    if policy:
+        _check_policy_reached(model, policy)
+    spe = int(config.get("steps_per_execution") or 1)
+    model.jit_compile = config.get("xla") == "jit"
+    model.steps_per_execution = spe
+    dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
+    steps = _guard_steps(workload)
+    guard_data = dataset.take(steps).cache()
+    batches = _fill(guard_data, workload)
+    _build(model, batches[0])
+    if config.get("train_lr_scale"):
+        lr = model.optimizer.learning_rate
+        model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
+    model.train_function = None
+    fn = model.make_train_function(force=True) or model.train_function
+    fingerprint = {"inputs": describe_arrays(_flat(batches[:4])), "weights": _weights(model)}
+    initial = _snapshot(model)
+    timing = iter(dataset)
+    first_steps_s = _first_call(fn, timing, model, spe)
+    guard = _Guard(model, fn, guard_data, initial, spe, workload)
+    counter = _Counter(model, spe)
+
+    def call() -> None:
+        fn(timing)["loss"].numpy()
+        counter.steps += spe
+
+    share = _input_wait_share(fn, timing, dataset, model, spe)
+    counter.reset()
+    batch = _batch_rows(batches[0])
+    return TrainPrepared(
+        call=call,
+        outputs=lambda: counter.around(guard.run),
+        batch=batch * spe,
+        flops_per_call=None,
+        flops_source="unknown",
+        notes=[*source.notes, *notes, *_knob_notes(config, spe)],
+        fingerprint=fingerprint,
+        train={
+            "steps_per_call": spe,
+            "batch": batch,
+            "first_steps_s": first_steps_s,
+            "input_wait_share": share,
+            "policy": policy or "float32",
+        },
+    )
+
+
+def _knob_notes(config: dict[str, Any], spe: int) -> list[str]:
+    notes = []
+    if config.get("xla") == "jit":
+        notes.append("XLA: model.jit_compile = True (the train function compiled by XLA)")
+    if spe > 1:
+        notes.append(f"steps_per_execution {spe}: one timed call runs {spe} training steps")
+    return notes
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _load_source(workload: dict[str, Any]) -> _Source:
+    if workload.get("format") == "keras":
+        return _load_keras(workload)
+    return _load_factory(workload)
+
+
+def _load_factory(workload: dict[str, Any]) -> _Source:
+    import importlib
+    import sys
+
+    ref = str(workload["path"])
+    search = workload.get("search_path")
+    if search and search not in sys.path:
+        sys.path.insert(0, search)
+    module_name, func_name = split_spec(ref)
+    seed_everything(SEED)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module failed to import
+        raise UserError(f"Importing {module_name} failed: {first_line(exc)}.") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise UserError(f"{module_name} has no function {func_name!r}: check {ref}.")
+    seed_everything(SEED)
+    try:
+        result = func()
+    except Exception as exc:  # the user's factory raised
+        raise UserError(f"Factory {ref} raised {type(exc).__name__}: {first_line(exc)}.") from None
+    return _unpack(result, ref, workload)
+
+
+def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
+    """``(model, dataset)``, ``(model, x, y)`` or a form ``tfperf pipeline`` takes."""
+    import tensorflow as tf
+
+    shape = (
+        "must return (model, dataset) with a compiled Keras model and a tf.data.Dataset of "
+        "(x, y) batches, or (model, x, y) with arrays"
+    )
+    if isinstance(result, tuple) and len(result) == 3 and _is_model(result[0]):
+        model, x, y = result
+        batch = int(workload.get("batch") or 32)
+        try:
+            data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        except Exception as exc:  # arrays of different lengths, ragged lists...
+            raise UserError(
+                f"Factory {ref} returned x and y that do not pair: {first_line(exc)}."
+            ) from None
+        return _Source(model, data, [f"arrays batched at {batch} in order (no shuffling)"])
+    if isinstance(result, tuple) and len(result) == 2 and _is_model(result[0]):
+        model, data = result
+        if isinstance(data, tf.data.Dataset):
+            return _Source(model, data, [])
+        raise UserError(f"Factory {ref} returned {type(data).__name__} as its data: it {shape}.")
+    if not isinstance(result, (dict, tuple, list)):
+        raise UserError(f"Factory {ref} returned {type(result).__name__}: it {shape}.")
+    try:
+        data, model = unpack(result, ref)
+    except TargetError as exc:
+        raise UserError(f"Factory {ref} {shape} ({exc}).") from None
+    if model is None:
+        raise UserError(f"Factory {ref} returned no model: it {shape}.")
+    return _Source(model, data, [])
+
+
+def _is_model(obj: Any) -> bool:
+    return hasattr(obj, "make_train_function") and hasattr(obj, "train_step")
+
+
+def _load_keras(workload: dict[str, Any]) -> _Source:
+    import keras
+    import tensorflow as tf
+
+    from tfperf.worker.loading import load_keras_file
+
+    path = workload["path"]
+    if not workload.get("inputs") or not workload.get("labels"):
+        raise UserError("Training a .keras file needs --inputs X.npz and --labels Y.npz.")
+    seed_everything(SEED)
+    try:
+        model = keras.models.load_model(path, safe_mode=not workload.get("unsafe"))
+    except Exception:  # the same sentences as inference's loading
+        model = load_keras_file(path, bool(workload.get("unsafe")))
+    x, y = _array(workload["inputs"]), _array(workload["labels"])
+    batch = int(workload.get("batch") or 32)
+    try:
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+    except Exception as exc:  # different row counts
+        raise UserError(
+            f"--inputs and --labels do not pair row by row: {first_line(exc)}."
+        ) from None
+    return _Source(model, data, [f"--inputs/--labels batched at {batch} in order"])
+
+
+def _array(path: str) -> Any:
+    """The one array of an ``.npy`` file, or of an ``.npz`` file (its ``x``/``y`` or its only
+    array); several inputs are a list in file order."""
+    import numpy as np
+
+    with np.load(path) as found:
+        if not hasattr(found, "files"):
+            return np.asarray(found)
+        arrays = [found[k] for k in found.files]
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _check_compiled(model: Any, workload: dict[str, Any]) -> None:
+    name = type(model).__name__
+    if getattr(model, "optimizer", None) is None:
+        raise UserError(
+            f"The {name} has no optimizer: call model.compile(optimizer=..., loss=...) before "
+            "returning it (a .keras file keeps them when saved after compile)."
+        )
+    custom = type(model).train_step is not _keras_train_step()
+    if getattr(model, "loss", None) is None and not custom:
+        raise UserError(
+            f"The {name} has no loss: call model.compile(optimizer=..., loss=...) before "
+            "returning it."
+        )
+
+
+def _keras_train_step() -> Any:
+    import keras
+
+    return keras.Model.train_step
+
+
+def _check_policy_reached(model: Any, policy: str) -> None:
+    names = {getattr(getattr(layer, "dtype_policy", None), "name", None) for layer in
+             model.layers}
+    if policy not in names:
+        raise UserError(
+            f"not tried: the model's layers keep their float32 policy, which "
+            f"set_global_policy({policy!r}) cannot reach (a saved model keeps the policy it "
+            "was saved with): build the model under the policy in a factory to try it."
+        )
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def _timing_dataset(
+    source: _Source, workload: dict[str, Any], pipeline: str | None
+) -> tuple[Any, list[str]]:
+    """The user's dataset for timing: a finite one repeated (a note says how many batches);
+    ``pipeline == "tuned"``: its sequential maps and interleaves made parallel (TensorFlow
+    keeps their order) and ``prefetch(AUTOTUNE)`` added, as ``tfperf pipeline`` would."""
+    import tensorflow as tf
+
+    data = source.dataset
+    if pipeline == "tuned":
+        from tfperf.worker.pipeline.structural import parallelise
+
+        for which in ("MapDataset", "InterleaveDataset"):
+            data = parallelise(data, which)
+        data = data.prefetch(tf.data.AUTOTUNE)
+    count = int(data.cardinality())
+    if count == 0:
+        raise UserError(f"The dataset of {workload['path']} is empty: it yields no batch.")
+    if count == tf.data.INFINITE_CARDINALITY:
+        return data, []
+    size = f"{count} batches" if count > 0 else "its batches"
+    return data.repeat(), [f"a finite dataset ({size}) is repeated for timing"]
+
+
+def _fill(guard_data: Any, workload: dict[str, Any]) -> list[Any]:
+    """Iterate the guard's cached batches once (filling the cache); the first few kept."""
+    kept: list[Any] = []
+    try:
+        for element in guard_data:
+            if len(kept) < 4:
+                kept.append(element)
+    except Exception as exc:  # the user's pipeline raised
+        raise UserError(
+            f"Reading the dataset of {workload['path']} raised {call_error_sentence(exc)}."
+        ) from None
+    if not kept:
+        raise UserError(f"The dataset of {workload['path']} is empty: it yields no batch.")
+    return kept
+
+
+def _flat(batches: list[Any]) -> list[Any]:
+    import tensorflow as tf
+
+    return [t.numpy() for b in batches for t in tf.nest.flatten(b)]
+
+
+def _batch_rows(batch: Any) -> int:
+    import tensorflow as tf
+
+    first = tf.nest.flatten(batch)[0]
+    return int(first.shape[0]) if first.shape.rank else 1
+
+
+def _guard_steps(workload: dict[str, Any]) -> int:
+    return max(MIN_GUARD_STEPS, int(workload.get("guard_steps") or DEFAULT_GUARD_STEPS))
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+def _weights(model: Any) -> dict[str, Any]:
+    return describe_arrays([w.numpy() for w in model.weights])
+
+
+def _state_variables(model: Any) -> list[Any]:
+    """The model's variables (weights, batch-norm statistics, seed generators) and the
+    optimizer's (its ``iterations`` and slots)."""
+    return list(model.variables) + list(model.optimizer.variables)
+
+
+def _snapshot(model: Any) -> list[Any]:
+    return [v.numpy() for v in _state_variables(model)]
+
+
+def _restore(model: Any, values: list[Any]) -> None:
+    for var, value in zip(_state_variables(model), values):  # noqa: B905 (same model)
+        var.assign(value)
+
+
+def _build(model: Any, batch: Any) -> None:
+    """Build the model, its loss, metrics and optimizer on one batch, as ``fit`` does first:
+    labels that do not fit the model's outputs fail here."""
+    try:
+        model._symbolic_build(data_batch=batch)
+    except Exception as exc:
+        raise UserError(_first_step_error(model, exc)) from None
+
+
+def _first_call(fn: Callable[[Any], Any], it: Any, model: Any, spe: int) -> float:
+    """Run and time the first call (tracing, compilation); its errors as one sentence."""
+    before = int(model.optimizer.iterations.numpy())
+    t0 = time.perf_counter()
+    try:
+        loss = float(fn(it)["loss"].numpy())
+    except Exception as exc:
+        raise UserError(_first_step_error(model, exc)) from None
+    elapsed = time.perf_counter() - t0
+    if not math.isfinite(loss):
+        raise UserError(
+            f"The loss is {loss} at the first training step: check the labels, the loss and "
+            "the learning rate before tuning."
+        )
+    _check_iterations(model, before + spe)
+    return elapsed
+
+
+def _first_step_error(model: Any, exc: BaseException) -> str:
+    name = type(model).__name__
+    if "is not a valid root scope name" in str(exc):
+        return (
+            f"Keras refuses the name scope of the class {name} at the first training step "
+            f"(its name starts with '_'): rename the class, e.g. to {name.lstrip('_') or 'Net'}."
+        )
+    return (
+        f"The first training step raised {call_error_sentence(exc)}: give labels (and inputs) "
+        "that fit the model's outputs and loss."
+    )
+
+
+def _check_iterations(model: Any, expected: int) -> None:
+    got = int(model.optimizer.iterations.numpy())
+    if got != expected:
+        raise RuntimeError(
+            f"the optimizer ran {got} steps where {expected} were timed: the train function "
+            "does not run the steps it is asked to"
+        )
+
+
+class _Counter:
+    """The steps timed since the last reset, checked against the optimizer's ``iterations``."""
+
+    def __init__(self, model: Any, spe: int) -> None:
+        self.model = model
+        self.steps = 0
+        self.start = 0
+
+    def reset(self) -> None:
+        self.steps = 0
+        self.start = int(self.model.optimizer.iterations.numpy())
+
+    def around(self, run: Callable[[], Any]) -> Any:
+        """Check the steps timed so far, ``run()`` (which resets the optimizer), count anew."""
+        _check_iterations(self.model, self.start + self.steps)
+        result = run()
+        self.reset()
+        return result
+
+
+def _input_wait_share(fn: Any, timing: Any, dataset: Any, model: Any, spe: int) -> float | None:
+    """1 - (time per call on one cached batch) / (time per call on the user's dataset)."""
+    cached = iter(dataset.take(spe).cache().repeat())
+
+    def per_call(it: Any) -> float:
+        fn(it)["loss"].numpy()  # the first call on a new iterator may trace
+        n, t0 = 0, time.perf_counter()
+        while n < 3 or time.perf_counter() - t0 < INPUT_PROBE_S:
+            fn(it)["loss"].numpy()
+            n += 1
+        return (time.perf_counter() - t0) / n
+
+    try:
+        fed, alone = per_call(timing), per_call(cached)
+    except Exception:  # information only: never lose the measurement over it
+        return None
+    return max(0.0, 1.0 - alone / fed) if fed > 0 else None
+
+
+class _Guard:
+    """K steps from the initial state on the cached batches (see the module docstring)."""
+
+    def __init__(
+        self, model: Any, fn: Any, data: Any, initial: list[Any], spe: int, workload: dict
+    ) -> None:
+        self.model, self.fn, self.data, self.initial, self.spe = model, fn, data, initial, spe
+        self.steps = _guard_steps(workload)
+        self.seconds = float(workload.get("guard_seconds") or DEFAULT_GUARD_SECONDS)
+        self.validation = workload.get("validation")
+        self.per_step: Any = None
+
+    def run(self) -> list[Any]:
+        """The guard's outputs; the model runs one step per call meanwhile (Keras reads
+        ``steps_per_execution`` when it traces), its own setting restored after."""
+        if self.spe == 1:
+            return self._steps(self.fn)
+        if self.per_step is None:
+            self.per_step = self.model._make_function(self.model.train_step)
+        self.model.steps_per_execution = 1
+        try:
+            return self._steps(self.per_step)
+        finally:
+            self.model.steps_per_execution = self.spe
+
+    def _steps(self, fn: Any) -> list[Any]:
+        import numpy as np
+
+        _restore(self.model, self.initial)
+        it = iter(self.data)
+        losses: list[float] = []
+        t0 = time.perf_counter()
+        while len(losses) < self.steps:
+            if len(losses) >= MIN_GUARD_STEPS and time.perf_counter() - t0 > self.seconds:
+                break
+            self.model.reset_metrics()
+            try:
+                logs = fn(it)
+            except StopIteration:
+                break
+            losses.append(float(logs["loss"].numpy()))
+        metrics = self._evaluate() if self.validation else {}
+        return [
+            np.asarray(losses[: self.steps], dtype=np.float64),
+            np.asarray(list(metrics.values()), dtype=np.float64),
+            np.asarray(list(metrics), dtype=str),
+        ]
+
+    def _evaluate(self) -> dict[str, float]:
+        import numpy as np
+
+        with np.load(self.validation) as found:
+            x, y = found["x"], found["y"]
+        result = self.model.evaluate(x, y, verbose=0, return_dict=True)
+        return {k: float(v) for k, v in sorted(result.items())}

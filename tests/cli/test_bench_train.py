@@ -1,0 +1,148 @@
+"""``tfperf bench --train``: the user's own training step, measured in real workers.
+
+User-style factories (``tests/models/train_factories.py``: unseeded, labels computed from the
+inputs) and a ``.keras`` file saved after compile, trained at tiny sizes. Each run measures
+the default and one training knob side by side; bad input ends with one sentence and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import run_cli
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+FACTORIES = Path(__file__).resolve().parent.parent / "models"
+QUICK = ["--no-peak", "--budget", "1", "--processes", "1", "--guard-steps", "50"]
+
+
+def bench_train(target: str, *args: str, store: Path, cwd: Path = FACTORIES):
+    return run_cli("bench", "--train", target, *QUICK, *args, "--store", str(store), "--json",
+                   cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def keras_file(tmp_path_factory) -> Path:
+    """A compiled model saved with its optimizer and loss, with inputs and targets."""
+    import keras
+
+    root = tmp_path_factory.mktemp("kerasfile")
+    x = np.random.default_rng(0).normal(size=(128, 5)).astype("float32")
+    np.savez(root / "x.npz", x=x)
+    np.savez(root / "y.npz", y=x.sum(axis=1, keepdims=True))
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.save(root / "reg.keras")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("target", "knob", "steps_per_call"),
+    [
+        ("train_factories:gru_text", "input_pipeline=tuned", 1),
+        ("train_factories:cnn_batchnorm", "xla=jit", 1),
+        ("train_factories:clipped_subclass", "steps_per_execution=4", 4),
+    ],
+)
+def test_bench_train_times_the_models_own_train_step(target, knob, steps_per_call, tmp_path):
+    res = bench_train(target, "--set", knob, store=tmp_path / "s.db")
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    base, cand = doc["results"]
+    assert base["model"] == cand["model"]  # the same weights and batches in both workers
+    for result, steps in ((base, 1), (cand, steps_per_call)):
+        train = result["train"]
+        assert train["steps_per_call"] == steps
+        assert train["batch"] == 32
+        assert result["batch"] == 32 * steps  # samples of one timed call
+        assert train["steps_per_s"] > 0 and train["samples_per_s"] == pytest.approx(
+            train["steps_per_s"] * 32
+        )
+        low, high = train["steps_per_s_ci95"]
+        assert low <= train["steps_per_s"] <= high
+        assert train["first_steps_s"] > 0
+        assert 0.0 <= train["input_wait_share"] <= 1.0
+        assert any("repeated for timing" in n for n in result["notes"])
+    speed = doc["comparisons"][0]["speedup"]
+    assert speed["n_pairs"] >= 1 and speed["median"] > 0
+
+
+def test_bench_train_on_a_keras_file_with_its_compile_config(keras_file, tmp_path):
+    res = bench_train(
+        str(keras_file / "reg.keras"), "--inputs", str(keras_file / "x.npz"),
+        "--labels", str(keras_file / "y.npz"), "--batch", "16", store=tmp_path / "s.db",
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    (result,) = json.loads(res.stdout)["results"]
+    assert result["train"]["batch"] == 16 and result["train"]["steps_per_s"] > 0
+    assert any("batched at 16" in n for n in result["notes"])
+
+
+@pytest.mark.parametrize(
+    ("factory", "words"),
+    [
+        ("not_a_pair", "must return (model, dataset)"),
+        ("uncompiled", "model.compile"),
+        ("wrong_labels", "labels"),
+        ("nan_loss", "nan at the first training step"),
+        ("empty_dataset", "empty"),
+        ("underscore_subclass", "rename the class"),
+    ],
+)
+def test_bad_training_input_is_one_sentence_and_exit_2(factory, words, tmp_path):
+    res = bench_train(f"train_factories:{factory}", store=tmp_path / "s.db")
+    assert res.returncode == 2, res.stdout[-1000:] + res.stderr[-2000:]
+    assert words.lower() in res.stderr.lower()
+    assert "Traceback" not in res.stderr
+
+
+def test_a_factory_whose_data_differs_between_workers_stops_the_run(tmp_path):
+    res = bench_train("train_factories:differs_each_process", "--set", "onednn=off",
+                      store=tmp_path / "s.db")
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "inputs" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_training_options_need_train(tmp_path):
+    res = run_cli("bench", "train_factories:tabular_mlp", "--guard-steps", "60", "--store",
+                  str(tmp_path / "s.db"), cwd=FACTORIES)
+    assert res.returncode == 2
+    assert "--guard-steps applies with --train only" in res.stderr
+
+
+def test_a_keras_file_needs_inputs_and_labels_to_train(keras_file, tmp_path):
+    res = run_cli("bench", "--train", str(keras_file / "reg.keras"), "--store",
+                  str(tmp_path / "s.db"))
+    assert res.returncode == 2
+    assert "--inputs X.npz and --labels Y.npz" in res.stderr
+
+
+def test_tune_train_answers_with_the_guard_and_the_lines_to_add(tmp_path):
+    profile = tmp_path / "p.json"
+    res = run_cli(
+        "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution",
+        "--max-trials", "1", "--confirm-rounds", "6", "--guard-steps", "50",
+        "--profile-out", str(profile), "--store", str(tmp_path / "s.db"), "--json",
+        cwd=FACTORIES,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    (row,) = doc["candidates"]
+    assert row["label"] == "steps_per_execution=4"
+    guard = row["guard"]
+    assert set(guard) >= {"steps", "default_first_loss", "default_final_loss", "final_loss",
+                          "verdict"}
+    assert doc["train"]["default"]["input_wait_share"] is not None
+    rec = doc["recommendation"]
+    if not rec["keep_default"]:  # the machine decides the speed; the lines follow from it
+        assert rec["code"] == ["model.compile(..., steps_per_execution=4)  # your optimizer "
+                               "and loss"]
+    applied = run_cli("apply", str(profile), "--format", "python")
+    assert applied.returncode == 0
+    assert ("steps_per_execution=4" in applied.stdout) != rec["keep_default"]

@@ -1,0 +1,64 @@
+"""``tune --train``: candidates of the user's own training step, guarded over many steps.
+
+Real workers train the tabular MLP with dropout of ``tests/models/train_factories.py`` (an
+unseeded factory) for the guard's 50 steps. A learning-rate knob that only this test
+registers in the knob table plants a candidate that breaks training: it runs as fast as the
+default, so it reaches the guard, which must reject it with its figures, while the default's
+own loss falls. (A clearly slower candidate is dropped before its guard: the test turns that
+off, so that noise on a shared machine cannot send the candidate that way.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tfperf.core import knobs
+from tfperf.modelref import resolve_train_target
+from tfperf.report.html import build_report, render_html
+from tfperf.store import Store
+from tfperf.tuning import traintune, tune
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.space import Space
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+FACTORIES = Path(__file__).resolve().parent.parent / "models"
+LR = "train_lr_scale"
+
+
+@pytest.fixture
+def planted_knob(monkeypatch):
+    """A learning-rate multiplier in the knob table (the worker's testing hook reads it)."""
+    knob = knobs.Knob(LR, None, float, knobs.TF_ONLY, "model", "code", "test only")
+    monkeypatch.setitem(knobs.KNOBS, LR, knob)
+
+
+def test_the_guard_rejects_a_candidate_that_breaks_training(planted_knob, monkeypatch, tmp_path):
+    # On a busy machine a same-speed candidate can time "clearly slower" and be dropped before
+    # its guard: no candidate is dropped here, so the guard's verdict alone decides.
+    monkeypatch.setattr(traintune, "CLEARLY_SLOWER", 0.0)
+    monkeypatch.chdir(FACTORIES)
+    workload = resolve_train_target("train_factories:tabular_mlp", guard_steps=50)
+    space = Space({"runtime": ("tf",), LR: (None, 400.0)})
+    options = TuneOptions(
+        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
+        confirm_rounds=6, min_rounds=4, max_rounds=6, candidate_timeout_s=180,
+    )
+    doc = tune(workload, options, space=space)
+    (row,) = doc["candidates"]
+    assert row["label"] == f"{LR}=400.0"
+    assert row["status"] == "rejected"
+    guard = row["guard"]
+    assert guard["verdict"] == "rejected" and guard["steps"] == 50
+    assert guard["default_final_loss"] < guard["default_first_loss"]  # the default learns
+    assert row["reason"].startswith("final loss") or "became" in row["reason"]
+    assert doc["recommendation"]["keep_default"] is True
+    train = doc["train"]
+    assert len(train["default_losses"]) == 50
+    assert train["default"]["steps_per_call"] == 1
+    assert len(train["trajectories"][row["label"]]) == 50
+    with Store.open(tmp_path / "s.db") as store:
+        page = render_html(build_report(store.load_run(doc["run_id"])))
+    assert "Loss during the training guard" in page and f"{LR}=400.0" in page

@@ -1,0 +1,90 @@
+"""The training guard's rule on loss trajectories (numpy only), and where bf16 is not tried."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfperf.core.errors import UserError
+from tfperf.tuning.space import SpaceFacts, build_space
+from tfperf.tuning.trainguard import (
+    TrainTolerance,
+    default_problem,
+    judge,
+    parse_train_tolerance,
+)
+
+STEPS = np.arange(100)
+LEARNS = 2.0 * np.exp(-STEPS / 30) + 0.3  # first tenth ~1.99, last tenth ~0.38
+TOL = TrainTolerance()
+
+
+def outputs(losses, metrics=()):
+    names = ["mae"][: len(metrics)]
+    return [np.asarray(losses), np.asarray(metrics, dtype=float), np.asarray(names)]
+
+
+def test_a_candidate_on_the_default_trajectory_is_accepted():
+    result = judge(outputs(LEARNS), outputs(LEARNS * 1.001), False, TOL)
+    assert result["accepted"] and result["guard"]["verdict"] == "accepted"
+    assert result["guard"]["steps"] == 100
+
+
+def test_a_candidate_that_learns_less_is_rejected_with_its_figures():
+    worse = LEARNS + np.linspace(0, 0.6, 100)
+    result = judge(outputs(LEARNS), outputs(worse), False, TOL)
+    assert not result["accepted"]
+    assert result["reason"].startswith("final loss 0.9")
+    assert "of the default's drop (limit 10%)" in result["reason"]
+    guard = result["guard"]
+    assert guard["final_loss"] > guard["default_final_loss"]
+
+
+def test_a_loss_that_becomes_nan_is_rejected():
+    broken = LEARNS.copy()
+    broken[60:] = np.nan
+    result = judge(outputs(LEARNS), outputs(broken), False, TOL)
+    assert not result["accepted"] and result["reason"] == "the loss became nan at step 61"
+
+
+def test_reduced_precision_gets_the_looser_limits_but_not_an_inconclusive_verdict():
+    drift = LEARNS + np.linspace(0, 0.25, 100)  # +15% of the drop: out for fp32, in for bf16
+    assert not judge(outputs(LEARNS), outputs(drift), False, TOL)["accepted"]
+    flat = np.full(100, 1.0) + 0.001 * np.sin(STEPS)
+    fp32 = judge(outputs(flat), outputs(flat), False, TOL)
+    assert fp32["accepted"] and fp32["guard"]["verdict"] == "inconclusive"
+    bf16 = judge(outputs(flat), outputs(flat), True, TOL)
+    assert not bf16["accepted"] and "reduced precision is not accepted" in bf16["reason"]
+
+
+def test_validation_metrics_must_agree():
+    result = judge(outputs(LEARNS, [0.50]), outputs(LEARNS, [0.60]), False, TOL)
+    assert not result["accepted"] and result["reason"].startswith("validation mae 0.6 vs 0.5")
+
+
+def test_a_default_that_diverges_is_the_users_problem():
+    losses = LEARNS.copy()
+    losses[3] = np.inf
+    assert "at step 4 under the default" in default_problem(outputs(losses))
+
+
+def test_training_tolerance_text():
+    assert parse_train_tolerance("0.3").fp32.drop == 0.3
+    assert parse_train_tolerance(None) == TOL
+    tol = parse_train_tolerance("rel=0.05,reduced_rel=0.1")
+    assert (tol.fp32.rel, tol.reduced.rel) == (0.05, 0.1)
+    with pytest.raises(UserError, match="not a training tolerance"):
+        parse_train_tolerance("top1=0.9")
+
+
+def test_bf16_is_tried_for_training_where_the_cpu_has_it_but_not_on_a_keras_file():
+    factory = build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train=True))
+    assert "bf16" in factory.values["precision"]
+    assert factory.values["steps_per_execution"][1:]
+    assert factory.values["input_pipeline"] == (None, "tuned")
+    saved = build_space(SpaceFacts(cores=2, bf16=True, model_format="keras", train=True))
+    assert saved.values["precision"] == ("fp32",)
+    (why,) = [u for u in saved.unavailable if u["knob"] == "precision"]
+    assert why["reason"].startswith("not tried: a .keras file's layers keep")
+    inference = build_space(SpaceFacts(cores=2, bf16=True, model_format="keras"))
+    assert inference.values["steps_per_execution"] == (None,)
