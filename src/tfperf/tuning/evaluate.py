@@ -225,15 +225,20 @@ class Evaluator:
         self.progress.done(outcome)
         return outcome
 
-    def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
-        cand = self.workers.get(config, limit)
+    @staticmethod
+    def candidate_info(cand: Any) -> dict:
+        """What an outcome keeps of its candidate's worker: notes, artifact, first call."""
         notes = list(cand.ready.get("notes") or [])
-        info = {
+        return {
             "notes": notes,
             "artifact": artifact_from_notes(notes),
             "first_call_s": cand.ready.get("first_call_s"),
             "batch": cand.batch,
         }
+
+    def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
+        cand = self.workers.get(config, limit)
+        info = self.candidate_info(cand)
         reference, labels = self.reference_at(cand.batch)
         check = guard(reference, self.workers.outputs(cand), self.options.tolerance, labels)
         if not check["accepted"]:

@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.core.protocol import artifact_from_notes
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
@@ -71,14 +70,7 @@ class TrainEvaluator(Evaluator):
 
     def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
         cand = self.workers.get(config, limit)
-        notes = list(cand.ready.get("notes") or [])
-        info = {
-            "notes": notes,
-            "artifact": artifact_from_notes(notes),
-            "first_call_s": cand.ready.get("first_call_s"),
-            "batch": cand.batch,
-            "train": cand.ready.get("train"),
-        }
+        info = {**self.candidate_info(cand), "train": cand.ready.get("train")}
         base = self.workers.get({}, limit)
         inc = self.workers.get(incumbent, limit) if incumbent else base
         times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)

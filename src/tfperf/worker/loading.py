@@ -272,9 +272,20 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
 
 
 def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
+    """:func:`seeded_factory_result`, checked to be ``(model, inputs)``."""
+    result = seeded_factory_result(ref, search_path)
+    if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])):
+        raise UserError(
+            f"Factory {ref} must return a tuple (model, inputs) with a callable model, "
+            f"not {type(result).__name__}."
+        )
+    return result
+
+
+def seeded_factory_result(ref: str, search_path: str | None) -> Any:
     """Import the factory's module and call it, with every global random generator seeded
     before each (:func:`seed_everything`): an unseeded factory builds the same model and the
-    same inputs in every worker."""
+    same inputs in every worker. Its module's or its own exception is a :class:`UserError`."""
     module_name, func_name = ref.split(":", 1)
     if search_path and search_path not in sys.path:
         sys.path.insert(0, search_path)
@@ -288,15 +299,9 @@ def _call_factory(ref: str, search_path: str | None) -> tuple[Any, Any]:
         raise UserError(f"{module_name} has no function {func_name!r}: check {ref}.")
     seed_everything(SEED)
     try:
-        result = func()
+        return func()
     except Exception as exc:  # the user's factory raised
         raise UserError(f"Factory {ref} raised {type(exc).__name__}: {first_line(exc)}.") from None
-    if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])):
-        raise UserError(
-            f"Factory {ref} must return a tuple (model, inputs) with a callable model, "
-            f"not {type(result).__name__}."
-        )
-    return result
 
 
 def _as_array(value: Any) -> Any:

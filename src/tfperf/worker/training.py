@@ -50,6 +50,7 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.workloads import SEED
 from tfperf.worker.fingerprint import describe_arrays, seed_everything
+from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 
@@ -152,27 +153,9 @@ def _load_source(workload: dict[str, Any]) -> _Source:
 
 
 def _load_factory(workload: dict[str, Any]) -> _Source:
-    import importlib
-    import sys
-
     ref = str(workload["path"])
-    search = workload.get("search_path")
-    if search and search not in sys.path:
-        sys.path.insert(0, search)
-    module_name, func_name = split_spec(ref)
-    seed_everything(SEED)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module failed to import
-        raise UserError(f"Importing {module_name} failed: {first_line(exc)}.") from None
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise UserError(f"{module_name} has no function {func_name!r}: check {ref}.")
-    seed_everything(SEED)
-    try:
-        result = func()
-    except Exception as exc:  # the user's factory raised
-        raise UserError(f"Factory {ref} raised {type(exc).__name__}: {first_line(exc)}.") from None
+    split_spec(ref)  # a TARGET that is not module:function says so first
+    result = seeded_factory_result(ref, workload.get("search_path"))
     return _unpack(result, ref, workload)
 
 
