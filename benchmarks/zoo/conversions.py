@@ -30,11 +30,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RUNTIMES = (
-    "litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32", "openvino-bf16",
-    "bf16", "xla-aot",
-)
-"""Every runtime tune can pick (``bf16`` is TensorFlow with ``precision=bf16``)."""
+RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
+"""The runtimes that convert the model to another format (LiteRT, OpenVINO), where a converter
+can change what the model computes."""
 SAVED_RUNTIMES = ("litert", "openvino-f32")
 
 
