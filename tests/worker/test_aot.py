@@ -261,3 +261,38 @@ _SMALL_MODEL = textwrap.dedent(
         return model, np.ones((1, 4), np.float32)
     """
 )
+
+
+def test_two_compiled_models_run_side_by_side_in_one_process(aot_runtime, tmp_path, monkeypatch):
+    """A server may load two models: each compiled class is named after its model, so that
+    the process-wide static data of one does not stand in for the other's."""
+    from tfperf.modelref import resolve_model
+    from tfperf.worker.prepare import load_workload, prepare_loaded
+
+    (tmp_path / "aot_two_models.py").write_text(_TWO_MODELS)
+    monkeypatch.chdir(tmp_path)
+    calls = [prepare_loaded(load_workload(resolve_model(f"aot_two_models:{name}")),
+                            {"runtime": "xla-aot"}).call for name in ("narrow", "wide")]
+    assert [o.shape for o in calls[0]()] == [(1, 2)]
+    assert [o.shape for o in calls[1]()] == [(3, 5)]
+    assert [o.shape for o in calls[0]()] == [(1, 2)]
+
+
+_TWO_MODELS = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    def narrow():
+        @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32)])
+        def model(x):
+            return tf.matmul(x, tf.ones([4, 2]))
+        return model, np.ones((1, 4), np.float32)
+
+    def wide():
+        @tf.function(input_signature=[tf.TensorSpec([3, 7], tf.float32)])
+        def model(x):
+            return tf.matmul(x, tf.ones([7, 5])) * 2.0
+        return model, np.ones((3, 7), np.float32)
+    """
+)

@@ -78,6 +78,14 @@ STAND_IN = (
 
 UNKNOWN_CPU = "is not a recognized processor"
 CLASS = "TfperfModel"
+
+
+def class_name(folder: Path) -> str:
+    """The generated class of the model compiled into ``folder``: named after the folder (a
+    digest of the model), because an inline function's static data is bound process-wide
+    (GNU unique symbols), so two models of one class name loaded by one process would share
+    one model's buffer sizes."""
+    return f"{CLASS}_{re.sub(r'[^0-9A-Za-z]', '_', folder.name)}"
 LIBRARY = "libmodel.so"
 ARCHIVE = "libtf_xla_runtime.a"
 BUILD_SCRIPT = "build.sh"
@@ -372,7 +380,7 @@ def _aot_compile(saved: Path, folder: Path, multithreading: bool, cpu: str) -> N
         [
             *cli, "--dir", str(saved), "--tag_set", "serve",
             "--signature_def_key", "serving_default", "--output_prefix", str(folder / "model"),
-            "--cpp_class", CLASS, "--target_cpu", cpu,
+            "--cpp_class", class_name(folder), "--target_cpu", cpu,
             "--multithreading", str(multithreading),
         ],
         "XLA AOT compilation (saved_model_cli aot_compile_cpu)",
@@ -391,7 +399,8 @@ def _adopter_files(folder: Path, runtime: RuntimeArchive) -> None:
         shutil.copy2(runtime.path, local)
     line = " ".join(_link_command('"$TF_DIR"', '"$CXX"', "example.cc", "example"))
     (folder / BUILD_SCRIPT).write_text(BUILD.format(march=runtime.march, link=line))
-    (folder / "example.cc").write_text(EXAMPLE.format(build=f"sh {BUILD_SCRIPT}"))
+    example = EXAMPLE.format(build=f"sh {BUILD_SCRIPT}").replace(CLASS, class_name(folder))
+    (folder / "example.cc").write_text(example)
 
 
 def _compile(loaded: Any, folder: Path, multithreading: bool, target: AotTarget,
@@ -411,11 +420,11 @@ def _compile(loaded: Any, folder: Path, multithreading: bool, target: AotTarget,
         cpu, flags = target.level, level_flags(target.level)  # the level, as the fallback
         _aot_compile(saved, folder, multithreading, cpu)
     _adopter_files(folder, runtime)
-    (folder / "entry.cc").write_text(ENTRY)
+    (folder / "entry.cc").write_text(ENTRY.replace(CLASS, class_name(folder)))
     _run([*_link_command(str(tf_dir), cxx, "entry.cc", LIBRARY), "-shared"],
          "linking the compiled model", cwd=folder)
     meta = {
-        "library": LIBRARY, "header": "model.h", "class": CLASS,
+        "library": LIBRARY, "header": "model.h", "class": class_name(folder),
         "target_cpu": cpu, "target_level": target.level, "cpu_flags": sorted(flags),
         "runtime_march": runtime.march, "runtime_note": runtime.note,
         "multithreading": multithreading, "inputs": inputs, "outputs": outputs,
