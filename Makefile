@@ -1,7 +1,7 @@
 # The two commands a new user runs; each sets up what it needs.
 #   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine (doctor), tunes
 #                the built-in inference suite (a quick tune each) and writes HTML reports to out/
-#   make test  - creates .venv, installs tfperf[tensorflow,openvino,mlflow,ray,remote,test], lints and runs the test suite
+#   make test  - creates .venv, installs tfperf[tensorflow,openvino,mlflow,ray,remote,ops,test], lints and runs the test suite
 
 PYTHON ?= python3
 VENV ?= .venv
