@@ -10,7 +10,9 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
 - ``v2-rest``: ``POST /v2/models/NAME[/versions/V]/infer`` with
   ``{"inputs": [{"name", "shape", "datatype", "data"}]}``; metadata ``GET /v2/models/NAME``.
 - Each connection is an ``httpx.AsyncClient`` bound to the target's origin with one kept-alive
-  connection, no redirects followed and no proxy taken from the environment.
+  connection, no redirects followed and no proxy taken from the environment. A request that
+  finds that connection closed by the server (read, write or protocol error, no answer) is sent
+  once more on a new one; a second such error fails it as ``connection``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from tfperf.serving.remote.tensors import NUMPY_TO_V2, TF_DTYPES, V2_DTYPES, Inp
 from tfperf.serving.remote.wire import CallFailed, Unreachable, short
 
 _HEADERS = {"content-type": "application/json"}
+_STALE = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+"""A kept-alive connection the server closed: nothing was answered on it."""
 
 
 def _jsonable(array: np.ndarray) -> Any:
@@ -118,11 +122,19 @@ class RestWire:
                 }
         return json.dumps(body).encode()
 
+    async def _post(self, conn: httpx.AsyncClient, body: bytes, timeout_s: float) -> httpx.Response:
+        return await conn.post(self.predict_path, content=body, headers=_HEADERS, timeout=timeout_s)
+
     async def call(self, conn: httpx.AsyncClient, body: bytes, timeout_s: float) -> None:
         try:
-            response = await conn.post(
-                self.predict_path, content=body, headers=_HEADERS, timeout=timeout_s
-            )
+            try:
+                response = await self._post(conn, body, timeout_s)
+            except _STALE:
+                # A server may close a kept-alive connection without saying so (uvicorn does
+                # after an error answer): the request never reached it, so it goes once more on
+                # a new connection, as Go's and urllib3's clients do. Its latency still counts
+                # from its arrival.
+                response = await self._post(conn, body, timeout_s)
         except httpx.TimeoutException:
             raise CallFailed("timeout", f"no answer within {timeout_s:g} s") from None
         except httpx.TransportError as exc:

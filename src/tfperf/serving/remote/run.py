@@ -132,14 +132,24 @@ def prepare(target: RemoteTarget, inputs: str | None, batch: int = 1) -> Prepare
     return Prepared(target, wire, body, tuple(specs), source)
 
 
+_SERVER_SIDE = ("HTTP 5", "gRPC INTERNAL", "gRPC UNAVAILABLE", "gRPC UNKNOWN", "gRPC RESOURCE")
+"""Statuses that blame the server, not the request: the first request is sent again on these."""
+_WARM_TRIES = 3
+
+
 def _warm(server: RemoteServer, prepared: Prepared, timeout_s: float) -> None:
-    try:
-        server.warm(timeout_s)
-    except CallFailed as exc:
-        raise UserError(
-            f"{prepared.target.origin} refused the request built from {prepared.source} "
-            f"({exc.status}: {exc.message}): give --inputs that fit the model's signature."
-        ) from None
+    # A server that fails now and then must not read as a body it refuses: only a request
+    # refused on every try, or refused with a client-side status, is the inputs' fault.
+    for attempt in range(_WARM_TRIES):
+        try:
+            server.warm(timeout_s)
+            return
+        except CallFailed as exc:
+            if not exc.status.startswith(_SERVER_SIDE) or attempt == _WARM_TRIES - 1:
+                raise UserError(
+                    f"{prepared.target.origin} refused the request built from {prepared.source} "
+                    f"({exc.status}: {exc.message}): give --inputs that fit the model's signature."
+                ) from None
 
 
 def _result_document(doc: dict[str, Any], prepared: Prepared, run_id: int) -> dict[str, Any]:

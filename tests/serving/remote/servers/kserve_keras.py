@@ -2,10 +2,11 @@
 Python): v1 REST, v2 REST and v2 gRPC on the ports given.
 
     python kserve_keras.py MODEL.keras NAME HTTP_PORT GRPC_PORT [--fail-every N]
-        [--stall-every N --stall-s S] [--tf-function]
+        [--fail-first N] [--stall-every N --stall-s S] [--tf-function]
 
 ``--tf-function`` calls the model through a ``tf.function`` (as tfperf's worker does) rather
-than eagerly; ``--fail-every N`` answers every Nth request with an error; ``--stall-every N``
+than eagerly; ``--fail-every N`` answers every Nth request with an error, ``--fail-first N``
+the first N requests; ``--stall-every N``
 holds every Nth request ``--stall-s`` seconds before answering: the faults the load tests
 inject.
 """
@@ -21,6 +22,7 @@ parser.add_argument("name")
 parser.add_argument("http_port", type=int)
 parser.add_argument("grpc_port", type=int)
 parser.add_argument("--fail-every", type=int, default=0)
+parser.add_argument("--fail-first", type=int, default=0)
 parser.add_argument("--stall-every", type=int, default=0)
 parser.add_argument("--stall-s", type=float, default=0.0)
 parser.add_argument("--tf-function", action="store_true", help="call the model in a tf.function")
@@ -85,7 +87,8 @@ class KerasModel(Model):
 
     async def predict(self, payload, headers=None, response_headers=None):
         self.count += 1
-        if ARGS.fail_every and self.count % ARGS.fail_every == 0:
+        failing = ARGS.fail_every and self.count % ARGS.fail_every == 0
+        if failing or self.count <= ARGS.fail_first:
             raise RuntimeError(f"injected failure of request {self.count}")
         if ARGS.stall_every and self.count % ARGS.stall_every == 0:
             await asyncio.sleep(ARGS.stall_s)
