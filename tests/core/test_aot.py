@@ -31,7 +31,7 @@ def test_each_missing_piece_is_named_with_its_fix(tmp_path):
         "xla_aot_runtime_src",
         "tensorflow/include",
         "CXX=/nonexistent/g++ is not found",
-        "apt-get install cmake",
+        "apt-get install binutils",
     ):
         assert piece in text, text
     assert "apt-get install g++" in " ".join(xla_aot_facts(tmp_path, {"PATH": ""})["missing"])

@@ -340,12 +340,3 @@ def test_xla_aot_missing_pieces_are_listed_and_not_tried():
     assert ("runtime", "xla-aot") not in _why(unchecked)
 
 
-def test_xla_aot_waits_for_its_runtime_library_unless_named_in_runtimes():
-    # its first build takes minutes: a tune nobody asked for it does not start one
-    unbuilt = build_space(replace(FULL, xla_aot_missing=(), xla_aot_built=False))
-    assert "xla-aot" not in unbuilt.values["runtime"]
-    assert "--runtimes" in _why(unbuilt)[("runtime", "xla-aot")]
-    named = build_space(
-        replace(FULL, xla_aot_missing=(), xla_aot_built=False, runtimes=("tf", "xla-aot"))
-    )
-    assert list(named.values["runtime"]) == ["tf", "xla-aot"]

@@ -7,9 +7,9 @@ parent) and the worker that compiles all ask the same question the same way. Wha
 
 - ``tensorflow/python/_pywrap_tfcompile`` (what ``saved_model_cli aot_compile_cpu`` calls:
   upstream calls tfcompile deprecated, so each install is probed, not assumed);
-- ``tensorflow/xla_aot_runtime_src`` (the runtime the compiled code links against, built once
-  with cmake) and ``tensorflow/include`` (its headers);
-- a C++ compiler (``$CXX``, else ``g++``) and ``cmake``;
+- ``tensorflow/xla_aot_runtime_src`` (the runtime the compiled code links against, built once)
+  and ``tensorflow/include`` (its headers);
+- a C++ compiler (``$CXX``, else ``g++``) and ``ar`` (binutils, which comes with it);
 - an x86-64 CPU (the target tfperf names for the compiler: :func:`host_target`).
 
 :func:`compiler` is the C++ compiler that will be used (``None`` when there is none).
@@ -22,10 +22,11 @@ the loader checks before it runs a library.
 
 :func:`runtime_marches` are the ``-march`` flags the runtime archive is tried with, in order:
 the CPU's own name first, the level as the fallback (this TensorFlow's Eigen may not compile
-with every instruction set). :func:`runtime_archive_path` is where the archive for this
-install, compiler and flags is cached, :func:`runtime_built` whether one is there already (its
-first build takes minutes on a small machine, so tune tries ``xla-aot`` unasked only once it
-is built).
+with every instruction set); :data:`RUNTIME_FLAGS` the other flags of every runtime source.
+:func:`runtime_sources` splits the runtime's sources into the ones every compiled model links
+(its entry point, allocator, run options) and the kernel libraries (Eigen dots, convolutions,
+sort) that only a model whose code calls them needs. :func:`runtime_archive_path` is where the
+archive for this install, compiler and flags is cached.
 """
 
 from __future__ import annotations
@@ -44,13 +45,14 @@ from tfperf.core.aot_loader import host_target, level_flags
 from tfperf.core.paths import cache_dir
 
 __all__ = [
+    "RUNTIME_FLAGS",
     "AotTarget",
     "aot_target",
     "compiler",
     "host_target",
     "runtime_archive_path",
-    "runtime_built",
     "runtime_marches",
+    "runtime_sources",
     "tensorflow_dir",
     "xla_aot_facts",
 ]
@@ -101,8 +103,8 @@ def xla_aot_facts(
             if named
             else "a C++ compiler (apt-get install g++, or set CXX)"
         )
-    if shutil.which("cmake", path=environ.get("PATH")) is None:
-        missing.append("cmake, to build the AOT runtime once (apt-get install cmake)")
+    if shutil.which("ar", path=environ.get("PATH")) is None:
+        missing.append("ar, to archive the AOT runtime (apt-get install binutils)")
     if host_target() is None:
         missing.append("an x86-64 CPU (tfperf compiles ahead of time for x86-64 only)")
     return {"available": not missing, "missing": missing}
@@ -163,9 +165,26 @@ def aot_target() -> AotTarget | None:
     return AotTarget(named[0], level, named[1], named=True)
 
 
+RUNTIME_FLAGS = (
+    "-std=c++17", "-O3", "-DNDEBUG", "-fPIC", "-w", "-ftemplate-backtrace-limit=0",
+    # Eigen's own AVX-512 GEMM packers and TensorFlow's contraction kernel both specialise
+    # gemm_pack_rhs: with both, no AVX-512 -march compiles
+    "-DEIGEN_USE_AVX512_GEMM_KERNELS=0",
+)
+"""What every runtime source is compiled with, besides ``-march`` and the include folders."""
+
+_KERNEL_LIBRARY = re.compile(r"(?:^|/)(?:(?:dot|convolution)_lib_\w+|sort_lib)\.cc$")
+
+
+def runtime_sources(tf_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The runtime's ``.cc`` files: (what every model links, the kernel libraries)."""
+    every = sorted((tf_dir / "xla_aot_runtime_src").rglob("*.cc"))
+    kernels = [p for p in every if _KERNEL_LIBRARY.search(p.as_posix())]
+    return [p for p in every if p not in kernels], kernels
+
+
 def _level_march(level: str) -> str:
-    # with AVX-512 this Eigen's spatial-convolution packers may not compile: x86-64-v3 at most
-    return f"-march={'x86-64-v3' if level == 'x86-64-v4' else level}"
+    return f"-march={level}"
 
 
 def runtime_marches(target: AotTarget | None = None) -> list[str]:
@@ -182,17 +201,7 @@ def runtime_archive_path(tf_dir: Path, cxx: str, march: str) -> Path:
     """Where ``libtf_xla_runtime.a`` for this install's sources, ``cxx`` and ``march`` is
     cached (built or not)."""
     stat = (tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt").stat()
-    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{march}"
+    flags = " ".join(RUNTIME_FLAGS)
+    key = f"{tf_dir}|{stat.st_size}|{stat.st_mtime_ns}|{cxx}|{march}|{flags}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_dir() / "xla-aot-runtime" / digest / "build" / "libtf_xla_runtime.a"
-
-
-def runtime_built() -> bool:
-    """Whether a runtime archive of this install and compiler is built and cached."""
-    tf_dir, cxx = tensorflow_dir(), compiler()
-    if tf_dir is None or cxx is None:
-        return False
-    sources = tf_dir / "xla_aot_runtime_src" / "CMakeLists.txt"
-    return sources.is_file() and any(
-        runtime_archive_path(tf_dir, cxx, march).is_file() for march in runtime_marches()
-    )

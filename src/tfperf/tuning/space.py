@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfperf.core.allocators import ALLOCATOR_PACKAGES
-from tfperf.core.aot import runtime_built, xla_aot_facts
+from tfperf.core.aot import xla_aot_facts
 from tfperf.core.errors import UserError
 from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
 from tfperf.core.knobs import (
@@ -79,9 +79,6 @@ class SpaceFacts:
     xla_aot_missing: tuple[str, ...] | None = None
     """What this install lacks to compile ahead of time (:func:`tfperf.core.aot.xla_aot_facts`):
     empty when ``xla-aot`` can be tried, ``None`` when not checked (not tried)."""
-    xla_aot_built: bool = True
-    """Whether the XLA AOT runtime archive is built already (:func:`tfperf.core.aot.runtime_built`):
-    until it is, ``xla-aot`` is tried only when ``--runtimes`` names it."""
     model_format: str = "builtin"
     train: bool = False
     gpu: bool = False
@@ -288,15 +285,8 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     if facts.openvino and not facts.bf16:
         why = f"{NO_BF16}: OpenVINO ignores the bf16 hint there and runs f32, the same as "
         unavailable.append(_missing("runtime", "openvino-bf16", why + "openvino-f32"))
-    if facts.xla_aot_missing == () and (facts.xla_aot_built or XLA_AOT in (facts.runtimes or ())):
+    if facts.xla_aot_missing == ():
         runtimes.append(XLA_AOT)
-    elif facts.xla_aot_missing == ():
-        why = (
-            "its runtime library is built once per install, minutes on a small machine: name it "
-            "in --runtimes (e.g. --runtimes tf,litert,xla-aot) to build it and try it; later "
-            "tunes try it unasked"
-        )
-        unavailable.append(_missing("runtime", XLA_AOT, why))
     elif facts.xla_aot_missing:
         why = "this install cannot compile ahead of time: it needs " + "; ".join(
             facts.xla_aot_missing
@@ -426,7 +416,6 @@ def machine_facts(
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
         xla_aot_missing=tuple(xla_aot_facts()["missing"]),
-        xla_aot_built=runtime_built(),
         model_format=model_format,
         train=train,
         gpu=bool(machine.get("gpus")),

@@ -16,13 +16,17 @@ Contract: :func:`aot_prepared` ``(loaded, config) -> Prepared``, called by
    (``--target_cpu``: the CPU's LLVM name, its level as the fallback), with
    ``--multithreading`` when ``runtime_threads`` > 1; its error becomes one sentence (the ops
    XLA has no kernel for, or its last line).
-4. The runtime archive (``tensorflow/xla_aot_runtime_src``, built position-independent with
-   cmake) is built once per install, compiler and ``-march`` under
-   ``cache_dir()/xla-aot-runtime``: for the CPU's own name where it builds, else its level.
+4. The runtime archive (``tensorflow/xla_aot_runtime_src``, position-independent) is built
+   once per install, compiler and ``-march`` under ``cache_dir()/xla-aot-runtime``: for the
+   CPU's own name where it builds, else its level. It holds the sources every model links
+   (:func:`~tfperf.core.aot.runtime_sources`: seconds to build); the kernel libraries (Eigen
+   dots, convolutions, sort: minutes) are compiled, once, only when a model's link names a
+   symbol the archive lacks, and that model's own archive then holds them too.
 5. ``entry.cc`` (:data:`ENTRY`, extern "C" functions over the generated class) is compiled
    with the generated header and linked with the objects and the archive into
-   ``libmodel.so``, which needs ``libtensorflow_framework.so.2`` at run time (for Abseil; an
-   rpath to TensorFlow's folder is recorded). ``model.json`` records the inputs, outputs,
+   ``libmodel.so`` (every symbol resolved at link time, ``-z defs``), which needs
+   ``libtensorflow_framework.so.2`` at run time (for Abseil; an rpath to TensorFlow's folder is
+   recorded). ``model.json`` records the inputs, outputs,
    target CPU (``target_cpu``: the CPU's own LLVM name, or the level where the name is unknown
    or fails), the instruction-set flags that code may use (``cpu_flags``), the runtime
    archive's ``-march`` and threading. The folder is what an adopter needs: the runtime archive
@@ -51,17 +55,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfperf.core import aot_loader
 from tfperf.core.aot import (
+    RUNTIME_FLAGS,
     AotTarget,
     aot_target,
     compiler,
     runtime_archive_path,
     runtime_marches,
+    runtime_sources,
     tensorflow_dir,
     xla_aot_facts,
 )
@@ -91,7 +98,7 @@ ARCHIVE = "libtf_xla_runtime.a"
 BUILD_SCRIPT = "build.sh"
 COMPILE_TIMEOUT_S = 900.0
 RUNTIME_BUILD_TIMEOUT_S = 3600.0
-"""The runtime archive's build: minutes on an idle 2-core machine, far more on a busy one."""
+"""One runtime source's compilation: a kernel library takes a minute on an idle core."""
 CXXFLAGS = ("-std=c++17", "-D_GLIBCXX_USE_CXX11_ABI=1", "-O2", "-fPIC", "-w")
 
 ENTRY = """// The C entry point of a model compiled ahead of time by XLA (tfperf's xla-aot runtime).
@@ -141,7 +148,7 @@ const char* tfperf_aot_error(void* h) {
 BUILD = """#!/bin/sh
 # Builds ./example (example.cc) from this folder and the installed TensorFlow alone: the compiled
 # model (model.h, model*.o), the XLA AOT runtime archive ({archive}, rebuilt here from
-# TensorFlow's xla_aot_runtime_src when it is missing: minutes, once) and TensorFlow's headers and
+# TensorFlow's xla_aot_runtime_src when it is missing: seconds, once) and TensorFlow's headers and
 # libtensorflow_framework.so.2. Set PYTHON to the interpreter whose TensorFlow to use, or TF_DIR.
 set -e
 cd "$(dirname "$0")"
@@ -150,11 +157,11 @@ FIND_TF='import importlib.util as u; print(u.find_spec("tensorflow").submodule_s
 TF_DIR="${{TF_DIR:-$("${{PYTHON:-python3}}" -c "$FIND_TF")}}"
 if [ ! -f {archive} ]; then
   mkdir -p runtime-build
-  (cd runtime-build &&
-   cmake "$TF_DIR/xla_aot_runtime_src" -DCMAKE_BUILD_TYPE=Release \\
-     -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="{march}" &&
-   cmake --build . -j "$(nproc)")
-  cp runtime-build/{archive} .
+  for src in $(find "$TF_DIR/xla_aot_runtime_src" -name '*.cc' | grep -Ev '{kernels}'); do
+    "$CXX" {flags} {march} -I"$TF_DIR"/xla_aot_runtime_src -I"$TF_DIR"/include \
+      -c "$src" -o "runtime-build/$(echo "$src" | tr / _).o"
+  done
+  ar rcs {archive} runtime-build/*.o
 fi
 {link}
 """.replace("{archive}", ARCHIVE)
@@ -314,7 +321,7 @@ def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
         with _locked(archive.parent.parent / ".lock"):
             if not archive.exists() and not failed.exists():
                 try:
-                    _build_runtime(tf_dir / "xla_aot_runtime_src", cxx, march, archive.parent)
+                    _build_runtime(tf_dir, cxx, march, archive.parent)
                 except NotFinished:
                     raise  # out of time on a busy machine: not a reason to give the flags up
                 except ConversionError as exc:
@@ -326,21 +333,61 @@ def runtime_archive(tf_dir: Path, cxx: str) -> RuntimeArchive:
     raise ConversionError(notes[-1] if notes else "the XLA AOT runtime did not build.")
 
 
-def _build_runtime(sources: Path, cxx: str, march: str, build: Path) -> None:
-    # an earlier build that ran out of time left its objects: make goes on from them
-    build.mkdir(parents=True, exist_ok=True)
-    _run(
-        [
-            "cmake", str(sources), "-DCMAKE_BUILD_TYPE=Release",
-            "-DCMAKE_POSITION_INDEPENDENT_CODE=ON", f"-DCMAKE_CXX_COMPILER={cxx}",
-            f"-DCMAKE_CXX_FLAGS={march}",
-        ],
-        "configuring the XLA AOT runtime",
-        cwd=build,
-    )
-    jobs = str(max(1, len(os.sched_getaffinity(0))))
-    _run(["cmake", "--build", ".", "-j", jobs], f"building the XLA AOT runtime ({march})",
-         cwd=build, timeout_s=RUNTIME_BUILD_TIMEOUT_S)
+def _build_runtime(tf_dir: Path, cxx: str, march: str, build: Path) -> None:
+    core, _ = runtime_sources(tf_dir)
+    _archive(build / ARCHIVE, _compiled_sources(tf_dir, cxx, march, core, build / "objects"))
+
+
+def _object_name(source: Path) -> str:
+    return re.sub(r"[^0-9A-Za-z.]", "_", source.as_posix().split("xla_aot_runtime_src/")[-1]) + ".o"
+
+
+def _compiled_sources(tf_dir: Path, cxx: str, march: str, sources: list[Path],
+                      into: Path) -> list[Path]:
+    """Each source's object under ``into``, compiled where it is not there yet, as many at once
+    as this process has cores. An object is renamed into place whole, so that a build that ran
+    out of time goes on from the objects it finished."""
+    into.mkdir(parents=True, exist_ok=True)
+    include = [f"-I{tf_dir / 'xla_aot_runtime_src'}", f"-I{tf_dir / 'include'}"]
+
+    def compile_one(source: Path) -> Path:
+        obj = into / _object_name(source)
+        if not obj.exists():
+            partial = obj.with_suffix(".partial.o")
+            _run([cxx, *RUNTIME_FLAGS, march, *include, "-c", str(source), "-o", str(partial)],
+                 f"building the XLA AOT runtime ({march})", timeout_s=RUNTIME_BUILD_TIMEOUT_S)
+            partial.rename(obj)
+        return obj
+
+    jobs = max(1, len(os.sched_getaffinity(0)))
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(compile_one, sources))
+
+
+def _archive(path: Path, objects: list[Path]) -> None:
+    partial = path.with_suffix(".partial.a")
+    partial.unlink(missing_ok=True)
+    _run(["ar", "rcs", str(partial), *map(str, objects)], "archiving the XLA AOT runtime")
+    partial.rename(path)
+
+
+def _link_library(folder: Path, tf_dir: Path, cxx: str, runtime: RuntimeArchive) -> list[str]:
+    """Link ``libmodel.so`` (step 5); the kernel libraries it needed besides the archive."""
+    command = [*_link_command(str(tf_dir), cxx, "entry.cc", LIBRARY), "-shared", "-Wl,-z,defs"]
+    first = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+    if first.returncode == 0:
+        return []
+    if "undefined reference" not in first.stderr:
+        raise ConversionError(f"linking the compiled model failed: {_reason(first.stderr)}")
+    core, kernels = runtime_sources(tf_dir)
+    objects = runtime.path.parent / "objects"
+    with _locked(runtime.path.parent.parent / ".lock"):
+        _compiled_sources(tf_dir, cxx, runtime.march, kernels, objects)
+    local = folder / ARCHIVE
+    local.unlink()  # a link to the cache's archive: never written through
+    _archive(local, [objects / _object_name(p) for p in core + kernels])
+    _run(command, "linking the compiled model", cwd=folder)
+    return [p.name for p in kernels]
 
 
 def _missing_sentence(facts: dict) -> str:
@@ -397,10 +444,17 @@ def _adopter_files(folder: Path, runtime: RuntimeArchive) -> None:
         os.link(runtime.path, local)  # the same file as the cache's, where one filesystem
     except OSError:
         shutil.copy2(runtime.path, local)
-    line = " ".join(_link_command('"$TF_DIR"', '"$CXX"', "example.cc", "example"))
-    (folder / BUILD_SCRIPT).write_text(BUILD.format(march=runtime.march, link=line))
+    _write_build_script(folder, runtime, with_kernels=False)
     example = EXAMPLE.format(build=f"sh {BUILD_SCRIPT}").replace(CLASS, class_name(folder))
     (folder / "example.cc").write_text(example)
+
+
+def _write_build_script(folder: Path, runtime: RuntimeArchive, with_kernels: bool) -> None:
+    line = " ".join(_link_command('"$TF_DIR"', '"$CXX"', "example.cc", "example"))
+    skipped = "^$" if with_kernels else r"(dot|convolution)_lib_|sort_lib\.cc"
+    script = BUILD.format(march=runtime.march, link=line, flags=" ".join(RUNTIME_FLAGS),
+                          kernels=skipped)
+    (folder / BUILD_SCRIPT).write_text(script)
 
 
 def _compile(loaded: Any, folder: Path, multithreading: bool, target: AotTarget,
@@ -421,12 +475,14 @@ def _compile(loaded: Any, folder: Path, multithreading: bool, target: AotTarget,
         _aot_compile(saved, folder, multithreading, cpu)
     _adopter_files(folder, runtime)
     (folder / "entry.cc").write_text(ENTRY.replace(CLASS, class_name(folder)))
-    _run([*_link_command(str(tf_dir), cxx, "entry.cc", LIBRARY), "-shared"],
-         "linking the compiled model", cwd=folder)
+    kernels = _link_library(folder, tf_dir, cxx, runtime)
+    if kernels:
+        _write_build_script(folder, runtime, with_kernels=True)
     meta = {
         "library": LIBRARY, "header": "model.h", "class": class_name(folder),
         "target_cpu": cpu, "target_level": target.level, "cpu_flags": sorted(flags),
         "runtime_march": runtime.march, "runtime_note": runtime.note,
+        "runtime_kernels": kernels,
         "multithreading": multithreading, "inputs": inputs, "outputs": outputs,
         "needs": f"libtensorflow_framework.so.2 (Abseil) from {tf_dir}, found by rpath",
     }
