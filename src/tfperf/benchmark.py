@@ -15,7 +15,10 @@ Contract:
                   "n", "latency_ms": {"p50", "p90", "p99", "mean", "p50_ci95": [lo, hi]},
                   "throughput_per_s", "cv", "warnings",
                   "cold_start_s", "import_s", "load_s", "first_call_s", "warmup",
-                  "peak_rss_bytes", "batch", "install", "notes",
+                  "peak_rss_bytes", "memory": {"peak_rss_mb", "steady_rss_mb", "model_mb",
+                  "artifact_mb", "measured_in", "worker_peak_rss_mb", "instances",
+                  "projected"}, "cost": {"price_per_hour", "per_million_samples"} | null,
+                  "batch", "install", "notes",
                   "flops": {"per_call", "source", "gflops_per_s", "peak_gflops",
                             "share_of_peak"},
                   "call_styles": {"eager": {"p50_ms", "vs_function"}, "predict": ...},
@@ -73,6 +76,7 @@ from scipy import stats as sps
 from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.memory import cost
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.diagnosis.install import install_fingerprint
 from tfperf.machine import contention
@@ -152,6 +156,8 @@ class BenchOptions:
     python: str = sys.executable
     ops: bool = False
     """Profile each config's ops after its rounds (``--ops``, ``docs/ops.md``)."""
+    price_per_hour: float | None = None
+    """What the machine costs (``--price-per-hour``): each result's ``cost`` follows from it."""
 
     def settings(self) -> Settings:
         """The measurement settings these options imply."""
@@ -180,6 +186,7 @@ class BenchOptions:
             "memory_limit_bytes": self.memory_limit_bytes,
             "min_rounds": self.settings().min_rounds,
             "python": self.python,
+            "price_per_hour": self.price_per_hour,
         }
 
 
@@ -205,6 +212,8 @@ def bench(
             result = measure(workload, configs, options.settings(), recorder, environ)
             peak = _peak(machine, options.python, result, options.ops) if options.peak else None
             doc = _document(result, recorder.trial_ids, options.threshold, peak)
+            for entry in doc["results"]:
+                entry["cost"] = cost(options.price_per_hour, entry.get("throughput_per_s"))
             doc.update(
                 schema_version=SCHEMA_VERSION,
                 run_id=run.run_id,
@@ -230,6 +239,10 @@ def check_options(options: BenchOptions, configs: Sequence[Config]) -> None:
         raise UserError(f"--threshold must be 0 or more, not {options.threshold}.")
     if options.memory_limit_bytes is not None and options.memory_limit_bytes <= 0:
         raise UserError("--memory-limit must be a positive number of GiB.")
+    if options.price_per_hour is not None and not options.price_per_hour > 0:
+        raise UserError(
+            f"--price-per-hour must be a positive number, not {options.price_per_hour}."
+        )
     if options.processes < 1:
         raise UserError(f"--processes must be 1 or more, not {options.processes}.")
     for config in configs:
@@ -304,6 +317,7 @@ def _trial_info(trial: Trial, result: Mapping[str, Any] | None = None) -> dict[s
         "cold_start_s": trial.cold_start_s,
         "restart_cold_start_s": trial.restart_cold_start_s,
         "peak_rss_bytes": trial.peak_rss_bytes,
+        "memory": trial.memory.to_dict() if trial.memory else None,
         "not_inherited": trial.not_inherited,
     }
     for key in (
@@ -347,6 +361,8 @@ def _brief(result: Mapping[str, Any]) -> dict[str, Any]:
         "cold_start_s",
         "first_call_s",
         "peak_rss_bytes",
+        "memory",
+        "cost",
         "flops",
         "warnings",
         "error",
@@ -446,6 +462,7 @@ def _result(trial: Trial, trial_id: int | None, peak: dict[str, Any] | None) -> 
         "first_call_s": ready.get("first_call_s"),
         "warmup": warmup,
         "peak_rss_bytes": trial.peak_rss_bytes or None,
+        "memory": trial.memory.to_dict() if trial.memory else None,
         "batch": batch,
         "calls_per_block": trial.calls_per_block,
         "blocks": len(trial.blocks),

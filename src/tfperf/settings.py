@@ -8,12 +8,12 @@ Contract
   (a ``pyproject.toml`` without that table is passed by, as ruff and pytest do), and in a folder
   with both, ``tfperf.toml`` wins.
 - The keys are option names (:data:`SETTINGS`: ``store``, ``tolerance``, ``budget``,
-  ``max_trials``, ``processes``, ``runtimes``, and for load levels ``level_requests``,
-  ``level_seconds``, ``request_timeout``; ``max-trials`` is the same key). A key at the top
-  applies to every command that has that option; a table named after a command
-  (``[tool.tfperf.tune]``, ``[tune]`` in ``tfperf.toml``) overrides it for that command (and a
-  group's, ``[builds]``, for its subcommands). A relative ``store`` is relative to the file's
-  folder.
+  ``max_trials``, ``processes``, ``runtimes``, ``max_memory_mb``, ``price_per_hour``, and for
+  load levels ``level_requests``, ``level_seconds``, ``request_timeout``; ``max-trials`` is
+  the same key). A key at the top applies to every command that has that option; a table
+  named after a command (``[tool.tfperf.tune]``, ``[tune]`` in ``tfperf.toml``) overrides it
+  for that command (and a group's, ``[builds]``, for its subcommands). A relative ``store``
+  is relative to the file's folder.
 - :func:`load` reads and checks the file: an unknown key, a value of the wrong type or an
   unreadable file is a :class:`~tfperf.core.errors.UserError` naming the key and the file.
 - :func:`for_command` is what one command takes from the file: its table over the top, less the
@@ -113,6 +113,12 @@ def _count(value: Any, folder: Path) -> int:
     return value
 
 
+def _positive(value: Any, folder: Path) -> float:
+    if not _number(value) or value <= 0:
+        raise ValueError("a positive number")
+    return float(value)
+
+
 def _runtimes(value: Any, folder: Path) -> str:
     from tfperf.core.knobs import RUNTIMES
 
@@ -143,6 +149,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("level_requests", _count, "300 requests per load level at least (bench)"),
         Setting("level_seconds", _seconds, "3 s per load level at least (bench)"),
         Setting("request_timeout", _seconds, "10 s before a request under load times out (bench)"),
+        Setting("max_memory_mb", _positive, "none: no candidate is rejected for its memory (tune)"),
+        Setting("price_per_hour", _positive, "none: no cost is computed (bench, tune)"),
     )
 }
 """The keys a configuration file may hold, by option name."""

@@ -137,3 +137,15 @@ def test_real_cgroup_quota_limits_usable_cpus() -> None:
     assert out.returncode == 0, out.stderr
     cores = json.loads(out.stdout)
     assert cores["cgroup_quota"] == 0.5 and cores["usable"] == 1
+
+
+def test_cgroup_memory_limit_tightest_of_v2_and_v1_paths(tmp_path: Path) -> None:
+    _write(tmp_path / "kubepods" / "memory.max", "max\n")
+    _write(tmp_path / "kubepods" / "pod1" / "memory.max", "629145600\n")
+    assert machine.cgroup_memory_limit(tmp_path, "0::/kubepods/pod1\n") == 629145600
+    assert machine.cgroup_memory_limit(tmp_path, "0::/kubepods\n") is None  # "max": none
+    v1 = tmp_path / "memory" / "docker" / "abc"
+    _write(v1 / "memory.limit_in_bytes", "1073741824\n")
+    _write(tmp_path / "memory" / "memory.limit_in_bytes", "9223372036854771712\n")  # no limit
+    assert machine.cgroup_memory_limit(tmp_path, "4:memory:/docker/abc\n") == 2**30
+    assert machine.cgroup_memory_limit(tmp_path, "4:memory:/\n") is None

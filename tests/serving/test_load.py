@@ -122,3 +122,21 @@ def test_a_model_file_that_is_not_a_model_is_one_sentence(tmp_path):
     with pytest.raises(UserError) as info:
         measure_load(workload, Config(), ServingLayout(), LoadScenario(concurrency=(1,), **SHORT))
     assert "\n" not in str(info.value)
+
+
+def test_a_layout_s_memory_is_the_sum_over_its_instances(swept):
+    import psutil
+
+    from tfperf.serving import Harness
+
+    result, stored, _ = swept
+    assert result.memory is not None and result.memory.instances == 2
+    assert not result.memory.projected
+    assert result.to_dict()["memory"]["peak_rss_mb"] == result.memory.peak_rss_mb
+    with Harness(TINY_MLP, Config(), ServingLayout(instances=2)) as harness:
+        resident = [psutil.Process(i.worker.pid).memory_info().rss / 2**20
+                    for i in harness.instances]
+        memory = harness.memory()
+    assert memory.instances == 2
+    assert abs(memory.steady_rss_mb - sum(resident)) <= 0.1 * sum(resident), (memory, resident)
+    assert memory.peak_rss_mb >= max(resident)

@@ -81,13 +81,15 @@ def bench(
     request_timeout: float | None = None,
     store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
     ops: bool = False, train: bool = False, labels: Any = None, guard_steps: int | None = None,
+    price_per_hour: float | None = None,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
     ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
     the layout the layout options describe instead, and return a :class:`LoadResult`
     (``tfperf bench --concurrency ...``, docs/serving.md). ``ops=True`` also profiles each
-    config's ops (``tfperf bench --ops``, docs/ops.md). ``train=True`` measures its training step
+    config's ops (``tfperf bench --ops``, docs/ops.md); ``price_per_hour`` gives each result the
+    cost of a million samples (docs/memory.md). ``train=True`` measures its training step
     (``tfperf bench --train``): ``model`` is a TARGET string or a compiled Keras model with
     ``inputs`` and ``labels`` arrays (a dataset object cannot cross into a worker: return it
     from a ``module:function`` factory)."""
@@ -102,7 +104,7 @@ def bench(
     _mlflow_ready(mlflow)
     given = _configured("bench", budget=budget, processes=processes, store=store,
                         level_requests=level_requests, level_seconds=level_seconds,
-                        request_timeout=request_timeout)
+                        request_timeout=request_timeout, price_per_hour=price_per_hour)
     store = given.pop("store")
     candidate = Config.parse(_knob_args(set), _knob_args(env))
     with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
@@ -116,7 +118,7 @@ def bench(
             options = _bench_options(_or_default(given["budget"], 30.0), precision, threshold,
                                      timeout, memory_limit, no_peak, parallel_start,
                                      given["processes"])
-            options = dataclasses.replace(options, ops=ops)
+            options = dataclasses.replace(options, ops=ops, price_per_hour=given["price_per_hour"])
             doc = _steady(wl, candidate, options, store)
     return _logged(BenchResult(doc), mlflow, store)
 
@@ -183,12 +185,15 @@ def tune(
     candidate_timeout: float = 300.0, seed: int = 0, store: PathLike | None = None,
     progress: bool = True, mlflow: bool = False, ops: bool = False, train: bool = False,
     guard_steps: int | None = None, validation: PathLike | None = None,
+    max_memory_mb: float | None = None, price_per_hour: float | None = None,
 ) -> TuneResult:
     """Find the fastest configuration of ``model`` whose outputs stay correct, and save it as a
     profile (``tfperf tune``); ``objective="server", slo_ms=X`` tunes the serving layout for
     the most requests per second within a p99 of ``X`` ms (docs/serving.md); ``ops=True``
     profiles the default and the answer op by op (``tune --ops``, docs/ops.md). ``train=True``:
-    its training step (docs/train.md; ``labels`` the targets, ``tolerance`` the guard's)."""
+    its training step (docs/train.md; ``labels`` the targets, ``tolerance`` the guard's).
+    ``max_memory_mb`` rejects a candidate whose peak exceeds it; ``price_per_hour`` prices the
+    default and the answer (docs/memory.md)."""
     from tfperf.accuracy import load_labels
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
@@ -197,7 +202,8 @@ def tune(
 
     limits = {} if quick else {"max_trials": max_trials, "budget": budget}  # --quick's own
     given = {"max_trials": max_trials, "budget": budget} | _configured(
-        "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes), **limits)
+        "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes),
+        max_memory_mb=max_memory_mb, price_per_hour=price_per_hour, **limits)
     store, tolerance = given.pop("store"), given.pop("tolerance")
     options = options_from_args(
         strategy=strategy, quick=quick,

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from tfperf.cli.costs import cost_line, memory_line, price_option
 from tfperf.cli.export import export_option, export_run, export_table, export_target
 from tfperf.cli.load import (
     load_options,
@@ -126,6 +127,10 @@ def render_bench(doc: dict[str, Any]) -> None:
             _line(f"{escape(r['label'])}: vs the tf.function call, " + ", ".join(styles))
         for text in ops_lines(r):
             _line(escape(text))
+        for text in (memory_line(r["label"], r.get("memory")),
+                     cost_line(r["label"], r.get("cost"), "one stream of calls")):
+            if text:
+                _line(escape(text))
         for w in r["warnings"]:
             _warn(w, r["label"])
     _render_speedups(doc.get("comparisons", []), "baseline", "candidate")
@@ -274,6 +279,7 @@ def _measure_options(fn: Any) -> Any:
             help="Fail a worker whose RSS exceeds this.",
         ),
         click.option("--no-peak", is_flag=True, help="Skip the matmul peak probe."),
+        price_option,
         click.option(
             "--ops",
             is_flag=True,
@@ -324,6 +330,7 @@ def _run(
         memory_limit_bytes=_memory_limit(opts["memory_limit"]),
         peak=not opts["no_peak"],
         ops=bool(opts.get("ops")),
+        price_per_hour=opts.get("price_per_hour"),
         parallel_start=opts["parallel_start"],
         processes=default_processes(opts["budget"]) if processes is None else processes,
     )

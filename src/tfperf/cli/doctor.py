@@ -45,7 +45,9 @@ def _machine_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
         (
             "Memory",
             f"{_gib(m['memory'].get('total_bytes'))} total, "
-            f"{_gib(m['memory'].get('available_bytes'))} available",
+            f"{_gib(m['memory'].get('available_bytes'))} available"
+            + (f", container limit {_gib(m['memory']['cgroup_limit_bytes'])}"
+               if m["memory"].get("cgroup_limit_bytes") else ""),
         ),
         (
             "GPUs",

@@ -19,6 +19,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from tfperf.cli.costs import cost_line, max_memory_option, memory_line, price_option
 from tfperf.cli.export import export_option, export_run, export_target
 from tfperf.cli.train import refuse_train_only, render_train_tune, train_options, train_workload
 
@@ -40,6 +41,32 @@ _CASE_TEXT = {
     "failed": "the candidates failed",
 }
 _ADOPT_SHORT = {"env": "env", "code": "1 line", "model": "model file"}
+
+
+def _memory_gain(doc: dict) -> str:
+    """``", 140 MB instead of 610 MB"`` (the peaks of the answer and the default)."""
+    ours = (doc["recommendation"].get("memory") or {}).get("peak_rss_mb")
+    theirs = (doc["default"].get("memory") or {}).get("peak_rss_mb")
+    if ours is None or theirs is None:
+        return ""
+    return f", {ours:.0f} MB instead of {theirs:.0f} MB"
+
+
+def render_costs(doc: dict, out: Any) -> None:
+    """The answer's and the default's memory and cost lines, and the memory ceiling."""
+    from rich.markup import escape
+
+    rec, default = doc["recommendation"], doc["default"]
+    rows = [("default", default)] + ([] if rec["keep_default"] else [(rec["label"], rec)])
+    for name, entry in rows:
+        basis = (entry.get("cost") or {}).get("basis", "")
+        for text in (memory_line(name, entry.get("memory")),
+                     cost_line(name, entry.get("cost"), basis)):
+            if text:
+                out.print(escape(text), soft_wrap=True, style="dim")
+    ceiling = doc.get("max_memory_mb")
+    if ceiling is not None:
+        out.print(f"memory ceiling: {ceiling:g} MB (--max-memory-mb)", style="dim")
 
 
 def render_tune(doc: dict) -> None:
@@ -128,8 +155,9 @@ def render_tune(doc: dict) -> None:
                 f"({default['time_ms']:.3g} ms -> {rec['time_ms']:.3g} ms)"
             )
         out.print(
-            f"[bold green]Use {escape(rec['label'])}[/]: {gain}, max abs error "
-            f"{_err_text(rec['max_abs_error'])}; adopting it takes: {rec['adoption_text']}.",
+            f"[bold green]Use {escape(rec['label'])}[/]: {gain}{_memory_gain(doc)}, max abs "
+            f"error {_err_text(rec['max_abs_error'])}; adopting it takes: "
+            f"{rec['adoption_text']}.",
             soft_wrap=True,
         )
         if rec.get("artifact"):
@@ -140,6 +168,7 @@ def render_tune(doc: dict) -> None:
         moved = (rec.get("ops") or {}).get("moved")
         if moved:  # tune --ops: where the gain is
             out.print(escape(f"op profile: {moved}"), soft_wrap=True)
+    render_costs(doc, out)
     for warning in doc.get("warnings", []):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     out.print(
@@ -316,6 +345,8 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--mlflow", "to_mlflow", is_flag=True, help="Also log the run to MLflow (docs/mlflow.md)."
 )
+@max_memory_option
+@price_option
 @train_options(labels=False)
 def tune_command(
     model: str | None,
@@ -347,6 +378,8 @@ def tune_command(
     as_json: bool,
     export: str | None,
     to_mlflow: bool,
+    max_memory_mb: float | None,
+    price_per_hour: float | None,
     **train_opts: Any,
 ) -> None:
     """Find the fastest configuration of a model whose outputs stay correct, and save it.
@@ -400,6 +433,8 @@ def tune_command(
         slo_ms=slo_ms,
         batch_sizes=batch_sizes,
         command=shlex.join(["tfperf", *sys.argv[1:]]),
+        max_memory_mb=max_memory_mb,
+        price_per_hour=price_per_hour,
         **train_opts,
     )
     options = dataclasses.replace(options, ops=ops)

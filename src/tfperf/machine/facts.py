@@ -11,7 +11,8 @@ reads ``/proc``, ``/sys`` and cgroup files directly and takes well under 0.3 s. 
   process may be scheduled on), ``cgroup_quota`` (CPUs' worth of CFS quota, ``None`` when
   unlimited), ``cgroup_version``, ``usable`` (``min(affinity, ceil(quota))``: the CPUs this
   process may really use).
-- ``memory``: ``total_bytes``, ``available_bytes``.
+- ``memory``: ``total_bytes``, ``available_bytes``, ``cgroup_limit_bytes`` (the container's
+  memory limit, :func:`cgroup_memory_limit`; ``None`` when there is none).
 - ``gpus``: a list of ``{"index", "name", "memory_bytes", "driver", "cuda_driver"}`` from NVML;
   empty when there is no NVIDIA GPU or no driver.
 - ``allocators_available``: ``{"tcmalloc": path | None, "jemalloc": path | None}``.
@@ -190,6 +191,33 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def cgroup_memory_limit(
+    root: str | Path = CGROUP_ROOT, proc_cgroup: str | None = None
+) -> int | None:
+    """The tightest cgroup memory limit on this process in bytes (``None``: unlimited): v2
+    ``memory.max`` or v1 ``memory.limit_in_bytes`` along the cgroup path and its ancestors,
+    ``root`` included, as :func:`cgroup_cpu_quota` reads the CPU quota."""
+    root = Path(root)
+    text = proc_cgroup if proc_cgroup is not None else (_read("/proc/self/cgroup") or "")
+    limits: list[int] = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, name = root, "memory.max"
+        elif "memory" in parts[1].split(","):
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        for d in _candidate_dirs(base, parts[2]) if base.is_dir() else []:
+            value = (_read(d / name) or "").strip()
+            # v1 says "no limit" with a huge page-rounded number
+            if value.isdigit() and int(value) < 2**60:
+                limits.append(int(value))
+    return min(limits) if limits else None
+
+
 def _memory() -> dict[str, int | None]:
     info: dict[str, int] = {}
     for line in (_read("/proc/meminfo") or "").splitlines():
@@ -197,7 +225,11 @@ def _memory() -> dict[str, int | None]:
         parts = rest.split()
         if parts and parts[0].isdigit():
             info[key] = int(parts[0]) * 1024
-    return {"total_bytes": info.get("MemTotal"), "available_bytes": info.get("MemAvailable")}
+    return {
+        "total_bytes": info.get("MemTotal"),
+        "available_bytes": info.get("MemAvailable"),
+        "cgroup_limit_bytes": cgroup_memory_limit(),
+    }
 
 
 def _os() -> dict[str, str | None]:

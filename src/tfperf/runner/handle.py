@@ -161,6 +161,8 @@ class Worker:
         self.ready: dict[str, Any] | None = None
         self.spawned_at: float | None = None
         self.peak_rss_bytes = 0
+        self.last_rss_bytes: int | None = None
+        """The worker's RSS at its last answer (after warm-up once it is ready)."""
         self._child: Child | None = None
         self._cmd_fd: int | None = None
         self._res_fd: int | None = None
@@ -388,6 +390,8 @@ class Worker:
         self.peak_rss_bytes = max(
             self.peak_rss_bytes, int(msg.get("peak_rss_bytes") or 0), int(msg.get("rss_bytes") or 0)
         )
+        if msg.get("rss_bytes"):
+            self.last_rss_bytes = int(msg["rss_bytes"])
         return msg
 
     def _watch_memory(self) -> None:

@@ -41,6 +41,8 @@ Contract of :func:`measure`:
   "predict"), as information; and with ``outputs_dir`` every live worker then writes the
   outputs of one call to ``<outputs_dir>/outputs-<index>.npz`` (``Trial.outputs_path``), so
   that the caller can check them against the baseline's (a failure there fails the trial).
+- After the rounds every live trial's memory is read (:func:`tfperf.runner.memory.memory_of`:
+  a converted runtime's in a process that loads its artifact alone), into ``Trial.memory``.
 
 Nothing here imports TensorFlow; :mod:`tfperf.core.stats` (numpy, scipy) is imported when measuring.
 """
@@ -57,10 +59,12 @@ from typing import Any
 from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.memory import Memory
 from tfperf.core.protocol import DIFFERS_KIND, SKIPPED_KIND, USER_KIND
 from tfperf.machine import contention
 from tfperf.runner.handle import Worker, WorkerFailed
 from tfperf.runner.identity import SameModel
+from tfperf.runner.memory import memory_of
 from tfperf.runner.rounds import Rounds, block_info, calls_per_block
 
 BASELINE = "baseline"
@@ -99,6 +103,8 @@ class Trial:
     """One call's outputs (.npz), written after the rounds when ``Settings.outputs_dir`` is set."""
     ops: dict[str, Any] | None = None
     """The op profile (``bench --ops``), taken after the rounds when ``Settings.ops_s`` is set."""
+    memory: Memory | None = None
+    """The config's memory (:func:`tfperf.runner.memory.memory_of`), read after the rounds."""
     worker: Worker | None = field(default=None, repr=False)
 
     @property
@@ -280,6 +286,9 @@ def measure(
             _outputs(trials, settings.outputs_dir, listener)
         if settings.ops_s:
             _profiles(trials, settings.ops_s)
+        for trial in trials:
+            if trial.alive and trial.worker is not None:
+                trial.memory = memory_of(trial.worker)  # after the rounds: nothing is timed
     finally:
         for trial in trials:
             trial.retire_worker()

@@ -36,9 +36,11 @@ from typing import Any
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.memory import Memory, summed
 from tfperf.core.serving import ServingLayout
 from tfperf.runner.handle import Worker, WorkerFailed
 from tfperf.runner.identity import SameModel
+from tfperf.runner.memory import worker_memory
 from tfperf.serving.generator import Answer
 
 OPENVINO_PREFIX = "openvino"
@@ -80,6 +82,10 @@ def executors(config: Config, layout: ServingLayout) -> int:
     if config.runtime.startswith(OPENVINO_PREFIX) and layout.streams:
         return layout.streams
     return 1
+
+
+def _as_dict(memory: Memory | None) -> dict[str, Any] | None:
+    return memory.to_dict() if memory else None
 
 
 @dataclasses.dataclass
@@ -202,7 +208,12 @@ class Harness:
             "notes": first.get("notes", []),
             "startup_s": [r.get("startup_s") for r in self.ready],
             "instance_cpus": [(r.get("serving") or {}).get("cores") for r in self.ready],
+            "memory": _as_dict(self.memory()),
         }
+
+    def memory(self) -> Memory | None:
+        """The live instances' memory, summed (:func:`tfperf.core.memory.summed`)."""
+        return summed([worker_memory(inst.worker) for inst in self._alive()])
 
     def saturating_concurrency(self) -> int:
         """A concurrency that keeps every instance busy: twice what they serve at once."""

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from tfperf.core.config import Config
+from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
 from tfperf.core.stats import quantile_ci
 from tfperf.serving.generator import LevelRecord
@@ -240,6 +241,9 @@ class LoadResult:
     target: Mapping[str, Any] | None = None
     """A server the user runs (``tfperf bench --url``): its address, protocol and model, with
     ``label``; ``None`` for a layout tfperf served."""
+    memory: Memory | None = None
+    """A served layout's memory: the sum over its instances after the sweep (``None`` for a
+    remote server, whose processes tfperf cannot see)."""
 
     def label(self) -> str:
         """The layout's label, or the remote target's."""
@@ -257,4 +261,5 @@ class LoadResult:
             "max_qps_at_slo": self.max_qps_at_slo,
             "capacity_qps": self.capacity_qps,
             "notes": list(self.notes),
+            "memory": self.memory.to_dict() if self.memory else None,
         }

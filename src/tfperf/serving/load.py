@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
 from tfperf.serving.generator import ClosedLoop, OpenLoop, Server, run_level
 from tfperf.serving.harness import OPENVINO_PREFIX, Harness
@@ -113,6 +114,8 @@ class UnderTest(Server, Protocol):
     def saturating_concurrency(self) -> int: ...
 
     def restart_dead(self) -> int: ...
+
+    def memory(self) -> Memory | None: ...
 
 
 class _Sweep:
@@ -250,6 +253,7 @@ def measure_on(
         max_qps_at_slo=answer,
         capacity_qps=capacity,
         notes=tuple(sweep.notes),
+        memory=harness.memory(),
     )
     if recorder is not None:
         recorder.finish_trial(sweep.trial_id, "ok", {**sweep.info(), "result": result.to_dict()})

@@ -21,6 +21,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
+from tfperf.core.memory import cost, over_ceiling
 from tfperf.runner.handle import WorkerFailed
 from tfperf.tuning.evaluate import Evaluator, samples_per_s
 from tfperf.tuning.keepdefault import keep_default_why, rejection_advice
@@ -48,6 +49,8 @@ def _candidate_row(outcome: Outcome) -> dict:
         "adoption": adoption(outcome.config),
         "artifact": outcome.info.get("artifact"),
         "notes": outcome.info.get("notes", []),
+        "memory": outcome.info.get("memory"),
+        **({"over_ceiling": True} if outcome.info.get("over_ceiling") else {}),
         **({"guard": acc["guard"]} if acc.get("guard") else {}),
     }
 
@@ -93,7 +96,8 @@ def _keep_default(default_ms: float | None, batch: int) -> dict:
 
 
 def _recommend(winner: dict, row: dict, confirmed: dict) -> dict:
-    keys = ("max_abs_error", "max_rel_error", "top1_agreement", "adoption", "artifact", "notes")
+    keys = ("max_abs_error", "max_rel_error", "top1_agreement", "adoption", "artifact", "notes",
+            "memory")
     return {
         "label": label(winner),
         "config": to_config_dict(winner),
@@ -144,16 +148,38 @@ def conclude(evaluator: Evaluator, result: Any, confirm_rounds: int, ready: dict
     if evaluator.options.ops:
         profile_answer(evaluator, result, winner, candidates, recommendation)
     warnings += rejection_advice(candidates, evaluator.options.tolerance.rel)
+    default = {
+        "time_ms": default_ms,
+        "batch": default_batch,
+        "samples_per_s": samples_per_s(default_ms, default_batch),
+        "memory": evaluator.default_memory.to_dict() if evaluator.default_memory else None,
+    }
+    if recommendation["keep_default"]:
+        recommendation["memory"] = default["memory"]
+    default_over = over_ceiling(evaluator.default_memory, evaluator.options.max_memory_mb)
+    if default_over:
+        warnings.append(f"the default itself is over the memory ceiling: its {default_over}")
+    _costs(evaluator, default, recommendation)
     return {
-        "default": {
-            "time_ms": default_ms,
-            "batch": default_batch,
-            "samples_per_s": samples_per_s(default_ms, default_batch),
-        },
+        "default": default,
         "recommendation": recommendation,
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+def _costs(evaluator: Evaluator, default: dict, recommendation: dict) -> None:
+    """``cost`` for the default and the answer with ``--price-per-hour`` (``docs/memory.md``):
+    a latency tune's throughput is one stream of calls, a training tune's samples trained, and
+    the record says which."""
+    options = evaluator.options
+    if evaluator.workload.get("kind") == "train":
+        basis = "samples trained"
+    else:
+        basis = "throughput" if options.goal == "throughput" else "one stream of calls"
+    for entry in (default, recommendation):
+        priced = cost(options.price_per_hour, entry.get("samples_per_s"))
+        entry["cost"] = dict(priced, basis=basis) if priced else None
 
 
 def _explain_keep_default(

@@ -5,7 +5,9 @@ timeout_s) -> Outcome``. A candidate's outputs on the sample inputs are checked 
 default's (fp32 TensorFlow; a candidate at another batch runs on the same sample rows repeated,
 and is checked against the reference rows repeated the same way) by
 :func:`tfperf.accuracy.guard` first -- beyond tolerance it is *rejected* and not timed further;
-then interleaved rounds (:class:`tfperf.runner.rounds.Rounds`) of default, incumbent and
+then its memory (:func:`tfperf.runner.memory.memory_of`) -- a peak over ``max_memory_mb``
+rejects it too, with both figures, before it is timed; then interleaved rounds
+(:class:`tfperf.runner.rounds.Rounds`) of default, incumbent and
 candidate run until the verdict against the incumbent is decided or ``max_rounds`` is reached.
 A conversion that fails, a worker that crashes or hangs past its timeout (the time left in the
 budget, at most ``candidate_timeout_s``) makes the candidate *failed* with the worker's reason.
@@ -30,10 +32,12 @@ import numpy as np
 from tfperf.accuracy import guard
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label, normalize
+from tfperf.core.memory import Memory, over_ceiling
 from tfperf.core.protocol import artifact_from_notes, repeat_rows
 from tfperf.core.stats import paired_speedup
 from tfperf.diagnosis.install import install_fingerprint
 from tfperf.runner.handle import WorkerFailed
+from tfperf.runner.memory import memory_of
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import Rounds, block_info
 from tfperf.tuning.options import TuneOptions
@@ -129,6 +133,7 @@ class Evaluator:
         self.default_batch = 1
         """The batch of the default (and of the reference outputs)."""
         self.default_ready: dict | None = None
+        self.default_memory: Memory | None = None
         self.baseline_trial: int | None = None
         self.not_inherited: dict[str, str] = {}
         """Speed-relevant variables of the caller's environment that workers did not get."""
@@ -168,6 +173,7 @@ class Evaluator:
                 "check it with `tfperf bench` first."
             ) from None
         self.default_ready = handle.ready
+        self.default_memory = memory_of(handle.worker)
         self.default_batch = handle.batch
         self.not_inherited = dict(handle.worker.not_inherited)
         if self.run is not None:
@@ -252,6 +258,9 @@ class Evaluator:
                 time_ms=cand.per_call_s * 1e3,
                 info=info,
             )
+        refused = self.memory_refusal(cand, config, incumbent, info, check)
+        if refused is not None:
+            return refused
         base = self.workers.get({}, limit)
         inc = self.workers.get(incumbent, limit) if incumbent else base
         times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)
@@ -265,6 +274,20 @@ class Evaluator:
             time_ms=statistics.median(times[2]) * cand.unit * 1e3,
             info=info,
         )
+
+    def memory_refusal(self, cand: Handle, config: dict, incumbent: dict, info: dict,
+                       accuracy: dict | None = None) -> Outcome | None:
+        """Read the candidate's memory into ``info["memory"]``; its rejection when its peak is
+        over ``max_memory_mb`` (then not worth timing), else ``None``."""
+        memory = memory_of(cand.worker)
+        info["memory"] = memory.to_dict()
+        over = over_ceiling(memory, self.options.max_memory_mb)
+        if not over:
+            return None
+        self.workers.drop(label(config))
+        info["over_ceiling"] = True
+        return Outcome(config, REJECTED, reason=over, incumbent=incumbent, accuracy=accuracy,
+                       time_ms=cand.per_call_s * 1e3, info=info)
 
     # ------------------------------------------------------------------ rounds
     def measure(

@@ -3,11 +3,17 @@
 Contract: :func:`keep_default_why` ``(candidates, default_ms, ...) -> dict`` classifies a
 "keep the default" answer from tune's ranked candidate rows (:func:`tfperf.tuning.tuner.rank`)::
 
-    {"case": "none_faster" | "rejected" | "failed",
-     "rejected": int, "failed": int,
+    {"case": "none_faster" | "over_ceiling" | "rejected" | "failed",
+     "rejected": int, "over_ceiling": int, "failed": int,
      "best_rejected": {"label", "speedup", "max_rel_error"} | None,
+     "best_over_ceiling": {"label", "speedup", "reason"} | None,
      "commonest_failure": str | None,
      "summary": str}
+
+- ``"over_ceiling"``: a candidate faster than the default was rejected because its peak memory
+  exceeds ``--max-memory-mb`` (its row has ``over_ceiling``; its ``reason`` gives both figures).
+  ``best_over_ceiling`` is the fastest of them, its speedup estimated like a rejected one's.
+  These are not counted in ``rejected``, which is the accuracy guard's.
 
 - ``"rejected"``: a candidate faster than the default (by more than the threshold) was
   rejected by the accuracy guard. ``best_rejected`` is the fastest of them; its ``speedup`` is
@@ -117,13 +123,23 @@ def keep_default_why(
     threshold: float = 0.03,
 ) -> dict[str, Any]:
     """The ``keep_default_why`` record of the module docstring."""
-    rejected = [c for c in candidates if c.get("status") == "rejected"]
+    refused = [c for c in candidates if c.get("status") == "rejected"]
+    over = [c for c in refused if c.get("over_ceiling")]
+    rejected = [c for c in refused if not c.get("over_ceiling")]
     failed = [c for c in candidates if c.get("status") == "failed"]
     measured = [c for c in candidates if c.get("status") == "measured"]
-    best = _best_rejected(rejected, _per_unit(default_ms, default_batch, per_sample), per_sample)
+    default_unit = _per_unit(default_ms, default_batch, per_sample)
+    best = _best_rejected(rejected, default_unit, per_sample)
+    best_over = _best_rejected(over, default_unit, per_sample)
+    if best_over:
+        reason = next(c["reason"] for c in over if c["label"] == best_over["label"])
+        best_over = {"label": best_over["label"], "speedup": best_over["speedup"],
+                     "reason": reason}
     reasons = Counter(str(c.get("reason") or "failed") for c in failed)
     commonest = reasons.most_common(1)[0][0] if reasons else None
-    if best and (best["speedup"] or 0.0) > 1.0 + threshold:
+    if best_over and (best_over["speedup"] or 0.0) > 1.0 + threshold:
+        case = "over_ceiling"
+    elif best and (best["speedup"] or 0.0) > 1.0 + threshold:
         case = "rejected"
     elif failed and not measured:
         case = "failed"
@@ -132,8 +148,10 @@ def keep_default_why(
     why = {
         "case": case,
         "rejected": len(rejected),
+        "over_ceiling": len(over),
         "failed": len(failed),
         "best_rejected": best,
+        "best_over_ceiling": best_over,
         "commonest_failure": commonest,
     }
     why["summary"] = summary(why, len(candidates))
@@ -143,6 +161,14 @@ def keep_default_why(
 def summary(why: Mapping[str, Any], tried: int) -> str:
     """One sentence for people: which case it is and the figures behind it."""
     best, case = why.get("best_rejected"), why["case"]
+    over = why.get("best_over_ceiling")
+    if case == "over_ceiling" and over:
+        return (
+            f"faster candidates need more memory than the ceiling: the fastest, "
+            f"{over['label']}, ran about {over['speedup']:.2f}x the default's speed in its "
+            f"warm-up but its {over['reason']}; {why['over_ceiling']} of {tried} candidates "
+            "were over the ceiling"
+        )
     if case == "rejected" and best:
         error = best.get("max_rel_error")
         err = f" (max relative error {error:.3g})" if error is not None else ""
@@ -161,7 +187,8 @@ def summary(why: Mapping[str, Any], tried: int) -> str:
         return "no candidate was tried"
     return (
         f"no candidate was significantly faster than the default ({tried} tried, "
-        f"{why['rejected']} rejected, {why['failed']} failed)"
+        f"{why['rejected']} rejected, {why['failed']} failed"
+        + (f", {why['over_ceiling']} over the memory ceiling)" if why.get("over_ceiling") else ")")
     )
 
 

@@ -60,6 +60,10 @@ class TuneOptions:
     """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
     ops: bool = False
     """Profile the default and the answer op by op after the confirmation (``--ops``)."""
+    max_memory_mb: float | None = None
+    """``--max-memory-mb``: a candidate (or a served layout) whose peak exceeds it is rejected."""
+    price_per_hour: float | None = None
+    """``--price-per-hour``: the answer's and the default's cost of a million samples."""
     train_tolerance: TrainTolerance | None = None
     """A training tune's guard limits (``None``: :class:`TrainTolerance`'s defaults)."""
 
@@ -82,6 +86,10 @@ class TuneOptions:
             raise UserError("--max-trials must be at least 1.")
         if self.budget_s is not None and self.budget_s <= 0:
             raise UserError("--budget must be a positive number of seconds.")
+        for flag, value in (("--max-memory-mb", self.max_memory_mb),
+                            ("--price-per-hour", self.price_per_hour)):
+            if value is not None and not value > 0:
+                raise UserError(f"{flag} must be a positive number, not {value:g}.")
         self._check_objective()
         if self.batch_sizes is not None and not self.throughput:
             raise UserError("--batch-sizes applies to a throughput tune: add --throughput.")

@@ -38,6 +38,12 @@ The document's core (the rest as any tune's, ``docs/tune.md``)::
                      "speedup": {"median"}, "max_abs_error", ..., "adoption"}],
      "stopped", "trials", "space_size", "unavailable", "warnings"}
 
+Memory: each runtime's serving instance is read once (its worker, when its accuracy is
+checked); a layout whose projected total (instances x that figure) is over ``max_memory_mb`` is
+rejected without being started (``over_ceiling``), and a measured layout's row carries the sum
+over its instances after its sweep. ``cost`` (with ``price_per_hour``) is at the rate each
+layout kept within the SLO.
+
 Nothing here imports TensorFlow.
 """
 
@@ -52,9 +58,11 @@ from tfperf.accuracy import guard
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
+from tfperf.core.memory import Memory, cost, over_ceiling
 from tfperf.core.serving import DEFAULT_LAYOUT
 from tfperf.core.stats import MIN_PAIRS
 from tfperf.runner.handle import WorkerFailed
+from tfperf.runner.memory import worker_memory
 from tfperf.serving import LoadScenario, search_slo
 from tfperf.serving.harness import available_cpus
 from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason, samples_per_s
@@ -108,6 +116,8 @@ class ServerEvaluator:
         self.scenario = scenario
         self.progress = evaluator.progress
         self._accuracy: dict[str, tuple[str, str, dict | None]] = {}
+        self._per_instance: dict[str, Memory] = {}
+        """One serving instance's memory by runtime config, read when its accuracy is."""
         self.default_qps: float | None = None
         """The default's rate within the SLO, once measured (the first candidate)."""
 
@@ -121,10 +131,13 @@ class ServerEvaluator:
 
     def _check(self, config: dict) -> tuple[str, str, dict | None]:
         if not config:
+            if self.evaluator.default_memory is not None:
+                self._per_instance[""] = self.evaluator.default_memory
             return MEASURED, "", {"accepted": True, "max_abs_error": 0.0, "max_rel_error": 0.0}
         workers = self.evaluator.workers
         try:
             handle = workers.get(config, self.options.candidate_timeout_s)
+            self._per_instance[label(config)] = worker_memory(handle.worker)
             reference, labels = self.evaluator.reference_at(handle.batch)
             check = guard(reference, workers.outputs(handle), self.options.tolerance, labels)
         except WorkerFailed as exc:
@@ -138,12 +151,18 @@ class ServerEvaluator:
         self.progress.candidate(candidate.key())
         started = time.monotonic()
         status, reason, check = self.accuracy(candidate.config)
+        projected = self.projected(candidate)
+        over = over_ceiling(projected, self.options.max_memory_mb)
+        if status == MEASURED and over:  # not started: its instances would not fit
+            status, reason = REJECTED, over
         if status == MEASURED:
             outcome = self.measure(candidate, self.evaluator.run, role="serving")
             outcome.accuracy = check
         else:
             outcome = ServerOutcome(candidate, status, reason=reason, accuracy=check)
             outcome.info["runtime_failed"] = status == FAILED
+            if over:
+                outcome.info.update(over_ceiling=True, memory=projected.to_dict())
             self._record(outcome)
         outcome.elapsed_s = time.monotonic() - started
         if candidate == DEFAULT_CANDIDATE:
@@ -152,6 +171,12 @@ class ServerEvaluator:
             outcome.speedup = {"median": outcome.rate / self.default_qps}
         self.progress.done(outcome)
         return outcome
+
+    def projected(self, candidate: ServerCandidate) -> Memory | None:
+        """The layout's memory before it starts: its instances x one instance's measured
+        figure (:meth:`tfperf.core.memory.Memory.times`), ``None`` before one was read."""
+        one = self._per_instance.get(label(dict(candidate.config)))
+        return None if one is None else one.times(candidate.layout.instances)
 
     def measure(self, candidate: ServerCandidate, run: Any, role: str) -> ServerOutcome:
         """One SLO search of ``candidate``, recorded under ``role``."""
@@ -240,16 +265,27 @@ def conclude_server(
     tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
     default_ms = statistics.median(tail) * 1e3 if tail else None
     batch = judge.evaluator.default_batch
+    default_row = {
+        "time_ms": default_ms, "batch": batch,
+        "samples_per_s": samples_per_s(default_ms, batch),
+        "serving": DEFAULT_LAYOUT.to_dict() | {"max_qps_at_slo": default_qps},
+        "memory": (default.load or {}).get("memory") if default is not None else None,
+    }
+    _server_costs(judge.options.price_per_hour, batch, default_row, recommendation)
     return {
-        "default": {
-            "time_ms": default_ms, "batch": batch,
-            "samples_per_s": samples_per_s(default_ms, batch),
-            "serving": DEFAULT_LAYOUT.to_dict() | {"max_qps_at_slo": default_qps},
-        },
+        "default": default_row,
         "recommendation": recommendation,
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+def _server_costs(price: float | None, batch: int, default: dict, recommendation: dict) -> None:
+    """``cost`` at the rate each layout kept within the SLO (requests x batch samples)."""
+    for entry in (default, recommendation):
+        qps = (entry.get("serving") or {}).get("max_qps_at_slo")
+        priced = cost(price, qps * batch if qps else None)
+        entry["cost"] = dict(priced, basis="the rate kept within the SLO") if priced else None
 
 
 def confirm(judge: ServerEvaluator, winner: ServerCandidate, pairs: int) -> dict:
@@ -299,6 +335,8 @@ def _row(outcome: ServerOutcome, default_qps: float | None) -> dict:
         "adoption": adoption(config),
         "artifact": None,
         "notes": [],
+        "memory": (outcome.load or {}).get("memory") or outcome.info.get("memory"),
+        **({"over_ceiling": True} if outcome.info.get("over_ceiling") else {}),
     }
 
 
@@ -331,6 +369,7 @@ def _recommend(
         "notes": [],
         "serving": _serving(winner, _median(decided["candidate_qps"]), slo_ms),
         "confirmation": decided,
+        "memory": row.get("memory"),
     }
 
 
@@ -359,6 +398,9 @@ def _keep_default(
         "notes": [],
         "serving": _serving(DEFAULT_CANDIDATE, default_qps, slo_ms),
         "confirmation": decided,
+        "memory": next((c.get("memory") for c in candidates
+                        if c["label"] == DEFAULT_CANDIDATE.key()),
+                       None),
     }
 
 

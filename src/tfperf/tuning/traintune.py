@@ -71,6 +71,9 @@ class TrainEvaluator(Evaluator):
     def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
         cand = self.workers.get(config, limit)
         info = {**self.candidate_info(cand), "train": cand.ready.get("train")}
+        refused = self.memory_refusal(cand, config, incumbent, info)
+        if refused is not None:
+            return refused
         base = self.workers.get({}, limit)
         inc = self.workers.get(incumbent, limit) if incumbent else base
         times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)

@@ -10,16 +10,20 @@ Contract
     {"run_id", "workload", "machine": {"fingerprint", "cpu", "cores"}, "install",
      "objective": "latency"|"throughput",
      "strategy", "stopped", "trials", "elapsed_s", "tolerance", "space_size",
-     "default": {"time_ms", "batch", "samples_per_s"},
+     "max_memory_mb", "price_per_hour",
+     "default": {"time_ms", "batch", "samples_per_s", "memory", "cost"},
      "recommendation": {"label", "config", "keep_default": bool, "reason", "keep_default_why",
                         "speedup": {"median", "ci95": [lo, hi], "p_value", "verdict", ...},
                         "time_ms", "batch", "samples_per_s", "max_abs_error",
                         "max_rel_error", "top1_agreement",
-                        "adoption", "adoption_text", "artifact", "notes"},
+                        "adoption", "adoption_text", "artifact", "notes", "memory", "cost"},
      "candidates": [{"label", "config", "status": "measured"|"rejected"|"failed", "reason",
                      "speedup", "time_ms", "batch", "samples_per_s", "max_abs_error",
                      "max_rel_error", "top1_agreement", "metric", "adoption", "artifact",
-                     "notes"}],  # ranked
+                     "notes", "memory", "over_ceiling"?}],  # ranked
+
+``memory`` is :class:`tfperf.core.memory.Memory`'s record; ``cost`` is ``{"price_per_hour",
+"per_million_samples", "basis"}`` with ``--price-per-hour`` (``docs/memory.md``).
      "unavailable": [{"knob", "value", "reason"}], "environment": {"not_inherited"},
      "profile": path | None, "artifacts_dir": path | None, "warnings": [...]}
 
@@ -246,6 +250,8 @@ def _document(
     """The recommendation and the warnings a person must read with it."""
     doc = conclude(evaluator, result, options.confirm_rounds, ready)
     doc["objective"] = objective
+    doc["max_memory_mb"] = options.max_memory_mb
+    doc["price_per_hour"] = options.price_per_hour
     return doc
 
 

@@ -54,6 +54,7 @@ from tfperf.core.protocol import ARTIFACT_NOTE
 from tfperf.worker.aot import aot_prepared
 from tfperf.worker.artifacts import ConversionError, first_error, inputs_of
 from tfperf.worker.artifacts import artifact_dir as _artifact_dir
+from tfperf.worker.deployed import openvino_properties
 from tfperf.worker.litert import litert_prepared
 from tfperf.worker.opprofile import layer_table, openvino_profiler
 from tfperf.worker.tfrun import tf_prepared
@@ -345,9 +346,7 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
     """The model compiled for the CPU at the runtime's precision, and its properties."""
     import openvino as ov
 
-    properties = {"INFERENCE_PRECISION_HINT": "bf16" if runtime.endswith("bf16") else "f32"}
-    if config.get("runtime_threads"):
-        properties["INFERENCE_NUM_THREADS"] = str(config["runtime_threads"])
+    properties = openvino_properties(runtime, config.get("runtime_threads"))
     if config.get("streams"):  # a serving instance's throughput streams (worker.requests)
         properties["NUM_STREAMS"] = str(config["streams"])
     if config.get("perf_count"):  # bench --ops: a profiled copy, never the timed model

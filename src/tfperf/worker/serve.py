@@ -44,7 +44,6 @@ import faulthandler
 import importlib
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -54,22 +53,16 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
 from tfperf.worker.requests import Batching, RequestServer
+from tfperf.worker.rss import peak_rss_bytes, rss_bytes
 from tfperf.worker.workload import call_error_sentence, told_lines
 
 
-def _rss_bytes() -> int:
-    """Current resident set size of this process."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return _peak_rss_bytes()
-
-
-def _peak_rss_bytes() -> int:
-    """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+def _input_shapes(prepared: Any) -> list | None:
+    """``[[shape, dtype], ...]`` of the arrays a timed call takes (``None`` for a training step)."""
+    inputs = getattr(prepared.call, "inputs", None)
+    if inputs is None:
+        return None
+    return [[[int(d) for d in a.shape], str(a.dtype)] for a in inputs]
 
 
 def _timed(fn: Callable[[], Any], calls: int) -> list[float]:
@@ -218,6 +211,7 @@ class Session:
         if config.get("inter_threads"):
             tf.config.threading.set_inter_op_parallelism_threads(int(config["inter_threads"]))
         t1 = time.perf_counter()
+        before_model = rss_bytes()  # TensorFlow imported, the model not yet built or loaded
         self.runtime = _runtime_of(msg["workload"], config)
         self.prepared = _prepare_function()(msg["workload"], config)
         load_s = time.perf_counter() - t1
@@ -245,8 +239,10 @@ class Session:
             "fingerprint": getattr(self.prepared, "fingerprint", None),
             "notes": list(self.prepared.notes),
             "extra_available": sorted(self.prepared.extra),
-            "rss_bytes": _rss_bytes(),
-            "peak_rss_bytes": _peak_rss_bytes(),
+            "rss_before_model_bytes": before_model,
+            "input_shapes": _input_shapes(self.prepared),
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
             **({"serving": {"cores": _cpus()}} if serving else {}),
             **({"train": self.prepared.train} if getattr(self.prepared, "train", None) else {}),
         }
@@ -293,8 +289,8 @@ class Session:
         return {
             "op": "block",
             "samples_s": samples,
-            "rss_bytes": _rss_bytes(),
-            "peak_rss_bytes": _peak_rss_bytes(),
+            "rss_bytes": rss_bytes(),
+            "peak_rss_bytes": peak_rss_bytes(),
         }
 
     def outputs(self, msg: dict[str, Any]) -> dict[str, Any]:

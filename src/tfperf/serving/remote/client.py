@@ -120,6 +120,10 @@ class RemoteServer:
             "connections": self.connections,
         }
 
+    def memory(self) -> None:
+        """A remote server's processes are not tfperf's to read."""
+        return None
+
     def saturating_concurrency(self) -> int:
         """Every connection busy: the closed-loop probe of the SLO search."""
         return self.connections
