@@ -76,7 +76,7 @@ from scipy import stats as sps
 from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.memory import cost
+from tfperf.core.memory import change, cost
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.diagnosis.install import install_fingerprint
 from tfperf.machine import contention
@@ -646,6 +646,7 @@ def compare_runs(
             "a": stats.summarize(ta.steady_samples(), batch=ta.batch),
             "b": stats.summarize(tb.steady_samples(), batch=tb.batch),
             "speedup": unpaired_speedup(_block_medians(ta), _block_medians(tb), threshold),
+            "memory": change(ta.memory, tb.memory),
             **ops_side_by_side(ta.ops, tb.ops),
         }
         for ta, tb in pairs
@@ -664,6 +665,18 @@ def compare_runs(
         "regressions": [c["label_b"] for c in comparisons if c["speedup"]["verdict"] == "slower"],
         "warnings": _compare_warnings(a, b, len(fingerprints) == 1),
     }
+
+
+def memory_growth_in(doc: Mapping[str, Any], limit_pct: float) -> list[str]:
+    """``"label +12.0% (610 -> 683 MB)"`` for each config of a two-run comparison whose peak
+    memory grew by more than ``limit_pct`` percent (``compare --fail-on-memory-growth``)."""
+    grown = []
+    for c in doc.get("comparisons", []):
+        moved = c.get("memory")
+        if moved and moved["growth"] * 100 > limit_pct:
+            grown.append(f"{c.get('label_b', c.get('candidate'))} {moved['growth']:+.1%} "
+                         f"({moved['a_peak_rss_mb']:.0f} -> {moved['b_peak_rss_mb']:.0f} MB)")
+    return grown
 
 
 def regressions_in(doc: Mapping[str, Any]) -> list[str]:

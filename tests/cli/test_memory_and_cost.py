@@ -67,3 +67,36 @@ def test_a_value_that_is_not_positive_is_one_sentence_and_exit_2(tmp_path, comma
     assert res.returncode == 2, res.stderr
     assert f"{flag} must be a positive number" in res.stderr
     assert res.stderr.count("\n") <= 2 and "Traceback" not in res.stderr
+
+
+def _model(path, units: int) -> str:
+    """A user's .keras model: ``units`` wide, so its weights take ``units`` squared floats."""
+    import keras
+
+    inputs = keras.Input((units,), name="features")
+    keras.Model(inputs, keras.layers.Dense(units)(inputs)).save(path)
+    return str(path)
+
+
+def test_compare_reports_the_memory_change_and_gates_on_its_growth(tmp_path):
+    store = str(tmp_path / "s.sqlite")
+    ids = []
+    for name, units in (("small", 64), ("large", 4096)):  # a new version, 64 MB of weights
+        res = run_cli("bench", _model(tmp_path / f"{name}.keras", units),
+                      "--budget", "1", "--processes", "1", "--no-peak", "--json",
+                      "--store", store)
+        assert res.returncode == 0, res.stderr[-2000:]
+        ids.append(str(json.loads(res.stdout)["run_id"]))
+    shown = run_cli("compare", *ids, "--store", store)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    moved = re.search(r"peak memory (\d+) -> (\d+) MB \(\+(\d+\.\d)%\)", shown.stdout)
+    assert moved and int(moved.group(2)) - int(moved.group(1)) >= 50, shown.stdout
+    gated = run_cli("compare", *ids, "--fail-on-memory-growth", "5", "--store", store)
+    assert gated.returncode == 1, gated.stderr[-2000:]
+    assert "memory grew over 5%: default +" in gated.stderr
+    relaxed = run_cli("compare", *ids, "--fail-on-memory-growth", "500", "--store", store)
+    assert relaxed.returncode == 0, relaxed.stderr[-2000:]
+    exported = tmp_path / "runs.csv"
+    run_cli("history", "--store", store, "--export", str(exported))
+    header = exported.read_text().splitlines()[0].split(",")
+    assert "peak_rss_mb" in header

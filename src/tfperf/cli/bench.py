@@ -442,17 +442,31 @@ def register(group: click.Group) -> None:
         is_flag=True,
         help="Exit 1 when B (or a candidate) is significantly slower, or a measured config failed.",
     )
+    @click.option(
+        "--fail-on-memory-growth",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="Exit 1 when a config's peak memory in B is more than PCT percent above A's.",
+    )
     @_measure_options
     def compare_cmd(
-        runs: tuple[str, ...], model: str | None, fail_on_regression: bool, **opts: Any
+        runs: tuple[str, ...], model: str | None, fail_on_regression: bool,
+        fail_on_memory_growth: float | None, **opts: Any
     ) -> None:
         """Compare two runs A B, each a run id of the store ('latest' too) or a .json result
         file written by --export on any machine; or measure candidates against the default in
         one interleaved run (--workload NAME or --model MODEL, each --set/--env one candidate;
         join knobs with commas)."""
         export_target(opts["export"])
+        if fail_on_memory_growth is not None and not runs:
+            raise UserError("--fail-on-memory-growth compares two runs: give run ids A B.")
+        if fail_on_memory_growth is not None and fail_on_memory_growth < 0:
+            raise UserError(
+                f"--fail-on-memory-growth must be 0 or more percent, not {fail_on_memory_growth:g}."
+            )
         doc = _compare_two(runs, model, opts) if runs else _compare_measured(model, opts)
-        _gate(doc, fail_on_regression)
+        _gate(doc, fail_on_regression, fail_on_memory_growth)
 
 
 def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
@@ -494,15 +508,18 @@ def _compare_measured(model: str | None, opts: dict[str, Any]) -> dict[str, Any]
     return doc
 
 
-def _gate(doc: dict[str, Any], fail_on_regression: bool) -> None:
-    """``--fail-on-regression``: exit 1 when a config is significantly slower or failed."""
-    from tfperf.benchmark import failures_in, regressions_in
+def _gate(doc: dict[str, Any], fail_on_regression: bool, memory_pct: float | None = None) -> None:
+    """``--fail-on-regression``: exit 1 when a config is significantly slower or failed;
+    ``--fail-on-memory-growth``: when a config's peak memory grew by more than that."""
+    from tfperf.benchmark import failures_in, memory_growth_in, regressions_in
 
-    slower = regressions_in(doc)
-    failed = failures_in(doc)
-    if fail_on_regression and (slower or failed):
-        found = [f"significantly slower: {', '.join(slower)}"] if slower else []
-        found += [f"failed: {', '.join(failed)}"] if failed else []
+    slower = regressions_in(doc) if fail_on_regression else []
+    failed = failures_in(doc) if fail_on_regression else []
+    grown = memory_growth_in(doc, memory_pct) if memory_pct is not None else []
+    found = [f"significantly slower: {', '.join(slower)}"] if slower else []
+    found += [f"failed: {', '.join(failed)}"] if failed else []
+    found += [f"memory grew over {memory_pct:g}%: {', '.join(grown)}"] if grown else []
+    if found:
         raise FailOnTriggered("; ".join(found) + ".")
 
 
@@ -514,9 +531,12 @@ def _render_runs(doc: dict[str, Any]) -> None:
     _line(f"B: {escape(doc['source_b'])}")
     for c in doc["comparisons"]:
         a, b = c["a"]["latency_ms"], c["b"]["latency_ms"]
+        moved = c.get("memory")
+        memory = (f", peak memory {moved['a_peak_rss_mb']:.0f} -> {moved['b_peak_rss_mb']:.0f} MB "
+                  f"({moved['growth']:+.1%})" if moved else "")
         _line(
             f"  {escape(c['label_a'])}: p50 {_fmt(a['p50'])} ms -> "
-            f"{escape(c['label_b'])}: p50 {_fmt(b['p50'])} ms"
+            f"{escape(c['label_b'])}: p50 {_fmt(b['p50'])} ms{memory}"
         )
     _render_speedups(doc["comparisons"], "label_a", "label_b")
     _render_ops_moves(doc["comparisons"], "label_a", "label_b")

@@ -118,7 +118,7 @@ def _print_report(doc: dict) -> None:
         _print_load_run(title, doc["load"])
         return
     table = _table(title)
-    columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s"]
+    columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s", "peak MB"]
     has_peak = any(r["peak_share"] is not None for r in doc["results"])
     for col in [*columns, "% peak"] if has_peak else columns:
         table.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
@@ -132,6 +132,7 @@ def _print_report(doc: dict) -> None:
             fmt(lat["p90"]),
             fmt(lat["p99"]),
             fmt(r["throughput_per_s"], ".4g"),
+            fmt((r.get("memory") or {}).get("peak_rss_mb"), ".0f"),
         ]
         if has_peak:
             row.append("-" if r["peak_share"] is None else f"{100 * r['peak_share']:.1f}")

@@ -16,6 +16,9 @@ Contract:
   the measured per-instance figure).
 - :func:`over_ceiling` is the sentence a candidate is rejected with when its peak exceeds
   ``--max-memory-mb`` (``"peak 812 MB > ceiling 600 MB"``), else ``None``.
+- :func:`change` is how a configuration's peak moved from run A to run B:
+  ``{"a_peak_rss_mb", "b_peak_rss_mb", "growth"}`` (``growth`` = B / A - 1), ``None`` unless
+  both were measured; ``compare --fail-on-memory-growth PCT`` gates on ``growth``.
 - :func:`cost` is ``{"price_per_hour", "per_million_samples"}``: price / 3600 / samples per
   second x 10^6, ``None`` without a price or a throughput.
 """
@@ -111,3 +114,20 @@ def cost(price_per_hour: float | None, samples_per_s: float | None) -> dict[str,
         "price_per_hour": price_per_hour,
         "per_million_samples": price_per_hour / 3600.0 / samples_per_s * 1e6,
     }
+
+
+def change(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The peak's move from ``a`` to ``b`` (two ``Memory.to_dict()`` records), or ``None``."""
+    before = (a or {}).get("peak_rss_mb")
+    after = (b or {}).get("peak_rss_mb")
+    if not before or after is None:
+        return None
+    return {"a_peak_rss_mb": before, "b_peak_rss_mb": after, "growth": after / before - 1.0}
+
+
+def stored_memory(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The memory record in a stored trial's ``info``: a bench trial's, or a tune candidate's
+    outcome's."""
+    info = info or {}
+    outcome = (info.get("outcome") or {}).get("info") or {}
+    return info.get("memory") or outcome.get("memory")

@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from tfperf import __version__
 from tfperf.core.errors import UserError
+from tfperf.core.memory import stored_memory
 from tfperf.core.paths import resolve_store_path
 from tfperf.core.strictjson import to_json
 from tfperf.machine.facts import machine_summary
@@ -61,6 +62,7 @@ FORMATS = (".json", ".csv", ".md")
 RUN_COLUMNS = (
     "config", "role", "status", "p50_ms", "p99_ms", "samples_per_s", "speedup", "speedup_low",
     "speedup_high", "verdict", "max_rel_error", "runtime", "batch", "n", "trial_id",
+    "peak_rss_mb", "model_mb",
 )
 COMPARISON_COLUMNS = (
     "config", "config_a", "p50_ms", "p99_ms", "samples_per_s", "speedup", "speedup_low",
@@ -69,7 +71,7 @@ COMPARISON_COLUMNS = (
 HISTORY_COLUMNS = (
     "run_id", "started_at", "kind", "status", "workload", "machine", "config", "p50_ms",
     "p99_ms", "samples_per_s", "speedup", "speedup_low", "speedup_high", "verdict",
-    "baseline_p50_ms",
+    "baseline_p50_ms", "peak_rss_mb",
 )
 
 _BEST_KEYS = HISTORY_COLUMNS[HISTORY_COLUMNS.index("config") : HISTORY_COLUMNS.index("verdict") + 1]
@@ -107,6 +109,8 @@ class TrialResult:
     """The trial's TensorFlow install where it is not the run's (another interpreter)."""
     ops: dict | None = None
     """Its op profile, for a run measured with ``--ops`` (``docs/ops.md``)."""
+    memory: dict | None = None
+    """Its memory record (:class:`tfperf.core.memory.Memory`, ``docs/memory.md``)."""
 
     def steady_samples(self) -> list[float]:
         """The steady-state samples, blocks concatenated in order (seconds per call)."""
@@ -125,6 +129,8 @@ class TrialResult:
             "batch": self.batch,
             "n": self.n,
             "trial_id": self.id,
+            "peak_rss_mb": (self.memory or {}).get("peak_rss_mb"),
+            "model_mb": (self.memory or {}).get("model_mb"),
         }
 
 
@@ -216,6 +222,8 @@ def _info(trial: dict[str, Any]) -> dict[str, Any]:
     return trial.get("info") or {}
 
 
+
+
 def _trial(
     trial: dict[str, Any],
     result: dict[str, Any],
@@ -243,6 +251,7 @@ def _trial(
         blocks=tuple(trial["blocks"]),
         install=install if install != run_install else None,
         ops=_info(trial).get("ops"),
+        memory=stored_memory(_info(trial)),
     )
 
 
@@ -472,6 +481,7 @@ def _history_row(entry: dict[str, Any]) -> dict[str, Any]:
         "machine": entry["machine"]["cpu"] or entry["machine"]["fingerprint"],
         **{k: best.get(k) for k in _BEST_KEYS},
         "baseline_p50_ms": entry["baseline_p50_ms"],
+        "peak_rss_mb": best.get("peak_rss_mb"),
     }
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.memory import stored_memory
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
 from tfperf.report.load import load_figure, load_html, load_sections
 from tfperf.report.ops import ops_sections
@@ -124,6 +125,7 @@ def _result(trial: dict, default_batch: int, run_peak: dict) -> dict:
         "cold_start_s": info.get("cold_start_s"),
         "first_call_s": info.get("first_call_s"),
         "peak_rss_bytes": info.get("peak_rss_bytes"),
+        "memory": stored_memory(info),
         "gflops": gflops,
         "peak_gflops": peak,
         "peak_share": share,
@@ -389,7 +391,7 @@ def _results_table(report: dict) -> str:
     head = (
         "<tr><th>config</th><th>role</th><th>status</th><th>n</th><th>p50 ms</th>"
         "<th>p50 95% CI</th><th>p90 ms</th><th>p99 ms</th><th>per s</th>"
-        "<th>speedup</th><th>verdict</th></tr>"
+        "<th>speedup</th><th>verdict</th><th>peak MB</th></tr>"
     )
     rows = []
     for r in report["results"]:
@@ -408,9 +410,40 @@ def _results_table(report: dict) -> str:
             fmt(r["throughput_per_s"], ".4g"),
             "-" if sp is None else _speedup_text(sp),
             "-" if sp is None else str(sp["verdict"]),
+            _memory_cell(r.get("memory")),
         ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _memory_cell(memory: dict | None) -> str:
+    peak = (memory or {}).get("peak_rss_mb")
+    if peak is None:
+        return "-"
+    return f"{peak:.0f}" + (" (deployed)" if memory.get("measured_in") == "deployed" else "")
+
+
+def memory_figure(report: dict):
+    """Speed against memory: one point per measured config, samples per second over its peak
+    memory (a converted runtime's as deployed), so the cheap fast ones sit top left."""
+    import plotly.graph_objects as go
+
+    points = [r for r in report["results"]
+              if (r.get("memory") or {}).get("peak_rss_mb") is not None and r["throughput_per_s"]]
+    fig = go.Figure(
+        go.Scatter(
+            x=[r["memory"]["peak_rss_mb"] for r in points],
+            y=[r["throughput_per_s"] for r in points],
+            text=[r["label"] for r in points],
+            mode="markers+text",
+            textposition="top center",
+        )
+    )
+    fig.update_layout(
+        title="Speed and memory", xaxis_title="peak memory (MB)",
+        yaxis_title="samples per second", margin={"t": 50, "b": 40},
+    )
+    return fig
 
 
 def _speedup_text(sp: dict) -> str:
@@ -578,6 +611,8 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
     has_samples = any(samples_ms.get(r["trial_id"]) for r in report["results"])
     has_speedups = any(c["speedup"]["median"] is not None for c in report["comparisons"])
     has_peak = any(r["gflops"] is not None for r in report["results"])
+    has_memory = sum(1 for r in report["results"]
+                     if (r.get("memory") or {}).get("peak_rss_mb") and r["throughput_per_s"]) > 1
     train = ((report.get("run") or {}).get("summary") or {}).get("train")
     losses = [("Loss during the training guard", loss_figure(train), "")] if train else []
     return [
@@ -596,6 +631,11 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
             "Share of peak",
             peak_figure(report) if has_peak else None,
             "FLOP counts are unknown for this workload.",
+        ),
+        (
+            "Speed and memory",
+            memory_figure(report) if has_memory else None,
+            "Fewer than two configs have both a speed and a memory figure.",
         ),
         *ops_sections(report),
     ]

@@ -22,6 +22,8 @@ return; a ``compare`` document works too); ``store`` is the tfperf store that ho
   ``xla-jit``): ``<key>.p50_ms``, ``<key>.p99_ms``, ``<key>.samples_per_s``, and for a
   candidate ``<key>.speedup``, ``<key>.speedup_low``, ``<key>.speedup_high`` (the 95%
   interval), ``<key>.speedup_p_value``, tune's ``<key>.max_rel_error``, ``<key>.max_abs_error``;
+  ``<key>.peak_rss_mb``, ``<key>.steady_rss_mb``, ``<key>.model_mb``, ``<key>.artifact_mb``
+  where measured and ``<key>.cost_per_million_samples`` with a price (``docs/memory.md``);
   the same names without ``<key>.`` for the run's answer (so runs line up in MLflow's table);
   bench's ``rounds``, ``steady_s``, ``other_cpu_share``; tune's ``trials``, ``elapsed_s``.
   Tune's p50 is its ``time_ms`` (the median time of one call); its p99 comes from that
@@ -236,6 +238,7 @@ def _bench_answer(doc: Mapping[str, Any]) -> _Answer:
             lat = r.get("latency_ms") or {}
             prefix = keys[r["label"]] + "."
             metrics.update(_figures(prefix, lat.get("p50"), lat.get("p99"), r["throughput_per_s"]))
+            metrics.update(_costs(prefix, r))
     for c in doc.get("comparisons", []):
         metrics.update(_speedup(keys[c["candidate"]] + ".", c["speedup"]))
         tags[f"tfperf.verdict.{keys[c['candidate']]}"] = str(c["speedup"].get("verdict"))
@@ -251,6 +254,15 @@ def _bench_answer(doc: Mapping[str, Any]) -> _Answer:
 
 
 _ERRORS = ("max_rel_error", "max_abs_error")
+_MEMORY = ("peak_rss_mb", "steady_rss_mb", "model_mb", "artifact_mb")
+
+
+def _costs(prefix: str, row: Mapping[str, Any]) -> dict[str, float]:
+    """A config's memory figures and, with a price, its ``cost_per_million_samples``."""
+    memory = row.get("memory") or {}
+    out = _numbers(prefix, {k: memory.get(k) for k in _MEMORY})
+    per_million = (row.get("cost") or {}).get("per_million_samples")
+    return out | _numbers(prefix, {"cost_per_million_samples": per_million})
 
 
 def _tune_answer(doc: Mapping[str, Any], report: Mapping[str, Any]) -> _Answer:
@@ -271,6 +283,7 @@ def _tune_answer(doc: Mapping[str, Any], report: Mapping[str, Any]) -> _Answer:
         )
         metrics.update(_speedup(prefix, row.get("speedup")))
         metrics.update(_numbers(prefix, {k: row.get(k) for k in _ERRORS}))
+        metrics.update(_costs(prefix, row))
     metrics.update(_numbers("", {k: doc.get(k) for k in ("trials", "elapsed_s")}))
     rec = doc["recommendation"]
     tags = {

@@ -154,6 +154,8 @@ class Evaluator:
         """The baseline trial's info: its batch and TensorFlow install (with its fingerprint,
         as bench records it), which an exported result carries."""
         info: dict[str, Any] = {"role": "default", "batch": self.default_batch}
+        if self.default_memory is not None:
+            info["memory"] = self.default_memory.to_dict()
         install = (self.default_ready or {}).get("install")
         if install:
             info["install"] = dict(install, fingerprint=install_fingerprint(install))
