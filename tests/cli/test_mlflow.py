@@ -46,12 +46,15 @@ def test_bench_mlflow_logs_the_measured_run(tracking):
     store = tracking / "bench.sqlite"
     res = run_cli(
         *BENCH, "--processes", "1", "--set", "intra_threads=1", "--store", str(store),
-        "--json", "--mlflow", cwd=tracking,
+        "--json", "--mlflow", "--price-per-hour", "0.5", cwd=tracking,
     )
     doc, run, files = logged(res)
     params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
     default, candidate = doc["results"]
     assert metrics["default.p50_ms"] == default["latency_ms"]["p50"]
+    assert metrics["default.peak_rss_mb"] == default["memory"]["peak_rss_mb"]
+    assert metrics["model_mb"] == candidate["memory"]["model_mb"]
+    assert metrics["cost_per_million_samples"] == candidate["cost"]["per_million_samples"]
     assert metrics["p50_ms"] == metrics["intra_threads-1.p50_ms"] == candidate["latency_ms"]["p50"]
     assert metrics["p99_ms"] == candidate["latency_ms"]["p99"]
     assert metrics["samples_per_s"] == candidate["throughput_per_s"]
