@@ -10,7 +10,12 @@ shows the default's and the tuned ``max_qps_at_slo`` (medians of tune's own conf
 default and winner in alternating SLO searches), their ratio with its range over the
 confirmation pairs, the layout, and how long the tune took.
 
-    python benchmarks/serving_tune.py                         # mlp and lstm, 180 s per tune
+The baseline a user of OpenVINO would start from is measured too: one OpenVINO instance with
+the ``THROUGHPUT`` hint alone, served by OpenVINO's asynchronous requests (``tfperf bench
+--set runtime=openvino-f32 --hint THROUGHPUT --slo-ms SLO``). Its line gives its rate within
+the same SLO and the tuned rate over it (the tuned layout should reach at least that).
+
+    python benchmarks/serving_tune.py                         # the built-in suite, 180 s each
     python benchmarks/serving_tune.py --workloads mlp --budget 120
 """
 
@@ -44,11 +49,23 @@ def single_stream_p50_ms(workload: str, store: str) -> float:
     return float(doc["results"][0]["latency_ms"]["p50"])
 
 
+def openvino_throughput_hint(workload: str, slo_ms: float, store: str) -> float | None:
+    """One OpenVINO instance, THROUGHPUT hint, its rate within ``slo_ms``."""
+    doc = _tfperf(
+        "bench", "--workload", workload, "--set", "runtime=openvino-f32", "--hint", "THROUGHPUT",
+        "--slo-ms", f"{slo_ms:.3f}", "--store", store,
+    )
+    return doc.get("max_qps_at_slo")
+
+
 def _qps(value: float | None) -> str:
     return "-" if not value else f"{value:8.1f}"
 
 
-def tune_line(workload: str, slo_ms: float, runtimes: str | None, budget: float, tmp: str) -> str:
+def tune_line(
+    workload: str, slo_ms: float, runtimes: str | None, budget: float, tmp: str,
+    baseline: float | None,
+) -> str:
     args = ["tune", "-w", workload, "--objective", "server", "--slo-ms", f"{slo_ms:.3f}",
             "--budget", str(budget), "--store", f"{tmp}/store.db",
             "--profile-out", f"{tmp}/{workload}-{runtimes or 'all'}.json"]
@@ -65,24 +82,27 @@ def tune_line(workload: str, slo_ms: float, runtimes: str | None, budget: float,
     ratio = "-" if not speedup.get("median") else f"{speedup['median']:.2f}x"
     span = "" if low is None else f" [{low:.2f}-{high:.2f}]"
     answer = "keep the default: " + rec["reason"] if rec["keep_default"] else rec["label"]
+    tuned = tuned or default
+    versus = f"{tuned / baseline:.2f}x" if tuned and baseline else "-"
     return (
         f"{workload:12} {runtimes or 'all':5} slo {slo_ms:7.2f} ms  default {_qps(default)}/s  "
-        f"tuned {_qps(tuned)}/s  {ratio}{span}  {doc['trials']:2d} layouts {took:5.0f} s  "
-        f"{answer}"
+        f"tuned {_qps(tuned)}/s  {ratio}{span}  vs OpenVINO THROUGHPUT {_qps(baseline)}/s: "
+        f"{versus}  {doc['trials']:2d} layouts {took:5.0f} s  {answer}"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default="mlp,lstm")
+    parser.add_argument("--workloads", default="lstm,mlp,wide-deep,encoder,mobilenetv2,resnet50")
     parser.add_argument("--budget", type=float, default=180.0, help="seconds per tune")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfperf-serving-tune-") as tmp:
         store = str(Path(tmp) / "store.db")
         for i, workload in enumerate(args.workloads.split(",")):
             slo = max(4.0 * single_stream_p50_ms(workload, store), MIN_SLO_MS)
+            baseline = openvino_throughput_hint(workload, slo, store)
             for runtimes in ([None, "tf"] if i == 0 else [None]):
-                print(tune_line(workload, slo, runtimes, args.budget, tmp), flush=True)
+                print(tune_line(workload, slo, runtimes, args.budget, tmp, baseline), flush=True)
 
 
 if __name__ == "__main__":

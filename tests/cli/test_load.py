@@ -63,6 +63,7 @@ def test_the_levels_are_in_the_store_for_report_and_history(load_run):
         (("--concurrency", "1", "--max-batch", "0"), "dynamic batch must be at least 1"),
         (("--concurrency", "1", "--max-delay-ms", "2"), "0 when the batch is 1"),
         (("--concurrency", "1", "--streams", "2"), "streams are OpenVINO's"),
+        (("--concurrency", "1", "--hint", "LATENCY"), "the performance hint is OpenVINO's"),
     ],
 )
 def test_bad_load_options_are_one_sentence_and_exit_2(tmp_path, args, needle):
@@ -82,9 +83,18 @@ def test_ctrl_c_keeps_the_levels_measured_names_the_run_and_exits_130(tmp_path):
     assert_load_interrupted(args, tmp_path / "s.sqlite", "concurrency 1:")
 
 
-def test_openvino_streams_serve_several_requests_at_once_per_instance(tmp_path):
-    """One OpenVINO instance compiled with two streams, each with an infer request of its own,
-    under a closed loop of two: every request answered, the layout named with its streams."""
+@pytest.mark.parametrize(
+    ("flags", "layout", "in_flight"),
+    [
+        (("--streams", "2"), "1x streams=2", 2),
+        (("--hint", "THROUGHPUT"), "1x hint=THROUGHPUT", None),
+        (("--hint", "LATENCY"), "1x hint=LATENCY", 1),
+    ],
+)
+def test_openvino_is_served_by_its_asynchronous_requests(tmp_path, flags, layout, in_flight):
+    """One OpenVINO instance compiled with streams or a performance hint serves through an
+    AsyncInferQueue of the requests the compiled model asks for, under a closed loop of four:
+    every request answered, the layout named, the requests in flight reported."""
     import importlib.util
 
     from helpers import require
@@ -92,11 +102,14 @@ def test_openvino_streams_serve_several_requests_at_once_per_instance(tmp_path):
     require(importlib.util.find_spec("openvino") is not None, "OpenVINO is not installed")
     res = run_cli(
         "bench", "--workload", "mlp", "--size", "tiny", "--set", "runtime=openvino-f32",
-        "--streams", "2", "--concurrency", "2", *SHORT, "--json",
+        *flags, "--concurrency", "4", *SHORT, "--json",
         "--store", str(tmp_path / "s.sqlite"),
     )
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
     (level,) = doc["levels"]
-    assert level["layout"] == "1x streams=2"
+    assert level["layout"] == layout
     assert level["completed"] == level["sent"] > 0 and level["failed"] == 0
+    (requests,) = doc["layouts"][0]["infer_requests"]
+    # THROUGHPUT asks for as many as OpenVINO's streams for this machine: one or more
+    assert requests == in_flight if in_flight else requests >= 1

@@ -24,7 +24,8 @@ LITERT = {"runtime": "litert"}
 
 def scripted_rate(candidate: ServerCandidate) -> float:
     """100 requests/s for the default; two pinned instances, batching and OpenVINO's streams
-    help; a wait for a batch helps at 1 ms only."""
+    help (but its asynchronous requests take no batcher, and batching helps more here); a wait
+    for a batch helps at 1 ms only."""
     layout = candidate.layout
     rate = 100.0
     if layout.instances == 2:
@@ -69,7 +70,7 @@ def test_the_search_climbs_to_the_best_layout_and_runtime():
     best = result.incumbent
     assert best.config == OPENVINO
     assert best.layout == ServingLayout(
-        instances=2, threads=1, cores=((0,), (1,)), max_batch=4, max_delay_ms=1.0, streams=2
+        instances=2, threads=1, cores=((0,), (1,)), max_batch=4, max_delay_ms=1.0
     )
     assert result.default is not None and result.default.candidate == DEFAULT_CANDIDATE
     assert result.outcomes[0].candidate == DEFAULT_CANDIDATE
@@ -122,6 +123,13 @@ def test_the_space_follows_the_cores_the_slo_and_the_runtime():
     back = server_space([0, 1], 20.0, [{}, OPENVINO]).neighbours(on_openvino, "runtime")
     assert back == [ServerCandidate({}, ServingLayout())]
     assert {c.layout.streams for c in two.neighbours(on_openvino, "streams")} == {None, 1}
+    # OpenVINO's hints are its own dimension; its asynchronous requests take no batcher
+    assert {c.layout.hint for c in two.neighbours(on_openvino, "hint")} == {
+        "THROUGHPUT", "LATENCY"}
+    assert two.neighbours(DEFAULT_CANDIDATE, "hint") == []
+    assert two.neighbours(on_openvino, "batch") == []
+    batching = ServerCandidate(OPENVINO, ServingLayout(max_batch=4))
+    assert two.neighbours(batching, "hint") == two.neighbours(batching, "streams") == []
 
 
 SEVEN = [100.0, 104.0, 98.0, 101.0, 99.0, 103.0, 100.0]
@@ -185,7 +193,7 @@ def test_a_server_tune_that_keeps_the_default_says_why_with_the_documented_cases
     doc = _keep_default(decided, 100.0, rows, 20.0, 0.03)
     why = doc["keep_default_why"]
     assert set(why) == {"case", "rejected", "failed", "best_rejected", "commonest_failure",
-                        "summary"}
+                        "summary", "over_ceiling", "best_over_ceiling"}
     assert (why["case"], why["rejected"], why["failed"]) == ("none_faster", 1, 1)
     assert why["commonest_failure"] == "no compiler"
     assert doc["reason"] == decided["reason"] and decided["reason"] in why["summary"]

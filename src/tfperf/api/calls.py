@@ -77,7 +77,7 @@ def bench(
     concurrency: Levels = None, rate: Levels = None, slo_ms: float | None = None,
     instances: Levels = 1, threads_per_instance: int | None = None, pin: bool = False,
     max_batch: int = 1, max_delay_ms: float = 0.0, streams: int | None = None,
-    level_requests: int | None = None, level_seconds: float | None = None,
+    hint: str | None = None, level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None,
     store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
     ops: bool = False, train: bool = False, labels: Any = None, guard_steps: int | None = None,
@@ -97,7 +97,7 @@ def bench(
     from tfperf.progress import NORMAL, QUIET, at_level
 
     args = load.LoadArgs(concurrency, rate, slo_ms, instances, threads_per_instance, pin,
-                         max_batch, max_delay_ms, streams)
+                         max_batch, max_delay_ms, streams, hint)
     under_load = args.wanted()
     if under_load and mlflow:
         raise UserError("mlflow= does not take a load run yet; leave it out.")

@@ -39,6 +39,7 @@ class LoadArgs:
     max_batch: int = 1
     max_delay_ms: float = 0.0
     streams: int | None = None
+    hint: str | None = None
     level_requests: int | None = None
     level_seconds: float | None = None
     request_timeout: float | None = None
@@ -49,7 +50,8 @@ class LoadArgs:
             return True
         if _levels(self.instances, int, "instances") not in ((), (1,)) or self.pin or any(
             v not in (None, 1, 0.0)
-            for v in (self.threads_per_instance, self.max_batch, self.max_delay_ms, self.streams)
+            for v in (self.threads_per_instance, self.max_batch, self.max_delay_ms, self.streams,
+                      self.hint)
         ):
             raise UserError(
                 "the layout options (instances=, max_batch=, ...) describe a server under "
@@ -95,7 +97,7 @@ def measure(
     for k in _levels(args.instances, int, "instances") or (1,):
         layout = ServingLayout(instances=k, threads=args.threads_per_instance,
                                max_batch=args.max_batch, max_delay_ms=args.max_delay_ms,
-                               streams=args.streams)
+                               streams=args.streams, hint=args.hint)
         layouts.append(pinned(layout) if args.pin else layout)
     for layout in layouts:
         check_layout(config, layout)

@@ -17,7 +17,7 @@ import click
 from tfperf.core.errors import UserError
 
 LOAD_KEYS = ("concurrency", "rate", "slo_ms", "url")
-LAYOUT_KEYS = ("threads_per_instance", "pin", "max_batch", "max_delay_ms", "streams")
+LAYOUT_KEYS = ("threads_per_instance", "pin", "max_batch", "max_delay_ms", "streams", "hint")
 REMOTE_REFUSED = ("workload", "sets", "envs", "unsafe")
 """Options that say what tfperf itself serves: meaningless for a server the user runs."""
 
@@ -49,6 +49,8 @@ def load_options(fn: Any) -> Any:
         click.option("--max-delay-ms", type=float, default=0.0, show_default=True,
                      help="How long the batcher waits for a batch to fill."),
         click.option("--streams", type=int, default=None, help="OpenVINO throughput streams."),
+        click.option("--hint", type=click.Choice(["THROUGHPUT", "LATENCY"]), default=None,
+                     help="OpenVINO's PERFORMANCE_HINT; served by its asynchronous requests."),
         click.option("--level-requests", type=int, default=300, show_default=True,
                      help="Each load level sends at least this many requests..."),
         click.option("--level-seconds", type=float, default=3.0, show_default=True,
@@ -100,7 +102,7 @@ def wants_load(opts: dict[str, Any]) -> bool:
 def check_remote(opts: dict[str, Any], model: str | None) -> None:
     """With ``--url``, refuse what describes a server tfperf would start (one sentence)."""
     defaults = {"instances": "1", "threads_per_instance": None, "pin": False, "max_batch": 1,
-                "max_delay_ms": 0.0, "streams": None}
+                "max_delay_ms": 0.0, "streams": None, "hint": None}
     layout = [
         f"--{k.replace('_', '-')}"
         for k, default in defaults.items()
@@ -194,6 +196,7 @@ def layouts_of(opts: dict[str, Any]) -> list[Any]:
             max_batch=opts["max_batch"],
             max_delay_ms=opts["max_delay_ms"],
             streams=opts["streams"],
+            hint=opts.get("hint"),
         )
         layouts.append(pinned(layout) if opts["pin"] else layout)
     return layouts

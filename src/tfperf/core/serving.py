@@ -11,8 +11,11 @@ Contract:
 - ``max_batch`` > 1 turns the dynamic batcher on: requests that wait are joined into one call
   of up to ``max_batch``, after at most ``max_delay_ms`` of waiting for more. ``max_batch`` 1
   means every request is its own call, and then ``max_delay_ms`` is 0.
-- ``streams`` is OpenVINO's throughput streams (with as many asynchronous infer requests),
-  ``None`` for any other runtime or OpenVINO's own choice.
+- ``streams`` is OpenVINO's throughput streams, ``None`` for any other runtime or OpenVINO's
+  own choice; ``hint`` is OpenVINO's ``PERFORMANCE_HINT`` (:data:`HINTS`: ``"THROUGHPUT"`` or
+  ``"LATENCY"``), ``None`` when not set. An OpenVINO instance with either is served the way
+  OpenVINO serves: an ``AsyncInferQueue`` of as many requests as the compiled model asks for
+  (``OPTIMAL_NUMBER_OF_INFER_REQUESTS``); without, by one synchronous request at a time.
 - :data:`DEFAULT_LAYOUT` is the baseline every serving answer is compared with: one instance,
   not pinned, its runtime's threads, no batching.
 - A bad value raises :class:`~tfperf.core.errors.UserError` with what is allowed.
@@ -26,6 +29,9 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 
+HINTS = ("THROUGHPUT", "LATENCY")
+"""OpenVINO's ``PERFORMANCE_HINT`` values a layout may set."""
+
 
 @dataclass(frozen=True)
 class ServingLayout:
@@ -37,6 +43,7 @@ class ServingLayout:
     max_batch: int = 1
     max_delay_ms: float = 0.0
     streams: int | None = None
+    hint: str | None = None
 
     def __post_init__(self) -> None:
         if self.instances < 1:
@@ -57,6 +64,20 @@ class ServingLayout:
             )
         if self.streams is not None and self.streams < 1:
             raise UserError(f"OpenVINO streams must be at least 1, not {self.streams}.")
+        if self.hint is not None and self.hint not in HINTS:
+            raise UserError(
+                f"OpenVINO's performance hint is one of {', '.join(HINTS)}, not {self.hint!r}."
+            )
+        if (self.hint or self.streams) and self.max_batch > 1:
+            raise UserError(
+                "OpenVINO's asynchronous requests (--hint, --streams) serve one request per "
+                "call: leave --max-batch at 1 with them."
+            )
+
+    @property
+    def asynchronous(self) -> bool:
+        """Served by OpenVINO's own asynchronous requests (a hint or streams set)."""
+        return bool(self.hint or self.streams)
 
     @property
     def pinned(self) -> bool:
@@ -75,6 +96,8 @@ class ServingLayout:
             text += f" batch={self.max_batch}/{self.max_delay_ms:g}ms"
         if self.streams:
             text += f" streams={self.streams}"
+        if self.hint:
+            text += f" hint={self.hint}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,6 +108,7 @@ class ServingLayout:
             "max_batch": self.max_batch,
             "max_delay_ms": self.max_delay_ms,
             "streams": self.streams,
+            "hint": self.hint,
         }
 
     @classmethod
@@ -97,6 +121,7 @@ class ServingLayout:
             max_batch=int(data.get("max_batch", 1)),
             max_delay_ms=float(data.get("max_delay_ms", 0.0)),
             streams=None if data.get("streams") is None else int(data["streams"]),
+            hint=data.get("hint"),
         )
 
 

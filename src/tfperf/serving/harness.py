@@ -78,9 +78,9 @@ def instance_config(config: Config, layout: ServingLayout) -> Config:
 
 
 def executors(config: Config, layout: ServingLayout) -> int:
-    """Calls one instance serves at once: OpenVINO's streams, else 1."""
-    if config.runtime.startswith(OPENVINO_PREFIX) and layout.streams:
-        return layout.streams
+    """Executor threads of one instance: 1 (OpenVINO's asynchronous requests are counted by
+    the instance itself, ``ready["serving"]["infer_requests"]``)."""
+    del config, layout
     return 1
 
 
@@ -130,13 +130,15 @@ class Harness:
 
     def serving_section(self, index: int) -> dict[str, Any]:
         layout = self.layout
+        openvino = self.config.runtime.startswith(OPENVINO_PREFIX)
         return {
             "instance": index,
             "cores": list(layout.cores[index]) if layout.cores else [],
             "max_batch": layout.max_batch,
             "max_delay_ms": layout.max_delay_ms,
             "executors": executors(self.config, layout),
-            "streams": layout.streams if executors(self.config, layout) > 1 else None,
+            "streams": layout.streams if openvino else None,
+            "hint": layout.hint if openvino else None,
         }
 
     def _worker(self, index: int) -> Worker:
@@ -211,6 +213,11 @@ class Harness:
             "memory": _as_dict(self.memory()),
         }
 
+    def infer_requests(self) -> tuple[int, ...]:
+        """Each instance's asynchronous infer requests, where OpenVINO serves it so."""
+        counts = [(r.get("serving") or {}).get("infer_requests") for r in self.ready]
+        return tuple(int(c) for c in counts if c)
+
     def memory(self) -> Memory | None:
         """The live instances' memory, summed (:func:`tfperf.core.memory.summed`)."""
         return summed([worker_memory(inst.worker) for inst in self._alive()])
@@ -222,8 +229,11 @@ class Harness:
     # -- the Server the generator drives ------------------------------------------------------
 
     def capacity(self) -> int:
-        """Requests one instance holds at most."""
-        return 2 * self.layout.max_batch * executors(self.config, self.layout)
+        """Requests one instance holds at most: twice what it serves at once (its infer
+        requests, where OpenVINO serves asynchronously)."""
+        serving = (self.ready[0].get("serving") or {}) if self.ready else {}
+        at_once = int(serving.get("infer_requests") or executors(self.config, self.layout))
+        return 2 * self.layout.max_batch * at_once
 
     def _alive(self) -> list[_Instance]:
         return [inst for inst in self.instances if inst.alive]

@@ -241,6 +241,9 @@ class LoadResult:
     target: Mapping[str, Any] | None = None
     """A server the user runs (``tfperf bench --url``): its address, protocol and model, with
     ``label``; ``None`` for a layout tfperf served."""
+    infer_requests: tuple[int, ...] = ()
+    """Per instance, the infer requests OpenVINO kept in flight where it served asynchronously
+    (a hint or streams; what the compiled model asked for); empty otherwise."""
     memory: Memory | None = None
     """A served layout's memory: the sum over its instances after the sweep (``None`` for a
     remote server, whose processes tfperf cannot see)."""
@@ -262,4 +265,5 @@ class LoadResult:
             "capacity_qps": self.capacity_qps,
             "notes": list(self.notes),
             "memory": self.memory.to_dict() if self.memory else None,
+            "infer_requests": list(self.infer_requests),
         }

@@ -254,6 +254,7 @@ def measure_on(
         capacity_qps=capacity,
         notes=tuple(sweep.notes),
         memory=harness.memory(),
+        infer_requests=tuple(getattr(harness, "infer_requests", tuple)()),
     )
     if recorder is not None:
         recorder.finish_trial(sweep.trial_id, "ok", {**sweep.info(), "result": result.to_dict()})
@@ -262,11 +263,13 @@ def measure_on(
 
 def check_layout(config: Config, layout: ServingLayout) -> None:
     """Raise :class:`UserError` for a layout this config cannot be served with."""
-    if layout.streams and not config.runtime.startswith(OPENVINO_PREFIX):
-        raise UserError(
-            f"streams are OpenVINO's; this config runs {config.runtime}: add "
-            "--set runtime=openvino-f32 or leave --streams out."
-        )
+    for flag, value in (("streams", layout.streams), ("hint", layout.hint)):
+        if value and not config.runtime.startswith(OPENVINO_PREFIX):
+            raise UserError(
+                f"{'streams are' if flag == 'streams' else 'the performance hint is'} "
+                f"OpenVINO's; this config runs {config.runtime}: add --set "
+                f"runtime=openvino-f32 or leave --{flag} out."
+            )
 
 
 def measure_load(

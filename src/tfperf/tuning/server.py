@@ -12,7 +12,9 @@ Contract
   the runtime configs (those of the tune's space, so ``--runtimes`` holds), the instance shapes
   (``instances x threads`` that share the usable CPUs, pinned to contiguous core sets or not),
   the dynamic batch sizes, the batcher's delays (fractions of the SLO) and, on OpenVINO, its
-  streams. :meth:`ServerSpace.neighbours` gives a candidate's changes along one dimension.
+  streams and its performance hint (``THROUGHPUT``, ``LATENCY``; either serves through
+  OpenVINO's asynchronous requests, one request per call, so neither is combined with the
+  batcher). :meth:`ServerSpace.neighbours` gives a candidate's changes along one dimension.
 - :class:`ServerSearch` never measures. It asks ``evaluate(candidate, timeout_s) ->
   ServerOutcome``: ``"measured"`` with ``max_qps_at_slo`` (``None`` when no rate it was offered
   kept p99 within the SLO), ``"rejected"`` (the runtime's outputs are beyond the accuracy
@@ -46,11 +48,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfperf.core.knobs import label, normalize
-from tfperf.core.serving import DEFAULT_LAYOUT, ServingLayout
+from tfperf.core.serving import DEFAULT_LAYOUT, HINTS, ServingLayout
 from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup
 
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
-DIMENSIONS = ("runtime", "shape", "batch", "delay", "streams")
+DIMENSIONS = ("runtime", "shape", "batch", "delay", "streams", "hint")
 MIN_STEP = 0.05
 """A step must raise the rate within the SLO by more than this share: one SLO search's rate
 varies by a few percent from run to run, and the confirmation decides in the end."""
@@ -135,6 +137,8 @@ class ServerSpace:
     batches: tuple[int, ...] = BATCHES
     delays_ms: tuple[float, ...] = ()
     streams: tuple[int | None, ...] = (None,)
+    hints: tuple[str | None, ...] = (None, *HINTS)
+    """OpenVINO's performance hints tried (``None``: not set)."""
     default_runtime_allowed: bool = True
     """False when ``--runtimes`` leaves TensorFlow out: the default is then measured as the
     baseline only, and the search goes on from the best of the runtimes allowed."""
@@ -162,7 +166,7 @@ class ServerSpace:
             return [
                 replace(at, layout=self.layout(layout, s)) for s in self.shapes if s != here
             ]
-        if dimension == "batch":
+        if dimension == "batch" and not layout.asynchronous:
             return [
                 replace(at, layout=replace(layout, max_batch=b, max_delay_ms=(
                     0.0 if b == 1 else layout.max_delay_ms)))
@@ -173,27 +177,33 @@ class ServerSpace:
                 replace(at, layout=replace(layout, max_delay_ms=d))
                 for d in (0.0, *self.delays_ms) if d != layout.max_delay_ms
             ]
-        if dimension == "streams" and at.openvino:
+        if dimension == "streams" and at.openvino and not layout.batching:
             return [
                 replace(at, layout=replace(layout, streams=s))
                 for s in self.streams if s != layout.streams
+            ]
+        if dimension == "hint" and at.openvino and not layout.batching:
+            return [
+                replace(at, layout=replace(layout, hint=h))
+                for h in self.hints if h != layout.hint
             ]
         return []
 
     def size(self) -> int:
         """How many candidates the space holds (an upper bound of what a search tries)."""
         delays = 1 + len(self.delays_ms)
-        streams = len(self.streams)
+        served = len(self.streams) * len(self.hints)  # OpenVINO's ways of serving a call
         per_runtime = len(self.shapes) * (1 + (len(self.batches) - 1) * delays)
         openvino = sum(str(r.get("runtime", "")).startswith("openvino") for r in self.runtimes)
-        return per_runtime * (len(self.runtimes) - openvino + openvino * streams)
+        asynchronous = len(self.shapes) * (served - 1)  # with one call per request only
+        return per_runtime * len(self.runtimes) + openvino * asynchronous
 
 
 def _on_runtime(config: dict, layout: ServingLayout) -> ServerCandidate:
-    """``layout`` served by ``config``'s runtime (streams belong to OpenVINO only)."""
+    """``layout`` served by ``config``'s runtime (streams and hints belong to OpenVINO only)."""
     candidate = ServerCandidate(config, layout)
     return candidate if candidate.openvino else replace(
-        candidate, layout=replace(layout, streams=None)
+        candidate, layout=replace(layout, streams=None, hint=None)
     )
 
 

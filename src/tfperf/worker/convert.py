@@ -349,6 +349,8 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
     properties = openvino_properties(runtime, config.get("runtime_threads"))
     if config.get("streams"):  # a serving instance's throughput streams (worker.requests)
         properties["NUM_STREAMS"] = str(config["streams"])
+    if config.get("hint"):  # a serving instance's PERFORMANCE_HINT (THROUGHPUT, LATENCY)
+        properties["PERFORMANCE_HINT"] = str(config["hint"])
     if config.get("perf_count"):  # bench --ops: a profiled copy, never the timed model
         properties["PERF_COUNT"] = "YES"
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
@@ -382,18 +384,21 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
     )
     notes.append(f"OpenVINO CPU plugin, {properties}")
 
-    def timed_call() -> TimedCall:
-        """A call on an infer request of its own (a serving executor gets one each)."""
-        request, ports = compiled.create_infer_request(), list(feed)
+    request, ports = compiled.create_infer_request(), list(feed)
 
-        def run(arrays: list[Any]) -> list[Any]:
-            # infer copies the inputs in and the outputs out (share_* default to False)
-            result = request.infer(dict(zip(ports, arrays)))  # noqa: B905 (Python 3.9)
-            return [result[i] for i in order]
+    def run(arrays: list[Any]) -> list[Any]:
+        # infer copies the inputs in and the outputs out (share_* default to False)
+        result = request.infer(dict(zip(ports, arrays)))  # noqa: B905 (Python 3.9)
+        return [result[i] for i in order]
 
-        return TimedCall(run, list(feed.values()))
+    def async_queue() -> tuple[Any, Any]:
+        """OpenVINO's own serving: as many asynchronous requests as the model asks for."""
+        import openvino as ov
 
-    call = timed_call()
+        jobs = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        return ov.AsyncInferQueue(compiled, jobs), dict(feed)
+
+    call = TimedCall(run, list(feed.values()))
     return Prepared(
         call=call,
         outputs=lambda: [np.array(a) for a in call()],
@@ -402,7 +407,7 @@ def _openvino_variant(loaded: Any, config: dict) -> Any:
         flops_source=loaded.flops_source,
         extra={},
         notes=[*loaded.notes, *notes, ARTIFACT_NOTE + str(xml)],
-        new_call=timed_call,
+        async_queue=async_queue,
         profile=openvino_profiler(
             lambda: _openvino_compiled(ov_model, runtime, {**config, "perf_count": True})[0],
             feed, lambda: layer_table(loaded.model, loaded.batch),

@@ -16,10 +16,14 @@ Contract (the ``request`` op of the worker protocol, ``docs/ARCHITECTURE.md``):
   batch.
 - A model call that raises answers its requests with ``error`` and the worker goes on serving;
   a crash ends the process and the parent counts what it had not answered as failed.
-- ``executors`` > 1 serves that many calls at once, one executor thread each: for OpenVINO,
-  its streams, each thread with an infer request of its own (``Prepared.new_call``), so that
-  ``executors`` requests are in flight at once; for any other runtime, threads sharing one
+- ``executors`` > 1 serves that many calls at once, one executor thread each, sharing one
   model (TensorFlow and LiteRT release the GIL while they compute).
+- OpenVINO with a performance hint or streams is served the way OpenVINO serves
+  (:class:`AsyncServer`): one dispatcher thread hands each request to an ``AsyncInferQueue``
+  of as many infer requests as the compiled model asks for (``OPTIMAL_NUMBER_OF_INFER_REQUESTS``;
+  ``start_async`` waits while all are busy), and each request's callback reads its outputs
+  back to host arrays (the timed-call contract, ``docs/timed-call.md``) and answers. One request
+  per call: no dynamic batcher.
 - ``send`` (the worker's one writer of its result pipe) must be safe to call from any thread.
 """
 
@@ -104,3 +108,55 @@ class RequestServer:
                     "error": error,
                 }
             )
+
+
+class AsyncServer:
+    """OpenVINO's asynchronous requests serving one worker's requests (module docstring)."""
+
+    def __init__(
+        self,
+        make_queue: Callable[[], tuple[Any, Any]],
+        send: Callable[[dict[str, Any]], None],
+        before_call: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.queue, self.inputs = make_queue()
+        self.jobs = len(self.queue)
+        """The infer requests in flight at most (what the compiled model asked for)."""
+        self.send = send
+        self.before_call = before_call
+        self.queue.set_callback(self._done)
+        self._pending: queue.Queue[int] = queue.Queue()
+        threading.Thread(target=self._dispatch, daemon=True).start()
+
+    def submit(self, request_id: int) -> None:
+        self._pending.put(int(request_id))
+
+    def _dispatch(self) -> None:
+        while True:
+            request_id = self._pending.get()
+            t0 = time.perf_counter()
+            try:
+                self.before_call()
+                self.queue.start_async(self.inputs, userdata=(request_id, t0))
+            except Exception as exc:  # answered as a failed request; the worker serves on
+                self._answer(request_id, t0, f"{type(exc).__name__}: {exc}")
+
+    def _done(self, request: Any, userdata: tuple[int, float]) -> None:
+        request_id, t0 = userdata
+        error = None
+        try:
+            for index in range(len(request.model_outputs)):
+                request.get_output_tensor(index).data.copy()  # host arrays out, as timed
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        self._answer(request_id, t0, error)
+
+    def _answer(self, request_id: int, t0: float, error: str | None) -> None:
+        self.send(
+            {
+                "op": "response",
+                "ids": [request_id],
+                "service_s": time.perf_counter() - t0,
+                "error": None if error is None else error.splitlines()[0][:300],
+            }
+        )

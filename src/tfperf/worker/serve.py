@@ -11,7 +11,8 @@ a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
 ``executors``, ``streams``, ``instance``) makes it one instance of a served model: pinned to
 ``cores`` before TensorFlow starts a thread, it also answers ``request`` messages
 asynchronously (:mod:`tfperf.worker.requests`); its ``ready`` then has ``serving:
-{"cores"}``, the CPUs it may run on.
+{"cores"}``, the CPUs it may run on, and ``infer_requests`` where OpenVINO serves it
+asynchronously (a ``hint`` or ``streams`` in the section).
 Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.core.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
@@ -52,7 +53,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
-from tfperf.worker.requests import Batching, RequestServer
+from tfperf.worker.requests import AsyncServer, Batching, RequestServer
 from tfperf.worker.rss import peak_rss_bytes, rss_bytes
 from tfperf.worker.workload import call_error_sentence, told_lines
 
@@ -202,6 +203,8 @@ class Session:
             os.sched_setaffinity(0, [int(c) for c in serving["cores"]])
         if serving and serving.get("streams"):
             config = {**config, "streams": int(serving["streams"])}  # OpenVINO compiles with them
+        if serving and serving.get("hint"):
+            config = {**config, "hint": str(serving["hint"])}
         t0 = time.perf_counter()
         import tensorflow as tf
 
@@ -243,7 +246,7 @@ class Session:
             "input_shapes": _input_shapes(self.prepared),
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
-            **({"serving": {"cores": _cpus()}} if serving else {}),
+            **({"serving": self._serving_facts()} if serving else {}),
             **({"train": self.prepared.train} if getattr(self.prepared, "train", None) else {}),
         }
 
@@ -266,7 +269,13 @@ class Session:
         self, workload: dict[str, Any], config: dict[str, Any], serving: dict[str, Any],
         policy: dict[str, Any],
     ) -> None:
-        """Prepare the batched model when the batcher is on, warm it, start the executors."""
+        """Prepare the batched model when the batcher is on, warm it, start the executors;
+        or OpenVINO's asynchronous requests, with a hint or streams."""
+        before = _request_fault(self.fault, serving)
+        make_queue = getattr(self.prepared, "async_queue", None)
+        if make_queue is not None and (serving.get("hint") or serving.get("streams")):
+            self.server = AsyncServer(make_queue, self.send, before)
+            return
         batching = Batching.from_message(serving)
         calls = {1: _call_maker(self.prepared)}
         if batching.max_batch > 1:
@@ -275,8 +284,13 @@ class Session:
             )
             warm_up(batched.call, int(policy.get("min_calls", 5)), 1.0)
             calls[batching.max_batch] = _call_maker(batched)
-        before = _request_fault(self.fault, serving)
         self.server = RequestServer(calls, batching, self.send, before)
+
+    def _serving_facts(self) -> dict[str, Any]:
+        """The ``serving`` of ``ready``: the CPUs it may run on and, served asynchronously,
+        how many infer requests it keeps in flight."""
+        jobs = getattr(self.server, "jobs", None)
+        return {"cores": _cpus(), **({"infer_requests": jobs} if jobs else {})}
 
     def request(self, msg: dict[str, Any]) -> None:
         if self.server is None:
@@ -326,9 +340,9 @@ def _cpus() -> list[int] | None:
 
 
 def _call_maker(prepared: Any) -> Callable[[], Callable[[], None]]:
-    """What gives each executor its call: an infer request of its own where the runtime
-    offers one (``new_call``, OpenVINO), else the prepared call itself."""
-    return getattr(prepared, "new_call", None) or (lambda: prepared.call)
+    """What makes each executor's call: the prepared call itself."""
+    return lambda: prepared.call
+
 
 
 def error_message(exc: BaseException) -> dict[str, Any]:

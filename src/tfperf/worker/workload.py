@@ -55,9 +55,10 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     fingerprint: dict[str, Any] | None = None
     """The loaded workload's :attr:`Loaded.fingerprint`, which the worker reports."""
-    new_call: Callable[[], Callable[[], None]] | None = None
-    """Where the runtime can serve several calls at once (OpenVINO's streams): a call of its
-    own (an infer request) for each serving executor; ``None``: every executor shares ``call``."""
+    async_queue: Callable[[], tuple[Any, Any]] | None = None
+    """Where the runtime serves asynchronously (OpenVINO): ``() -> (queue, inputs)``, an
+    ``AsyncInferQueue`` of as many requests as the compiled model asks for and the inputs each
+    request takes (:class:`tfperf.worker.requests.AsyncServer`); ``None`` elsewhere."""
     profile: Callable[[int], Any] | None = None
     """``calls -> RawProfile``: that many calls under the runtime's own op profiler
     (:mod:`tfperf.worker.opprofile`); ``None`` where the runtime has none."""
