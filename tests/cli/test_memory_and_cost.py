@@ -55,7 +55,7 @@ def test_the_cost_of_a_million_samples_follows_from_throughput_and_price(tmp_pat
     text = run_cli("bench", *TINY, "--budget", "1", "--processes", "1", "--no-peak",
                    "--price-per-hour", "0.36", "--store", str(tmp_path / "s.sqlite"))
     assert "per million samples at $0.36/h (one stream of calls)" in text.stdout
-    assert re.search(r"default: peak \d+ MB, steady \d+ MB, model \d+ MB", text.stdout)
+    assert re.search(r"default: peak \d+ MB, steady \d+ MB, model [\d.]+ MB", text.stdout)
 
 
 @pytest.mark.parametrize(

@@ -41,16 +41,21 @@ def max_memory_option(fn: Any) -> Any:
     )(fn)
 
 
+def _mb(value: float) -> str:
+    """Whole MB, but a tenth below 10 (a small model's file is not "0 MB")."""
+    return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+
+
 def memory_line(label: str, memory: Mapping[str, Any] | None) -> str | None:
     """``"litert: peak 42 MB, steady 41 MB, model 4 MB, file 3 MB (a process that loads the
     artifact alone; its worker peaked at 610 MB)"``."""
     if not memory or memory.get("peak_rss_mb") is None:
         return None
-    parts = [f"peak {memory['peak_rss_mb']:.0f} MB"]
+    parts = [f"peak {_mb(memory['peak_rss_mb'])} MB"]
     for key, name in (("steady_rss_mb", "steady"), ("model_mb", "model"),
                       ("artifact_mb", "file")):
         if memory.get(key) is not None:
-            parts.append(f"{name} {memory[key]:.0f} MB")
+            parts.append(f"{name} {_mb(memory[key])} MB")
     where = ""
     if memory.get("measured_in") == "deployed":
         where = " (a process that loads the artifact alone"

@@ -64,9 +64,12 @@ def render_costs(doc: dict, out: Any) -> None:
                      cost_line(name, entry.get("cost"), basis)):
             if text:
                 out.print(escape(text), soft_wrap=True, style="dim")
-    ceiling = doc.get("max_memory_mb")
-    if ceiling is not None:
-        out.print(f"memory ceiling: {ceiling:g} MB (--max-memory-mb)", style="dim")
+    limits = [f"ceiling {doc['max_memory_mb']:g} MB (--max-memory-mb)"
+              if doc.get("max_memory_mb") is not None else "",
+              f"container limit {doc['container_memory_limit_mb']:.0f} MB (cgroup)"
+              if doc.get("container_memory_limit_mb") else ""]
+    if any(limits):
+        out.print("memory " + ", ".join(x for x in limits if x), style="dim")
 
 
 def render_tune(doc: dict) -> None:

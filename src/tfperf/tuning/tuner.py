@@ -10,7 +10,7 @@ Contract
     {"run_id", "workload", "machine": {"fingerprint", "cpu", "cores"}, "install",
      "objective": "latency"|"throughput",
      "strategy", "stopped", "trials", "elapsed_s", "tolerance", "space_size",
-     "max_memory_mb", "price_per_hour",
+     "max_memory_mb", "price_per_hour", "container_memory_limit_mb",
      "default": {"time_ms", "batch", "samples_per_s", "memory", "cost"},
      "recommendation": {"label", "config", "keep_default": bool, "reason", "keep_default_why",
                         "speedup": {"median", "ci95": [lo, hi], "p_value", "verdict", ...},
@@ -57,6 +57,7 @@ from typing import Any
 
 from tfperf.benchmark import machine_summary
 from tfperf.core.errors import UserError
+from tfperf.core.memory import mib
 from tfperf.core.workloads import get_builtin
 from tfperf.machine.facts import collect_machine
 from tfperf.profiles import default_profile_path, profile_from_tune, save_profile
@@ -153,6 +154,9 @@ def tune(
                 strategy=options.strategy,
                 elapsed_s=time.monotonic() - started,
                 tolerance=options.tolerance.to_dict(),
+                container_memory_limit_mb=mib(
+                    (found.machine.get("memory") or {}).get("cgroup_limit_bytes")
+                ),
             )
             if isinstance(evaluator, TrainEvaluator):
                 train_document(doc, evaluator)
