@@ -7,7 +7,9 @@ from tfperf.core.serving import DEFAULT_LAYOUT, ServingLayout
 
 
 def test_a_layout_survives_its_json_form():
-    layout = ServingLayout(instances=2, threads=1, cores=((0,), (1,)), max_batch=8, max_delay_ms=2.5)
+    layout = ServingLayout(
+        instances=2, threads=1, cores=((0,), (1,)), max_batch=8, max_delay_ms=2.5
+    )
     assert ServingLayout.from_dict(layout.to_dict()) == layout
     served = ServingLayout(instances=2, streams=2, hint="THROUGHPUT")
     assert ServingLayout.from_dict(served.to_dict()) == served

@@ -133,6 +133,8 @@ def test_a_layout_s_memory_is_the_sum_over_its_instances(swept):
     assert result.memory is not None and result.memory.instances == 2
     assert not result.memory.projected
     assert result.to_dict()["memory"]["peak_rss_mb"] == result.memory.peak_rss_mb
+    (trial,) = stored["trials"]  # the store keeps the sum with the layout's trial
+    assert trial["info"]["memory"]["instances"] == 2
     with Harness(TINY_MLP, Config(), ServingLayout(instances=2)) as harness:
         resident = [psutil.Process(i.worker.pid).memory_info().rss / 2**20
                     for i in harness.instances]
