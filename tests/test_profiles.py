@@ -290,7 +290,7 @@ def test_a_tune_for_a_server_saves_its_layout_in_the_profile(tmp_path):
     profile = _serving_profile({})
     assert profile["serving"] == {
         "instances": 2, "threads": 1, "cores": [[0], [1]], "max_batch": 8, "max_delay_ms": 2.0,
-        "streams": None, "max_qps_at_slo": 1000.0, "slo_ms": 20.0,
+        "streams": None, "hint": None, "max_qps_at_slo": 1000.0, "slo_ms": 20.0,
     }
     path = save_profile(profile, tmp_path / "p.json")
     assert load_profile(path)["serving"] == profile["serving"]

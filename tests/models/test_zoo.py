@@ -57,6 +57,13 @@ def saved(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One converted-model cache for the module: the tunes reuse the factories' conversions
+    the conversion test made (as a user's second command would), and start from no other."""
+    return tmp_path_factory.mktemp("cache")
+
+
 def conversions(name: str, saved: Path, cache: Path) -> list[dict]:
     proc = subprocess.run(
         [sys.executable, str(ZOO / "conversions.py"), name, "--tiny", "--saved", str(saved)],
@@ -79,9 +86,9 @@ def documented_verdict(row: dict) -> bool:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_runtime_converts_every_form_and_the_guard_follows_the_tolerance(
-    name, saved, tmp_path
+    name, saved, cache
 ):
-    rows = conversions(name, saved, tmp_path)
+    rows = conversions(name, saved, cache)
     forms = {r["form"] for r in rows}
     assert forms == ({"factory", "savedmodel"} if name == "tf_module" else
                      {"factory", "keras", "savedmodel"})
@@ -106,11 +113,11 @@ def test_every_runtime_converts_every_form_and_the_guard_follows_the_tolerance(
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_tune_ends_with_a_recommendation_or_a_stated_reason(name, tmp_path):
+def test_tune_ends_with_a_recommendation_or_a_stated_reason(name, tmp_path, cache):
     res = run_cli(
         "tune", f"{name}:make_tiny", "--max-trials", "2", "--confirm-rounds", "6", "--json",
         "--store", str(tmp_path / "s.sqlite"), "--profile-out", str(tmp_path / "p.json"),
-        cwd=ZOO, env={"TFPERF_CACHE_DIR": str(tmp_path / "cache")}, timeout=600,
+        cwd=ZOO, env={"TFPERF_CACHE_DIR": str(cache)}, timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,11 @@ class Node:
         return {"node_id": self.node_id, "host": self.host, "address": self.address}
 
 
+CLIENT_INIT_TRIES = 3
+_TRANSIENT = "Initialization failure from server"
+"""What Ray Client says when its head could not start the client's server in time."""
+
+
 def require_ray() -> Any:
     """The ``ray`` module, or a UserError saying how to install it."""
     try:
@@ -74,14 +80,21 @@ def connect(address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     _check_reachable(address)
-    try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(
-            f"cannot join the Ray cluster at {address} ({why[:200]}); check that it runs "
-            "(`ray status` on its head) and that --ray-address / RAY_ADDRESS names it."
-        ) from None
+    for attempt in range(CLIENT_INIT_TRIES):
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            return ray
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            # Ray Client's head starts a server process per client; on a busy head it may
+            # not be up within the proxy's wait, and the next connection usually is.
+            if _TRANSIENT in why and attempt < CLIENT_INIT_TRIES - 1:
+                time.sleep(1.0)
+                continue
+            raise UserError(
+                f"cannot join the Ray cluster at {address} ({why[:200]}); check that it runs "
+                "(`ray status` on its head) and that --ray-address / RAY_ADDRESS names it."
+            ) from None
     return ray
 
 
