@@ -200,3 +200,22 @@ def test_a_server_tune_that_keeps_the_default_says_why_with_the_documented_cases
     # a rejected runtime whose rate was measured above the default's is the "rejected" case
     rows[0]["speedup"] = {"median": 2.0}
     assert _keep_default(None, 100.0, rows, 20.0, 0.03)["keep_default_why"]["case"] == "rejected"
+
+
+def test_a_budget_that_holds_only_the_default_says_what_budget_would_do():
+    from tfperf.tuning.servertune import _budget_starved
+
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}])
+    evaluator = Scripted(seconds=30.0)
+    result = ServerSearch(space, evaluator, budget_s=150.0, reserve=14,
+                          clock=evaluator.clock).run()
+    assert result.stopped == "budget" and len(result.outcomes) == 1
+    said = _budget_starved(result, pairs=7)
+    assert said == (
+        "the budget ran out before any layout but the default was tried: one SLO search took "
+        "30 s here and the confirmation needs 14 more, so give --budget 570 or more for 4 "
+        "layouts"
+    )
+    roomy = Scripted(seconds=30.0)
+    enough = ServerSearch(space, roomy, budget_s=1200.0, reserve=14, clock=roomy.clock).run()
+    assert len(enough.outcomes) > 1 and _budget_starved(enough, pairs=7) is None

@@ -262,6 +262,10 @@ def conclude_server(
         recommendation = _keep_default(
             decided, default_qps, candidates, judge.options.slo_ms, judge.options.threshold
         )
+    starved = _budget_starved(result, pairs)
+    if starved and recommendation["keep_default"]:
+        recommendation["reason"] = starved
+        warnings.append(starved)
     tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
     default_ms = statistics.median(tail) * 1e3 if tail else None
     batch = judge.evaluator.default_batch
@@ -278,6 +282,24 @@ def conclude_server(
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+LAYOUTS_WORTH_A_BUDGET = 4
+"""The layouts a suggested ``--budget`` leaves room for, besides the default and the
+confirmation."""
+
+
+def _budget_starved(result: ServerResult, pairs: int) -> str | None:
+    """The sentence for a search whose budget held the default and nothing else."""
+    if result.stopped != "budget" or len(result.outcomes) > 1 or not result.outcomes:
+        return None
+    took = result.outcomes[0].elapsed_s or 0.0
+    searches = 1 + LAYOUTS_WORTH_A_BUDGET + 2 * pairs
+    return (
+        f"the budget ran out before any layout but the default was tried: one SLO search took "
+        f"{took:.0f} s here and the confirmation needs {2 * pairs} more, so give --budget "
+        f"{took * searches:.0f} or more for {LAYOUTS_WORTH_A_BUDGET} layouts"
+    )
 
 
 def _server_costs(price: float | None, batch: int, default: dict, recommendation: dict) -> None:
