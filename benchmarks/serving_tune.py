@@ -15,7 +15,7 @@ the ``THROUGHPUT`` hint alone, served by OpenVINO's asynchronous requests (``tfp
 --set runtime=openvino-f32 --hint THROUGHPUT --slo-ms SLO``). Its line gives its rate within
 the same SLO and the tuned rate over it (the tuned layout should reach at least that).
 
-    python benchmarks/serving_tune.py                         # the built-in suite, 180 s each
+    python benchmarks/serving_tune.py                         # the built-in suite, 480 s each
     python benchmarks/serving_tune.py --workloads mlp --budget 120
 """
 
@@ -94,7 +94,7 @@ def tune_line(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="lstm,mlp,wide-deep,encoder,mobilenetv2,resnet50")
-    parser.add_argument("--budget", type=float, default=180.0, help="seconds per tune")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds per tune")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tfperf-serving-tune-") as tmp:
         store = str(Path(tmp) / "store.db")
