@@ -436,7 +436,7 @@ def _batching_parameters(
     which is what ``allowed_batch_sizes`` makes TensorFlow Serving do; it ran as many batches at
     once as the harness gave it executors; it never split a request across batches.
     """
-    from tfperf.serving.harness import executors
+    from tfperf.serving.harness import EXECUTORS
 
     rows = max(1, int(profile.get("batch") or 1))
     largest = layout.max_batch * rows
@@ -445,7 +445,7 @@ def _batching_parameters(
         f"row{'s' if rows > 1 else ''}",
         f"max_batch_size {{ value: {largest} }}",
         f"batch_timeout_micros {{ value: {round(layout.max_delay_ms * 1000)} }}",
-        f"num_batch_threads {{ value: {executors(config, layout)} }}",
+        f"num_batch_threads {{ value: {EXECUTORS} }}",
         f"max_enqueued_batches {{ value: {_max_enqueued(profile, layout)} }}",
         "enable_large_batch_splitting { value: false }",
         f"allowed_batch_sizes: {rows}" if rows < largest else "",

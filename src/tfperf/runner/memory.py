@@ -44,6 +44,10 @@ def artifact_bytes(artifact: str | None) -> int | None:
     return path.stat().st_size + (weights.stat().st_size if weights and weights.is_file() else 0)
 
 
+def _artifact(worker: Worker) -> str | None:
+    return artifact_from_notes((worker.ready or {}).get("notes") or [])
+
+
 def worker_memory(worker: Worker) -> Memory:
     """The worker's own figures (module docstring)."""
     ready = worker.ready or {}
@@ -53,7 +57,7 @@ def worker_memory(worker: Worker) -> Memory:
         peak_rss_mb=mib(worker.peak_rss_bytes or None),
         steady_rss_mb=mib(worker.last_rss_bytes),
         model_mb=mib(model),
-        artifact_mb=mib(artifact_bytes(artifact_from_notes(ready.get("notes") or []))),
+        artifact_mb=mib(artifact_bytes(_artifact(worker))),
     )
 
 
@@ -80,7 +84,7 @@ def deployed_record(worker: Worker, artifact: str) -> dict[str, Any] | None:
 def memory_of(worker: Worker) -> Memory:
     """The configuration's memory (module docstring)."""
     own = worker_memory(worker)
-    artifact = artifact_from_notes((worker.ready or {}).get("notes") or [])
+    artifact = _artifact(worker)
     if worker.config.runtime not in INTERPRETERS or not artifact:
         return own
     record = deployed_record(worker, artifact)

@@ -5,16 +5,17 @@ Contract:
 - :class:`Harness` starts ``layout.instances`` workers (:class:`tfperf.runner.handle.Worker`,
   started through :mod:`tfperf.runner.launcher`), each with the ``serving`` section of the
   worker protocol: its core set (``layout.cores[i]``; the worker pins itself before
-  TensorFlow starts a thread), the dynamic batch and its delay, and its executors (OpenVINO's
-  ``streams``, else 1). ``layout.threads`` becomes each instance's thread count: TensorFlow's
-  ``intra_threads`` for the ``tf`` runtime, ``runtime_threads`` for the others, unless the
-  config sets it already. Every instance must load the same model
+  TensorFlow starts a thread), the dynamic batch and its delay, and OpenVINO's ``streams`` and
+  ``hint`` (with either, the instance serves through OpenVINO's asynchronous requests and
+  reports how many it keeps in flight). ``layout.threads`` becomes each instance's thread
+  count: TensorFlow's ``intra_threads`` for the ``tf`` runtime, ``runtime_threads`` for the
+  others, unless the config sets it already. Every instance must load the same model
   (:class:`tfperf.runner.identity.SameModel`).
 - It is a :class:`tfperf.serving.generator.Server`: ``submit`` sends a request to the instance
   with the fewest outstanding (ties: the lowest index), and holds at most
-  :meth:`Harness.capacity` per instance (twice the batch times the executors, so a batch can
-  form while the last one runs); beyond that the generator's queue holds them. All traffic is
-  the workers' pipes: nothing listens on a network address.
+  :meth:`Harness.capacity` per instance (twice the batch times the calls it serves at once, so
+  a batch can form while the last one runs); beyond that the generator's queue holds them.
+  All traffic is the workers' pipes: nothing listens on a network address.
 - An instance that dies (crash, error, timeout of its start) answers every request it held
   as failed, naming the instance and the reason; :attr:`Harness.faults` keeps one sentence per
   death, and :meth:`Harness.restart_dead` starts a fresh one in its place (between levels).
@@ -77,11 +78,9 @@ def instance_config(config: Config, layout: ServingLayout) -> Config:
     return config
 
 
-def executors(config: Config, layout: ServingLayout) -> int:
-    """Executor threads of one instance: 1 (OpenVINO's asynchronous requests are counted by
-    the instance itself, ``ready["serving"]["infer_requests"]``)."""
-    del config, layout
-    return 1
+EXECUTORS = 1
+"""Executor threads of one instance: OpenVINO's asynchronous requests are counted by the
+instance itself (``ready["serving"]["infer_requests"]``)."""
 
 
 def _as_dict(memory: Memory | None) -> dict[str, Any] | None:
@@ -136,7 +135,7 @@ class Harness:
             "cores": list(layout.cores[index]) if layout.cores else [],
             "max_batch": layout.max_batch,
             "max_delay_ms": layout.max_delay_ms,
-            "executors": executors(self.config, layout),
+            "executors": EXECUTORS,
             "streams": layout.streams if openvino else None,
             "hint": layout.hint if openvino else None,
         }
@@ -232,7 +231,7 @@ class Harness:
         """Requests one instance holds at most: twice what it serves at once (its infer
         requests, where OpenVINO serves asynchronously)."""
         serving = (self.ready[0].get("serving") or {}) if self.ready else {}
-        at_once = int(serving.get("infer_requests") or executors(self.config, self.layout))
+        at_once = int(serving.get("infer_requests") or EXECUTORS)
         return 2 * self.layout.max_batch * at_once
 
     def _alive(self) -> list[_Instance]:
