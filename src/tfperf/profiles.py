@@ -158,6 +158,11 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
         compile_args.append(f"steps_per_execution={config['steps_per_execution']}")
     if compile_args:
         lines.append(f"model.compile(..., {', '.join(compile_args)})  # your optimizer and loss")
+    if config.get("batch"):
+        lines.append(
+            f"dataset = dataset.rebatch({config['batch']})  # or model.fit(x, y, "
+            f"batch_size={config['batch']}); the learning rate may need tuning for it"
+        )
     if config.get("input_pipeline") == "tuned":
         lines.append(
             "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # and num_parallel_calls="

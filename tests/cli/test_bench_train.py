@@ -146,3 +146,29 @@ def test_tune_train_answers_with_the_guard_and_the_lines_to_add(tmp_path):
     applied = run_cli("apply", str(profile), "--format", "python")
     assert applied.returncode == 0
     assert ("steps_per_execution=4" in applied.stdout) != rec["keep_default"]
+
+
+def test_tune_train_for_throughput_tries_a_larger_batch_guarded_at_equal_samples(tmp_path):
+    res = run_cli(
+        "tune", "--train", "train_factories:tabular_mlp", "--objective", "throughput",
+        "--knobs", "batch", "--max-trials", "1", "--confirm-rounds", "6", "--guard-steps", "50",
+        "--store", str(tmp_path / "s.db"), "--profile-out", str(tmp_path / "p.json"), "--json",
+        cwd=FACTORIES,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    assert doc["objective"] == "throughput"
+    (row,) = doc["candidates"]
+    assert row["label"] == "batch=64" and row["status"] in ("measured", "rejected")
+    guard = row["guard"]
+    # 50 steps of the largest batch (128 rows) over the default's samples: 200 of 32 rows;
+    # a batch of 64 sees them in 100 steps.
+    assert len(doc["train"]["default_losses"]) == 200
+    assert (guard["steps"], guard["default_steps"], guard["batch_ratio"]) == (100, 200, 2.0)
+    if row["status"] == "rejected":
+        assert "may need another learning rate" in row["reason"]
+    rec = doc["recommendation"]
+    if not rec["keep_default"]:
+        assert any("may need another learning rate" in n for n in rec["notes"])
+        assert rec["code"][0].startswith("dataset = dataset.rebatch(64)")
+    assert not [u for u in doc["unavailable"] if u["knob"] == "batch"]

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from tfperf.core.errors import UserError
-from tfperf.tuning.space import SpaceFacts, build_space
+from tfperf.tuning.space import SpaceFacts, build_space, train_batches
 from tfperf.tuning.trainguard import (
     TrainTolerance,
     default_problem,
     judge,
     parse_train_tolerance,
 )
+from tfperf.tuning.traintune import guard_length
 
 STEPS = np.arange(100)
 LEARNS = 2.0 * np.exp(-STEPS / 30) + 0.3  # first tenth ~1.99, last tenth ~0.38
@@ -88,3 +89,44 @@ def test_bf16_is_tried_for_training_where_the_cpu_has_it_but_not_on_a_keras_file
     assert why["reason"].startswith("not tried: a .keras file's layers keep")
     inference = build_space(SpaceFacts(cores=2, bf16=True, model_format="keras"))
     assert inference.values["steps_per_execution"] == (None,)
+
+
+def test_a_larger_batch_is_judged_at_equal_samples_seen():
+    # Each step of a batch twice the default's sees the samples of two default steps.
+    per_sample = LEARNS[1::2]  # the same loss for the same samples seen: 50 steps
+    same = judge(outputs(LEARNS), outputs(per_sample), False, TOL, ratio=2.0)
+    assert same["accepted"], same["reason"]
+    guard = same["guard"]
+    assert (guard["steps"], guard["default_steps"], guard["batch_ratio"]) == (50, 100, 2.0)
+    assert guard["default_final_loss"] == pytest.approx(LEARNS[90:].mean())
+    # Half the updates for the same samples: its loss after 50 steps is the default's at 50.
+    per_step = LEARNS[:50]
+    fewer = judge(outputs(LEARNS), outputs(per_step), False, TOL, ratio=2.0)
+    assert not fewer["accepted"] and "of the default's drop" in fewer["reason"]
+
+
+def test_a_batch_whose_steps_cover_too_few_samples_is_rejected():
+    result = judge(outputs(LEARNS), outputs(LEARNS[3::4]), False, TOL, ratio=4.0)
+    assert not result["accepted"]
+    assert result["reason"] == "the guard ran 25 steps, fewer than 50"
+
+
+def test_a_throughput_tune_of_a_training_step_tries_larger_batches_but_not_the_builtin_one():
+    own = build_space(SpaceFacts(cores=2, model_format="factory", train=True, batch=32,
+                                 batches=train_batches(32)))
+    assert own.values["batch"] == (None, 64, 128)
+    builtin = build_space(SpaceFacts(cores=2, model_format="builtin", train=True, batch=32,
+                                     batches=train_batches(32)))
+    assert builtin.values["batch"] == (None,)
+    (why,) = [u for u in builtin.unavailable if u["knob"] == "batch"]
+    assert "tfperf tune --train with your own model" in why["reason"]
+    latency = build_space(SpaceFacts(cores=2, model_format="factory", train=True, batch=32))
+    assert latency.values["batch"] == (None,)
+
+
+def test_the_defaults_guard_covers_the_largest_batch_for_fifty_steps():
+    workload = {"batch": 32, "guard_steps": 60}
+    assert guard_length(workload, ()) == 60
+    assert guard_length(workload, (64,)) == 100
+    assert guard_length(workload, train_batches(32)) == 200
+    assert guard_length({"batch": 32}, ()) == 100

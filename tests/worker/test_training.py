@@ -41,3 +41,15 @@ def test_the_guard_repeats_itself_and_ignores_steps_per_execution(tmp_path):
         many.call()
     np.testing.assert_array_equal(many.outputs()[0], again[0])
 
+
+
+def test_a_batch_knob_recuts_the_same_samples_and_guards_them_at_equal_samples(tmp_path):
+    default = train_prepared(workload(tmp_path, guard_steps=100), {})
+    doubled = train_prepared(workload(tmp_path, guard_steps=100, tile_to=64), {})
+    assert (default.batch, doubled.batch) == (32, 64)
+    assert doubled.train["batch"] == 64
+    assert doubled.fingerprint == default.fingerprint  # the batches as the user gave them
+    assert any("re-cut to 64 rows" in note for note in doubled.notes)
+    ours, theirs = default.outputs()[0], doubled.outputs()[0]
+    assert (ours.size, theirs.size) == (100, 50)  # 3200 samples each
+    assert np.isfinite(theirs).all() and theirs[-5:].mean() < theirs[:5].mean()

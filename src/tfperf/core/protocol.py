@@ -1,4 +1,5 @@
-"""The words the parent and its workers share: error kinds, exit codes, notes, row tiling.
+"""The words the parent and its workers share: error kinds, exit codes, notes, row tiling,
+the training guard's length.
 
 Contract: both sides of the process boundary import these names and nothing else of each other.
 :func:`repeat_rows` is the rule of the workload's ``tile_to``: a worker at another batch repeats the
@@ -28,6 +29,12 @@ ARTIFACT_NOTE = "converted model: "
 """Prefix of the note that names the converted model file of a variant."""
 COMPILED_NOTE = "compiled ahead of time (export, aot_compile_cpu, link) in "
 """Prefix of the note that says how long an ``xla-aot`` variant took to compile."""
+
+MIN_GUARD_STEPS = 50
+"""A training guard never runs fewer steps: a shorter trajectory cannot tell a late divergence."""
+DEFAULT_GUARD_STEPS = 100
+"""A training guard's steps unless ``--guard-steps`` says otherwise (at the workload's batch;
+a worker at another batch runs as many steps as take the same samples)."""
 
 
 def artifact_from_notes(notes: Sequence[str]) -> str | None:

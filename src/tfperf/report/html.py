@@ -643,18 +643,22 @@ def _figures(report: dict, samples_ms: dict[int, list[float]]) -> list[tuple[str
 
 def loss_figure(train: dict):
     """Did it still learn? The default's per-step loss during the guard against the chosen
-    configuration's (and any other guarded candidate's, dotted), step by step."""
+    configuration's (and any other guarded candidate's, dotted), against the samples seen in
+    steps of the default's batch (a candidate at another batch is drawn at equal samples)."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     default = train.get("default_losses") or []
     fig.add_trace(go.Scatter(y=default, name="default", mode="lines"))
     chosen = train.get("chosen")
+    ratios = train.get("batch_ratios") or {}
     for name, losses in (train.get("trajectories") or {}).items():
         line = {} if name == chosen else {"dash": "dot", "width": 1}
-        fig.add_trace(go.Scatter(y=losses, name=name, mode="lines", line=line))
-    fig.update_layout(xaxis_title="training step", yaxis_title="loss of the step's batch",
-                      height=380)
+        ratio = float(ratios.get(name) or 1.0)
+        x = [(i + 1) * ratio - 1 for i in range(len(losses))]
+        fig.add_trace(go.Scatter(x=x, y=losses, name=name, mode="lines", line=line))
+    fig.update_layout(xaxis_title="samples seen, in steps of the default's batch",
+                      yaxis_title="loss of the step's batch", height=380)
     return fig
 
 

@@ -5,7 +5,7 @@ Contract: :func:`keep_default_why` ``(candidates, default_ms, ...) -> dict`` cla
 
     {"case": "none_faster" | "over_ceiling" | "rejected" | "failed",
      "rejected": int, "over_ceiling": int, "failed": int,
-     "best_rejected": {"label", "speedup", "max_rel_error"} | None,
+     "best_rejected": {"label", "speedup", "max_rel_error", "guard_reason"?} | None,
      "best_over_ceiling": {"label", "speedup", "reason"} | None,
      "commonest_failure": str | None,
      "summary": str}
@@ -105,6 +105,7 @@ def _best_rejected(
                 "label": row["label"],
                 "speedup": speedup,
                 "max_rel_error": row.get("max_rel_error"),
+                **({"guard_reason": row.get("reason")} if row.get("guard") else {}),
             }
     return best
 
@@ -168,6 +169,13 @@ def summary(why: Mapping[str, Any], tried: int) -> str:
             f"{over['label']}, ran about {over['speedup']:.2f}x the default's speed in its "
             f"warm-up but its {over['reason']}; {why['over_ceiling']} of {tried} candidates "
             "were over the ceiling"
+        )
+    if case == "rejected" and best and best.get("guard_reason"):
+        return (
+            f"faster candidates were rejected by the training guard: the fastest, "
+            f"{best['label']}, ran about {best['speedup']:.2f}x the default's speed but did "
+            f"not learn the same ({best['guard_reason']}); {why['rejected']} of {tried} "
+            "candidates were rejected"
         )
     if case == "rejected" and best:
         error = best.get("max_rel_error")

@@ -16,7 +16,8 @@ Contract
   (``SpaceFacts.batches`` not empty): its default ``None`` is the workload's own batch, its
   other values the batch sizes to try. It is not a worker config knob: the tune builds the
   workload at that batch (:func:`split_batch`), and a config that leaves it out runs at the
-  workload's batch, so a latency tune's configs never name it.
+  workload's batch, so a latency tune's configs never name it. A training step of the user's
+  own tries :func:`train_batches` (2x and 4x its batch) unless told others.
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
   TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
   thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
@@ -379,16 +380,27 @@ TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)
 """Keras' default (one step per call), and several steps in one call of the train function."""
 
 
+TRAIN_BATCH_FACTORS = (2, 4)
+"""A throughput tune of the user's training step tries these multiples of its batch (unless
+``--batch-sizes`` names others): a larger batch is what raises samples per second on a CPU."""
+
+
+def train_batches(batch: int) -> tuple[int, ...]:
+    """The batch sizes a throughput tune of a training step of ``batch`` rows tries."""
+    return tuple(factor * batch for factor in TRAIN_BATCH_FACTORS)
+
+
 def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:
     """``None`` (the workload's batch) and, in a throughput tune, the other batch sizes."""
     others = tuple(sorted({int(b) for b in facts.batches} - {facts.batch}))
-    if others and facts.train:
+    if others and facts.train and facts.model_format == "builtin":
         unavailable.append(
             {
                 "knob": "batch",
                 "value": ",".join(map(str, others)),
-                "reason": "a training step's batch size changes what the model learns; "
-                "tune at the batch you train with (--batch)",
+                "reason": "the built-in training step's guard is one step's outputs, which "
+                "another batch changes; tfperf tune --train with your own model tries batch "
+                "sizes under the training guard, at equal samples seen",
             }
         )
         return (None,)

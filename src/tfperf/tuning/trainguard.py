@@ -3,7 +3,10 @@
 Contract: each worker's ``outputs`` for a training workload are ``[per-step loss, validation
 metric values, their names]`` from the same initial weights and the same batches in the same
 order (:mod:`tfperf.worker.training`). :func:`judge` ``(reference, candidate, reduced,
-tolerance) -> dict`` compares a candidate's with the default's over their common steps ``n``:
+tolerance, ratio) -> dict`` compares a candidate's with the default's over the samples both
+saw: ``ratio`` is the candidate's rows per step over the default's (a throughput tune's
+``batch`` knob), so ``n`` candidate steps are compared with the default's first ``n x ratio``
+(:func:`common_steps`); at the same batch, their common steps:
 
 - any NaN or Inf loss: rejected;
 - ``drop`` = the default's first-tenth mean loss minus its last-tenth mean;
@@ -18,8 +21,8 @@ tolerance) -> dict`` compares a candidate's with the default's over their common
 
 The result is ``{"accepted", "reason", "guard": {"steps", "default_first_loss",
 "default_final_loss", "final_loss", "verdict", "share_of_drop", "losses",
-"default_losses", "validation"}}``; ``reason`` carries the figures of a rejection
-("final loss 0.412 vs 0.305, +35% of the default's drop"). numpy only.
+"default_losses", "default_steps", "batch_ratio", "validation"}}``; ``reason`` carries the
+figures of a rejection ("final loss 0.412 vs 0.305, +35% of the default's drop"). numpy only.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import MIN_GUARD_STEPS
 
-MIN_STEPS = 50
+MIN_STEPS = MIN_GUARD_STEPS
 
 
 @dataclass(frozen=True)
@@ -111,14 +115,23 @@ def default_problem(reference: list[Any]) -> str | None:
     return None
 
 
+def common_steps(default_steps: int, candidate_steps: int, ratio: float) -> tuple[int, int]:
+    """``(default's steps, candidate's steps)`` that saw the same samples, when a candidate's
+    step holds ``ratio`` times the default's rows."""
+    n = min(candidate_steps, int(default_steps / ratio + 1e-9))
+    return min(default_steps, round(n * ratio)), n
+
+
 def judge(
-    reference: list[Any], candidate: list[Any], reduced: bool, tolerance: TrainTolerance
+    reference: list[Any], candidate: list[Any], reduced: bool, tolerance: TrainTolerance,
+    ratio: float = 1.0,
 ) -> dict:
     """The guard's verdict on ``candidate`` against ``reference`` (module docstring)."""
-    ref = np.asarray(reference[0], dtype=np.float64)
-    cand = np.asarray(candidate[0], dtype=np.float64)
-    n = min(ref.size, cand.size)
-    first, last = _tenths(ref, n) if n else (math.nan, math.nan)
+    ref_all = np.asarray(reference[0], dtype=np.float64)
+    cand_all = np.asarray(candidate[0], dtype=np.float64)
+    m, n = common_steps(ref_all.size, cand_all.size, ratio)
+    ref, cand = ref_all[:m], cand_all[:n]
+    first, last = _tenths(ref, m) if m else (math.nan, math.nan)
     final = _tenths(cand, n)[1] if n else math.nan
     drop = first - last
     limits = tolerance.reduced if reduced else tolerance.fp32
@@ -130,10 +143,12 @@ def judge(
         "final_loss": final if math.isfinite(final) else None,
         "share_of_drop": share,
         "limits": asdict(limits),
-        "losses": [float(v) if math.isfinite(v) else None for v in cand[:n]],
-        "default_losses": [float(v) for v in ref[:n]],
+        "losses": [float(v) if math.isfinite(v) else None for v in cand],
+        "default_losses": [float(v) for v in ref],
+        "default_steps": int(m),
+        "batch_ratio": float(ratio),
     }
-    verdict, reason = _verdict(ref[:n], cand[:n], drop, share, limits, reduced, tolerance)
+    verdict, reason = _verdict(ref, cand, drop, share, limits, reduced, tolerance)
     figures["verdict"] = verdict
     if verdict in ("accepted", "inconclusive") and len(reference) > 1:
         reason = _validation(reference, candidate, limits.rel, figures)
@@ -146,20 +161,20 @@ def _verdict(
     ref: np.ndarray, cand: np.ndarray, drop: float, share: float | None, limits: Limits,
     reduced: bool, tolerance: TrainTolerance,
 ) -> tuple[str, str]:
-    n = ref.size
+    n = min(ref.size, cand.size)
     if n < MIN_STEPS:
         return "rejected", f"the guard ran {n} steps, fewer than {MIN_STEPS}"
     bad = np.flatnonzero(~np.isfinite(cand))
     if bad.size:
         return "rejected", f"the loss became {cand[bad[0]]} at step {bad[0] + 1}"
-    first, last = _tenths(ref, n)
-    final = _tenths(cand, n)[1]
+    first, last = _tenths(ref, ref.size)
+    final = _tenths(cand, cand.size)[1]
     off = abs(final - last)
     text = f"final loss {final:.4g} vs {last:.4g}"
     if drop < tolerance.learning * abs(first):
         why = (
-            f"inconclusive: the default's loss fell only {drop:.3g} from {first:.4g} in {n} "
-            "steps, too little to tell learning from noise"
+            f"inconclusive: the default's loss fell only {drop:.3g} from {first:.4g} in "
+            f"{ref.size} steps, too little to tell learning from noise"
         )
         if reduced:
             return "rejected", why + "; reduced precision is not accepted without that check"

@@ -16,19 +16,22 @@ TensorFlow.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import DEFAULT_GUARD_STEPS
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
-from tfperf.tuning.trainguard import TrainTolerance, default_problem, judge
+from tfperf.tuning.space import Space
+from tfperf.tuning.trainguard import MIN_STEPS, TrainTolerance, default_problem, judge
 
 SLOWER = "not run: clearly slower than the default, dropped after timing"
 TRAIN_BLOCK_S = 0.3
@@ -36,6 +39,22 @@ TRAIN_BLOCK_S = 0.3
 one or two steps makes each pair's ratio as noisy as a single step."""
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
+
+
+LEARNING_RATE_NOTE = (
+    "another batch size takes another number of optimizer steps for the same samples and may "
+    "need another learning rate, which tfperf does not tune"
+)
+
+
+def guard_length(workload: Mapping[str, Any], batches: tuple[int, ...]) -> int:
+    """The default's guard steps: ``--guard-steps`` (at least :data:`MIN_STEPS`), and enough
+    for the largest batch tried (``batches``, the workload's batch being ``batch``) to run
+    :data:`MIN_STEPS` steps over the same samples."""
+    steps = max(MIN_STEPS, int(workload.get("guard_steps") or DEFAULT_GUARD_STEPS))
+    own = int(workload.get("batch") or 1)
+    ratio = max([b / own for b in batches], default=1.0)
+    return max(steps, math.ceil(MIN_STEPS * ratio))
 
 
 def is_training(workload: Mapping[str, Any]) -> bool:
@@ -53,10 +72,33 @@ class TrainEvaluator(Evaluator):
         *,
         run: RunRecorder | None = None,
         progress: Progress | None = None,
+        batches: tuple[int, ...] = (),
     ) -> None:
         options = replace(options, block_s=max(options.block_s, TRAIN_BLOCK_S))
+        self.guard_steps = guard_length(workload, batches)
+        workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
+
+    def within_guard(self, space: Space) -> Space:
+        """``space`` without the batch sizes the default's guard does not cover: a batch of
+        ``B`` rows needs the default to have seen at least :data:`MIN_STEPS` x ``B`` samples."""
+        rows = self.default_batch
+        too_big = tuple(
+            b for b in space.values.get("batch", ())[1:] if MIN_STEPS * b > self.guard_steps * rows
+        )
+        if not too_big:
+            return space
+        return space.drop(
+            "batch", too_big,
+            f"the default's guard covers {self.guard_steps} steps of {rows} rows, fewer "
+            f"samples than {MIN_STEPS} steps of this batch: raise --guard-steps to try it",
+        )
+
+    def _rows_ratio(self, cand: Any) -> float:
+        """The candidate's rows per step over the default's (its ``batch`` knob)."""
+        default = ((self.default_ready or {}).get("train") or {}).get("batch") or 1
+        return float((cand.ready.get("train") or {}).get("batch") or default) / float(default)
 
     def start_default(self) -> dict:
         ready = super().start_default()
@@ -88,7 +130,11 @@ class TrainEvaluator(Evaluator):
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
         reduced = (config.get("precision") or "fp32") != "fp32"
-        check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance)
+        ratio = self._rows_ratio(cand)
+        check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance,
+                      ratio)
+        if not check["accepted"] and ratio != 1.0:
+            check["reason"] += f"; {LEARNING_RATE_NOTE}"
         status = MEASURED if check["accepted"] else REJECTED
         return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
                        accuracy=check, info=info, **measured)
@@ -114,17 +160,21 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
         "repeated for timing",
     }
     trajectories = doc["train"]["trajectories"] = {}
+    ratios = doc["train"]["batch_ratios"] = {}
     for row in doc.get("candidates", []):
         guard = row.get("guard")
         if guard:
             if guard.get("losses"):
                 trajectories[row["label"]] = guard["losses"]
+                ratios[row["label"]] = guard.get("batch_ratio", 1.0)
             row["guard"] = {k: v for k, v in guard.items() if k not in _TRAJECTORIES}
     rec = doc.get("recommendation") or {}
     doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
     if rec.get("guard"):
         rec["guard"] = {k: v for k, v in rec["guard"].items() if k not in _TRAJECTORIES}
     rec["code"] = train_code_lines(rec.get("config") or {})
+    if not rec.get("keep_default") and (rec.get("config") or {}).get("batch"):
+        rec["notes"] = [*(rec.get("notes") or []), LEARNING_RATE_NOTE]
     return doc
 
 

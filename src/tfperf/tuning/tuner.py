@@ -75,6 +75,7 @@ from tfperf.tuning.space import (
     build_space,
     machine_facts,
     to_config_dict,
+    train_batches,
 )
 from tfperf.tuning.traintune import TrainEvaluator, is_training, train_document
 
@@ -132,7 +133,7 @@ def tune(
         with RunRecorder(store, KIND, options.command, workload, found.machine, record) as run:
             if is_training(workload):
                 evaluator: Evaluator = TrainEvaluator(
-                    workload, options, run=run, progress=progress
+                    workload, options, run=run, progress=progress, batches=found.batches
                 )
             else:
                 evaluator = Evaluator(
@@ -202,8 +203,8 @@ def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None)
         )
     own = workload.get("kind") in ("model", "train")
     fmt = workload.get("format", "builtin") if own else "builtin"
-    batches = tuple(options.batch_sizes or DEFAULT_BATCHES) if options.throughput else ()
-    batch = int(workload.get("batch", 1))
+    batch = int(workload.get("batch") or 1)
+    batches = _batch_ladder(options, batch, is_training(workload)) if options.throughput else ()
     facts = machine_facts(machine, fmt, train, options.runtimes, batch, batches)
     chosen = _restricted(space or build_space(facts), options.knobs)
     throughput = options.goal == "throughput" or "batch" in chosen.knobs()
@@ -228,8 +229,11 @@ def search(
     moved = evaluator.default_batch != found.facts.batch
     if options.throughput and not found.given_space and moved:
         # the inputs file (or factory) set the batch: the ladder is around that one
-        refit = replace(found.facts, batch=evaluator.default_batch)
+        batches = _batch_ladder(options, evaluator.default_batch, found.facts.train)
+        refit = replace(found.facts, batch=evaluator.default_batch, batches=batches)
         space = _restricted(build_space(refit), options.knobs)
+    if isinstance(evaluator, TrainEvaluator):
+        space = evaluator.within_guard(space)
     if options.throughput and options.batch_sizes is None:
         space = _cap_batches(space, ready)
     for outcome in cache.values():
@@ -308,6 +312,14 @@ def _cap_batches(space: Space, ready: Mapping[str, Any]) -> Space:
         f"a call would take over {MAX_CALL_S:g} s at the default's {per_sample * 1e3:.3g} ms "
         "per sample; name it in --batch-sizes to try it anyway",
     )
+
+
+def _batch_ladder(options: TuneOptions, batch: int, own_training: bool) -> tuple[int, ...]:
+    """The batch sizes a throughput tune tries: ``--batch-sizes``, else a training step's
+    multiples of its batch, else :data:`DEFAULT_BATCHES`."""
+    if options.batch_sizes:
+        return tuple(options.batch_sizes)
+    return train_batches(batch) if own_training else DEFAULT_BATCHES
 
 
 def _is_training(workload: Mapping[str, Any]) -> bool:

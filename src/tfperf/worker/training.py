@@ -34,6 +34,11 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   that each step's own loss is seen; the timed steps are checked against the optimizer's count.
   ``validation`` (an ``.npz`` with ``x`` and ``y``) adds the compiled metrics on it after the
   guard's steps.
+- **Batch.** ``workload["tile_to"]`` (a throughput tune's ``batch`` knob) re-cuts the user's
+  batches to that many rows, the same samples in the same order (``Dataset.rebatch`` after
+  the repeat, so no epoch's last partial batch shifts them); the guard
+  then runs over the same samples as the default's: ``guard_steps`` x the user's rows / the
+  new rows steps. The fingerprint is of the batches as the user gave them.
 
 Testing hook: ``config["train_lr_scale"]`` (a knob only tests register) multiplies the
 optimizer's learning rate, so that a test can plant a candidate that breaks training.
@@ -48,14 +53,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS
 from tfperf.core.workloads import SEED
 from tfperf.worker.fingerprint import describe_arrays, seed_everything
 from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 
-MIN_GUARD_STEPS = 50
-DEFAULT_GUARD_STEPS = 100
 DEFAULT_GUARD_SECONDS = 60.0
 INPUT_PROBE_S = 0.25
 """Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
@@ -92,8 +96,13 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     spe = int(config.get("steps_per_execution") or 1)
     model.jit_compile = config.get("xla") == "jit"
     model.steps_per_execution = spe
+    own_batches, own, rows = _own_batches(source, workload)
     dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
-    steps = _guard_steps(workload)
+    if workload.get("tile_to"):
+        dataset = dataset.rebatch(rows, drop_remainder=True)
+        notes.append(f"batch {rows}: the dataset's batches of {own} re-cut to {rows} rows "
+                     "(the same samples in the same order)")
+    steps = _guard_steps(workload) * own // rows
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
     _build(model, batches[0])
@@ -102,11 +111,12 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
         model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
     model.train_function = None
     fn = model.make_train_function(force=True) or model.train_function
-    fingerprint = {"inputs": describe_arrays(_flat(batches[:4])), "weights": _weights(model)}
+    own_batches = own_batches or batches[:4]
+    fingerprint = {"inputs": describe_arrays(_flat(own_batches)), "weights": _weights(model)}
     initial = _snapshot(model)
     timing = iter(dataset)
     first_steps_s = _first_call(fn, timing, model, spe)
-    guard = _Guard(model, fn, guard_data, initial, spe, workload)
+    guard = _Guard(model, fn, guard_data, initial, spe, workload, steps)
     counter = _Counter(model, spe)
 
     def call() -> None:
@@ -267,6 +277,17 @@ def _check_policy_reached(model: Any, policy: str) -> None:
 
 
 # ---------------------------------------------------------------------------- data
+
+
+def _own_batches(source: _Source, workload: dict[str, Any]) -> tuple[list[Any], int, int]:
+    """Under a throughput tune's ``batch`` knob (``workload["tile_to"]``): the first batches
+    as the user gave them (the fingerprint every worker shares), their rows, and the rows of a
+    step now. Without it: no batches, and one row for one (the guard's steps as given)."""
+    rows = workload.get("tile_to")
+    if not rows:
+        return [], 1, 1
+    own_batches = _fill(source.dataset.take(4), workload)
+    return own_batches, _batch_rows(own_batches[0]), int(rows)
 
 
 def _timing_dataset(
@@ -440,10 +461,11 @@ class _Guard:
     """K steps from the initial state on the cached batches (see the module docstring)."""
 
     def __init__(
-        self, model: Any, fn: Any, data: Any, initial: list[Any], spe: int, workload: dict
+        self, model: Any, fn: Any, data: Any, initial: list[Any], spe: int, workload: dict,
+        steps: int,
     ) -> None:
         self.model, self.fn, self.data, self.initial, self.spe = model, fn, data, initial, spe
-        self.steps = _guard_steps(workload)
+        self.steps = steps
         self.seconds = float(workload.get("guard_seconds") or DEFAULT_GUARD_SECONDS)
         self.validation = workload.get("validation")
         self.per_step: Any = None
