@@ -132,15 +132,32 @@ def test_an_object_that_is_not_a_model_is_one_sentence(tmp_path):
         tfperf.bench(store=tmp_path / "s.sqlite", **FAST)
 
 
-def test_doctor_and_pipeline_return_their_answers(tmp_path):
+PIPELINE = """
+import numpy as np
+import tensorflow as tf
+
+
+def make():
+    import keras
+    x = np.random.normal(size=(64, 4)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1))).map(lambda a, b: (a * 2, b))
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    return {"dataset": ds.batch(8), "model": model, "loss": "mse"}
+"""
+
+
+def test_doctor_and_pipeline_return_their_answers(tmp_path, monkeypatch):
     audit = tfperf.doctor(progress=False)
     assert isinstance(audit, tfperf.DoctorResult)
     assert audit.to_dict()["install"]["status"] == "ok"
     assert all({"id", "severity", "fix"} <= set(f) for f in audit.findings)
     assert "finding" in repr(audit)
 
-    found = tfperf.pipeline(demo=True, steps=1, rounds=6, stage_seconds=0.05,
+    # A notebook's own pipeline (the built-in demo is the command's test: tests/input_pipeline)
+    (tmp_path / "notebook_data.py").write_text(PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    found = tfperf.pipeline("notebook_data:make", steps=3, rounds=2, stage_seconds=0.05,
                             store=tmp_path / "s.sqlite", progress=False)
     assert isinstance(found, tfperf.PipelineResult)
-    assert found.to_dict()["verdict"] in repr(found)
+    assert found.to_dict()["verdict"] in repr(found)  # the model's steps: a verdict
     assert found.run_id is not None

@@ -274,10 +274,10 @@ def test_a_config_carries_its_batch_apart_from_what_the_worker_applies():
     assert to_config_dict({"batch": 16})["batch"] == 16
 
 
-def test_training_does_not_tune_the_batch():
+def test_the_builtin_training_step_keeps_its_batch():
     train = build_space(SpaceFacts(cores=2, train=True, batches=(1, 4, 16)))
     assert "batch" not in train.knobs()
-    assert "learns" in _why(train)[("batch", "4,16")]
+    assert "tfperf tune --train with your own model" in _why(train)[("batch", "4,16")]
 
 
 def test_dropping_batch_sizes_lists_them_as_not_tried():

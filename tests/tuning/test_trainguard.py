@@ -111,15 +111,10 @@ def test_a_batch_whose_steps_cover_too_few_samples_is_rejected():
     assert result["reason"] == "the guard ran 25 steps, fewer than 50"
 
 
-def test_a_throughput_tune_of_a_training_step_tries_larger_batches_but_not_the_builtin_one():
+def test_a_throughput_tune_of_the_users_training_step_tries_larger_batches():
     own = build_space(SpaceFacts(cores=2, model_format="factory", train=True, batch=32,
                                  batches=train_batches(32)))
     assert own.values["batch"] == (None, 64, 128)
-    builtin = build_space(SpaceFacts(cores=2, model_format="builtin", train=True, batch=32,
-                                     batches=train_batches(32)))
-    assert builtin.values["batch"] == (None,)
-    (why,) = [u for u in builtin.unavailable if u["knob"] == "batch"]
-    assert "tfperf tune --train with your own model" in why["reason"]
     latency = build_space(SpaceFacts(cores=2, model_format="factory", train=True, batch=32))
     assert latency.values["batch"] == (None,)
 

@@ -1,16 +1,12 @@
 """Real model servers on 127.0.0.1 for the ``--url`` tests, started and stopped here.
 
-KServe pins its own protobuf and psutil, older than this environment's: it is installed into a
-virtual environment of its own (with the same TensorFlow), created once and cached under
-``TFPERF_TEST_CACHE`` (default ``~/.cache/tfperf-tests``), so later runs reuse it. A server is
-a separate process either way. Every server listens on a free port of this machine, and the
-tests send traffic to 127.0.0.1 only.
+KServe is served from a virtual environment of its own, made once and cached
+(``kserve_env``). A server is a separate process either way. Every server listens on a free
+port of this machine, and the tests send traffic to 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
-import fcntl
-import importlib.metadata
 import os
 import subprocess
 import sys
@@ -20,53 +16,20 @@ from pathlib import Path
 import pytest
 
 from helpers import require
+from serving.remote import kserve_env
 from serving.remote.loopback import SERVERS, free_port, start_kserve, stop, wait_line
-
-KSERVE = "0.21.0"
-
-
-def _tf_version() -> str:
-    for dist in ("tensorflow-cpu", "tensorflow"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    pytest.skip("TensorFlow is not installed")
-
-
-def _cache() -> Path:
-    root = os.environ.get("TFPERF_TEST_CACHE") or Path.home() / ".cache" / "tfperf-tests"
-    return Path(root)
 
 
 @pytest.fixture(scope="session")
 def kserve_python() -> Path:
     """The Python of a cached virtual environment with kserve and TensorFlow (made once)."""
-    tf = _tf_version()
-    folder = _cache() / f"kserve-{KSERVE}-tf{tf}-py{sys.version_info[0]}{sys.version_info[1]}"
-    python = folder / "bin" / "python"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".kserve.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one test process installs; the others wait for it
-        if not (folder / ".ready").exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True)
-            done = subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    f"kserve=={KSERVE}",
-                    f"tensorflow-cpu=={tf}",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            require(done.returncode == 0, f"kserve could not be installed: {done.stderr[-500:]}")
-            (folder / ".ready").touch()
-    return python
+    try:
+        return kserve_env.kserve_python()
+    except kserve_env.NoTensorFlow as exc:
+        pytest.skip(str(exc))
+    except kserve_env.NotMade as exc:
+        require(False, str(exc))
+        raise
 
 
 @pytest.fixture(scope="session")
