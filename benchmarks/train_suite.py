@@ -129,10 +129,13 @@ def print_rows(model: str, rows: list[dict], tuned_label: str) -> None:
 
 
 def verdict_line(model: str, rows: list[dict], tuned_label: str) -> str:
+    """The tuned configuration against the best single knob that passed the guard (the tuned
+    configuration itself when it is a single knob)."""
     by = {r["label"]: r for r in rows}
+    singles = {label(c) for c in SINGLES}
     passed = [
         r for r in rows[1:]
-        if r["label"] != tuned_label and r.get("train")
+        if r["label"] in singles and r.get("train")
         and ((r.get("guard") or {}).get("accepted"))
     ]
     tuned = by.get(tuned_label) or by["default"]
