@@ -50,3 +50,16 @@ def test_doctor_library_modules_do_not_import_tensorflow() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_reading_a_store_starts_without_scipy(tmp_path: Path) -> None:
+    # scipy.stats costs half a second at start; only a statistical test or interval needs it
+    code = (
+        "import sys\n"
+        "from tfperf.cli import app\n"
+        f"app(['history', '--store', {str(tmp_path / 's.sqlite')!r}], standalone_mode=False)\n"
+        "print('scipy' in sys.modules, file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "False"

@@ -70,8 +70,9 @@ sample is the bound and the interval covers less than its confidence.
 ``inf`` when there are too few samples to form that interval: a precision target
 ("stop when <= 0.01") is then never met too early.
 
-This module imports numpy and scipy at module level: only commands that measure or report
-import it, never ``tfperf --help``.
+This module imports numpy at module level and scipy (half a second) at its first test or
+interval: commands that only read a store (``history``, ``report``) and every bad-input exit
+start without it, and ``tfperf --help`` imports neither.
 """
 
 from __future__ import annotations
@@ -80,7 +81,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _scipy_stats():
+    """``scipy.stats``, imported at first use (see the module docstring)."""
+    from scipy import stats
+
+    return stats
+
 
 CONFIDENCE = 0.95
 ALPHA = 1.0 - CONFIDENCE
@@ -119,8 +127,9 @@ def order_stat_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] 
         return None
     tail = (1.0 - confidence) / 2.0
     # Largest k with P(B <= k-1) <= tail, i.e. k-1 = largest j with cdf(j) <= tail.
-    j = int(sps.binom.ppf(tail, n, 0.5))
-    if sps.binom.cdf(j, n, 0.5) > tail:
+    binom = _scipy_stats().binom
+    j = int(binom.ppf(tail, n, 0.5))
+    if binom.cdf(j, n, 0.5) > tail:
         j -= 1
     k = j + 1  # 1-based rank of the lower bound
     if k < 1:
@@ -156,8 +165,9 @@ def quantile_ci(
     if n == 0:
         return math.nan, math.nan
     tail = (1.0 - confidence) / 2.0
-    lo = int(sps.binom.ppf(tail, n, q))  # 1-based rank of the lower bound, at least 1
-    hi = int(sps.binom.ppf(1.0 - tail, n, q)) + 1
+    binom = _scipy_stats().binom
+    lo = int(binom.ppf(tail, n, q))  # 1-based rank of the lower bound, at least 1
+    hi = int(binom.ppf(1.0 - tail, n, q)) + 1
     return float(arr[max(lo, 1) - 1]), float(arr[min(hi, n) - 1])
 
 
@@ -184,7 +194,7 @@ def _drift(arr: np.ndarray) -> tuple[float, float] | None:
         return None
     if np.ptp(np.concatenate([first, last])) == 0:
         return 0.0, 1.0
-    p = float(sps.mannwhitneyu(first, last, alternative="two-sided").pvalue)
+    p = float(_scipy_stats().mannwhitneyu(first, last, alternative="two-sided").pvalue)
     return m_last / m_first - 1.0, p
 
 
@@ -260,7 +270,7 @@ def _signed_rank_p(log_ratios: np.ndarray) -> float:
     nonzero = log_ratios[log_ratios != 0]
     if nonzero.size == 0:
         return 1.0
-    return float(sps.wilcoxon(nonzero, alternative="two-sided").pvalue)
+    return float(_scipy_stats().wilcoxon(nonzero, alternative="two-sided").pvalue)
 
 
 def verdict(median: float, low: float, high: float, p: float, n: int, t: float) -> str:
@@ -299,7 +309,7 @@ def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> tuple[dict, n
     if len(per) < 2 or any(x.size < MIN_PAIRS for x in per):
         return None
     identical = np.ptp(np.concatenate(per)) == 0
-    p = 1.0 if identical else float(sps.kruskal(*per).pvalue)
+    p = 1.0 if identical else float(_scipy_stats().kruskal(*per).pvalue)
     logs = np.array([float(np.median(x)) for x in per])
     summary = {
         "n": len(per),
@@ -316,11 +326,12 @@ def _across_processes(result: dict, effect: dict, logs: np.ndarray, threshold: f
     n = logs.size
     centre = float(logs.mean())
     se = float(logs.std(ddof=1)) / math.sqrt(n)
-    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
+    t = _scipy_stats().t
+    half = float(t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
     low, high = result["ci95"]
     median = math.exp(centre)
     low, high = min(low, math.exp(centre - half)), max(high, math.exp(centre + half))
-    p = 1.0 if se == 0 else float(2 * sps.t.sf(abs(centre) / se, n - 1))
+    p = 1.0 if se == 0 else float(2 * t.sf(abs(centre) / se, n - 1))
     result.update(
         median=median,
         ci95=[low, high],
