@@ -115,7 +115,7 @@ def test_every_runtime_converts_every_form_and_the_guard_follows_the_tolerance(
 @pytest.mark.parametrize("name", NAMES)
 def test_tune_ends_with_a_recommendation_or_a_stated_reason(name, tmp_path, cache):
     res = run_cli(
-        "tune", f"{name}:make_tiny", "--max-trials", "2", "--confirm-rounds", "6", "--json",
+        "tune", f"{name}:make_tiny", "--max-trials", "1", "--confirm-rounds", "6", "--json",
         "--store", str(tmp_path / "s.sqlite"), "--profile-out", str(tmp_path / "p.json"),
         cwd=ZOO, env={"TFPERF_CACHE_DIR": str(cache)}, timeout=600,
     )
