@@ -94,6 +94,9 @@ PROCESS_MIN_BUDGET_S = 15.0
 """Budgets from this long get :data:`DEFAULT_PROCESSES` worker processes per config."""
 DEFAULT_PROCESSES = 3
 EXTRAS = ("eager", "predict")
+EXTRA_SHARE = 0.1
+"""Each informational call style is timed for this share of the budget, at most a second: a
+quick bench stays about as quick as its budget."""
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -170,6 +173,7 @@ class BenchOptions:
             timeout_s=self.timeout_s,
             memory_limit_bytes=self.memory_limit_bytes,
             extras=tuple(self.extras),
+            extra_s=min(1.0, EXTRA_SHARE * self.budget_s),
             python=self.python,
             ops_s=OPS_SECONDS if self.ops else None,
         )

@@ -109,6 +109,12 @@ def test_results_carry_the_figures_and_their_names(run):
     assert doc["results"][1]["call_styles"] == {}
 
 
+def test_call_styles_are_timed_for_a_tenth_of_a_short_budget():
+    # information only: a one-second bench does not spend two more seconds on them
+    assert BenchOptions(budget_s=1.0).settings().extra_s == pytest.approx(0.1)
+    assert BenchOptions(budget_s=60.0).settings().extra_s == 1.0
+
+
 def test_the_comparison_has_a_speedup_interval_and_verdict(run):
     doc, _, _ = run
     assert len(doc["comparisons"]) == 1
