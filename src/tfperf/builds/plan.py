@@ -171,9 +171,17 @@ def _compute_capabilities() -> str:
 
 def render_script(plan: BuildPlan, tfperf_python: str) -> str:
     """The bash recipe (``build.sh``)."""
+    steps = _build_steps(plan)
+    body = _preamble(plan, tfperf_python, len(steps))
+    for i, (title, code) in enumerate(steps, start=1):
+        body += ["", f'step {i} "{title}"', code]
+    body += ["", 'echo "done: $WHEEL"', ""]
+    return "\n".join(body)
+
+
+def _build_steps(plan: BuildPlan) -> list[tuple[str, str]]:
+    """The recipe's numbered steps: (title, bash code)."""
     r = plan.release
-    clang_major = r.clang_major
-    bazel_arch = BAZEL_ARCH[plan.cpu.family]
     configure_lines = "\n".join(
         f'export {k}="{v}"' if k != "PYTHON_BIN_PATH" else f"export {k}={v}"
         for k, v in plan.configure_env.items()
@@ -187,9 +195,9 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
     else:
         collect = f'run_in "$SRC" ./{pip_dir}/build_pip_package "$OUT_DIR"'
     configure = f"{configure_lines}\nrun_in \"$SRC\" bash -c './configure < /dev/null'"
-    steps = [
-        ("install build tools (Clang, Python headers, git)", _tools_step(plan, clang_major)),
-        (f"install Bazel {r.bazel}", _bazel_step(bazel_arch)),
+    return [
+        ("install build tools (Clang, Python headers, git)", _tools_step(plan, r.clang_major)),
+        (f"install Bazel {r.bazel}", _bazel_step(BAZEL_ARCH[plan.cpu.family])),
         (f"fetch TensorFlow v{plan.tensorflow}", _fetch_step()),
         ("check the pinned Bazel version against .bazelversion", _check_step()),
         ("configure (answers from the environment)", configure),
@@ -197,7 +205,12 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
         ("collect the wheel", f'mkdir -p "$OUT_DIR"\n{collect}\n' + _wheel_lookup()),
         ("register the wheel as a builds compare candidate", _register_step()),
     ]
-    body = [
+
+
+def _preamble(plan: BuildPlan, tfperf_python: str, n_steps: int) -> list[str]:
+    """The recipe's header: what it builds, its pinned versions and its shell helpers."""
+    r = plan.release
+    return [
         "#!/usr/bin/env bash",
         f"# Build TensorFlow {plan.tensorflow} from source for {plan.cpu.target} "
         f"({'CUDA' if plan.cuda else 'CPU only'}).",
@@ -212,7 +225,7 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
         f"TF_VERSION={plan.tensorflow}",
         f"BAZEL_VERSION={r.bazel}",
         f"PYTHON_VERSION={plan.python}",
-        f"CLANG_MAJOR={clang_major}",
+        f"CLANG_MAJOR={r.clang_major}",
         f"CANDIDATE_NAME={shlex.quote(plan.candidate_name)}",
         f'TFPERF_PYTHON="${{TFPERF_PYTHON:-{tfperf_python}}}"',
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
@@ -222,7 +235,7 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
         'DRY_RUN="${TFPERF_DRY_RUN:-0}"',
         'SUDO=""; if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi',
         'export PATH="$WORK/bin:$PATH"',
-        f"STEPS={len(steps)}",
+        f"STEPS={n_steps}",
         'step() { echo "==> [$1/$STEPS] $2"; }',
         "run() {",
         '  if [ "$DRY_RUN" = 1 ]; then echo "[dry-run] $*"; else "$@"; fi',
@@ -233,10 +246,6 @@ def render_script(plan: BuildPlan, tfperf_python: str) -> str:
         'cd_or_dry() { if [ "$DRY_RUN" = 1 ]; then echo "[dry-run] cd $1"; else cd "$1"; fi; }',
         'mkdir -p "$WORK/bin"',
     ]
-    for i, (title, code) in enumerate(steps, start=1):
-        body += ["", f'step {i} "{title}"', code]
-    body += ["", 'echo "done: $WHEEL"', ""]
-    return "\n".join(body)
 
 
 def _tools_step(plan: BuildPlan, clang_major: int) -> str:
