@@ -566,9 +566,7 @@ def unpaired_speedup(
     )
     median = float(np.median(a) / np.median(b))
     low, high = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
-    from scipy import stats as sps  # at first use: see tfperf.core.stats
-
-    p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    p = float(stats.scipy_stats().mannwhitneyu(a, b, alternative="two-sided").pvalue)
     out.update(median=median, ci95=[low, high], p_value=p)
     out["verdict"] = stats.verdict(median, low, high, p, min(a.size, b.size), threshold)
     out["warnings"].append(

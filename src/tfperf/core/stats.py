@@ -83,7 +83,7 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def _scipy_stats():
+def scipy_stats():
     """``scipy.stats``, imported at first use (see the module docstring)."""
     from scipy import stats
 
@@ -127,7 +127,7 @@ def order_stat_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] 
         return None
     tail = (1.0 - confidence) / 2.0
     # Largest k with P(B <= k-1) <= tail, i.e. k-1 = largest j with cdf(j) <= tail.
-    binom = _scipy_stats().binom
+    binom = scipy_stats().binom
     j = int(binom.ppf(tail, n, 0.5))
     if binom.cdf(j, n, 0.5) > tail:
         j -= 1
@@ -165,7 +165,7 @@ def quantile_ci(
     if n == 0:
         return math.nan, math.nan
     tail = (1.0 - confidence) / 2.0
-    binom = _scipy_stats().binom
+    binom = scipy_stats().binom
     lo = int(binom.ppf(tail, n, q))  # 1-based rank of the lower bound, at least 1
     hi = int(binom.ppf(1.0 - tail, n, q)) + 1
     return float(arr[max(lo, 1) - 1]), float(arr[min(hi, n) - 1])
@@ -194,7 +194,7 @@ def _drift(arr: np.ndarray) -> tuple[float, float] | None:
         return None
     if np.ptp(np.concatenate([first, last])) == 0:
         return 0.0, 1.0
-    p = float(_scipy_stats().mannwhitneyu(first, last, alternative="two-sided").pvalue)
+    p = float(scipy_stats().mannwhitneyu(first, last, alternative="two-sided").pvalue)
     return m_last / m_first - 1.0, p
 
 
@@ -270,7 +270,7 @@ def _signed_rank_p(log_ratios: np.ndarray) -> float:
     nonzero = log_ratios[log_ratios != 0]
     if nonzero.size == 0:
         return 1.0
-    return float(_scipy_stats().wilcoxon(nonzero, alternative="two-sided").pvalue)
+    return float(scipy_stats().wilcoxon(nonzero, alternative="two-sided").pvalue)
 
 
 def verdict(median: float, low: float, high: float, p: float, n: int, t: float) -> str:
@@ -309,7 +309,7 @@ def _process_effect(log_ratios: np.ndarray, groups: np.ndarray) -> tuple[dict, n
     if len(per) < 2 or any(x.size < MIN_PAIRS for x in per):
         return None
     identical = np.ptp(np.concatenate(per)) == 0
-    p = 1.0 if identical else float(_scipy_stats().kruskal(*per).pvalue)
+    p = 1.0 if identical else float(scipy_stats().kruskal(*per).pvalue)
     logs = np.array([float(np.median(x)) for x in per])
     summary = {
         "n": len(per),
@@ -326,7 +326,7 @@ def _across_processes(result: dict, effect: dict, logs: np.ndarray, threshold: f
     n = logs.size
     centre = float(logs.mean())
     se = float(logs.std(ddof=1)) / math.sqrt(n)
-    t = _scipy_stats().t
+    t = scipy_stats().t
     half = float(t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
     low, high = result["ci95"]
     median = math.exp(centre)
