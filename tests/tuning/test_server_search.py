@@ -101,6 +101,24 @@ def test_the_budget_keeps_room_for_the_confirmation_and_the_best_so_far():
     assert limited.stopped == "max-trials" and len(limited.outcomes) == 3
 
 
+def test_openvinos_hint_is_tried_as_soon_as_openvino_leads_on_a_short_budget():
+    """A slow model's budget may hold only a few layouts: the hint an OpenVINO user serves with
+    comes right after the runtime, before any shape or batch."""
+
+    class HintHelps(Scripted):
+        def __call__(self, candidate, timeout_s):
+            outcome = super().__call__(candidate, timeout_s)
+            if candidate.layout.hint == "THROUGHPUT":
+                outcome.max_qps_at_slo = 1.4 * float(outcome.max_qps_at_slo or 0.0)
+            return outcome
+
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}, OPENVINO])
+    evaluator = HintHelps(seconds=10.0)
+    result = ServerSearch(space, evaluator, budget_s=35.0, clock=evaluator.clock).run()
+    assert result.stopped == "budget" and len(result.outcomes) == 3
+    assert result.incumbent == ServerCandidate(OPENVINO, ServingLayout(hint="THROUGHPUT"))
+
+
 def test_a_default_that_fails_leaves_the_default_as_the_answer():
     def broken(candidate, timeout_s):
         return ServerOutcome(candidate, "failed", reason="worker crashed")
@@ -123,11 +141,14 @@ def test_the_space_follows_the_cores_the_slo_and_the_runtime():
     back = server_space([0, 1], 20.0, [{}, OPENVINO]).neighbours(on_openvino, "runtime")
     assert back == [ServerCandidate({}, ServingLayout())]
     assert {c.layout.streams for c in two.neighbours(on_openvino, "streams")} == {None, 1}
-    # OpenVINO's hints are its own dimension; its asynchronous requests take no batcher
+    # OpenVINO's hints are its own dimension; its asynchronous requests take no batcher, so a
+    # batch size tried from them serves synchronously
     assert {c.layout.hint for c in two.neighbours(on_openvino, "hint")} == {
         "THROUGHPUT", "LATENCY"}
     assert two.neighbours(DEFAULT_CANDIDATE, "hint") == []
-    assert two.neighbours(on_openvino, "batch") == []
+    batched = two.neighbours(on_openvino, "batch")
+    assert {c.layout.max_batch for c in batched} == {2, 4, 8}
+    assert not any(c.layout.asynchronous for c in batched)
     batching = ServerCandidate(OPENVINO, ServingLayout(max_batch=4))
     assert two.neighbours(batching, "hint") == two.neighbours(batching, "streams") == []
 

@@ -14,7 +14,8 @@ Contract
   the dynamic batch sizes, the batcher's delays (fractions of the SLO) and, on OpenVINO, its
   streams and its performance hint (``THROUGHPUT``, ``LATENCY``; either serves through
   OpenVINO's asynchronous requests, one request per call, so neither is combined with the
-  batcher). :meth:`ServerSpace.neighbours` gives a candidate's changes along one dimension.
+  batcher: a batch size tried from an asynchronous layout serves synchronously).
+  :meth:`ServerSpace.neighbours` gives a candidate's changes along one dimension.
 - :class:`ServerSearch` never measures. It asks ``evaluate(candidate, timeout_s) ->
   ServerOutcome``: ``"measured"`` with ``max_qps_at_slo`` (``None`` when no rate it was offered
   kept p99 within the SLO), ``"rejected"`` (the runtime's outputs are beyond the accuracy
@@ -52,7 +53,9 @@ from tfperf.core.serving import DEFAULT_LAYOUT, HINTS, ServingLayout
 from tfperf.core.stats import DEFAULT_THRESHOLD, MIN_PAIRS, paired_speedup
 
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
-DIMENSIONS = ("runtime", "shape", "batch", "delay", "streams", "hint")
+DIMENSIONS = ("runtime", "hint", "shape", "batch", "delay", "streams")
+"""The hint comes right after the runtime: OpenVINO's users serve it with a hint, and a slow
+model's budget may end before a later dimension is reached."""
 MIN_STEP = 0.05
 """A step must raise the rate within the SLO by more than this share: one SLO search's rate
 varies by a few percent from run to run, and the confirmation decides in the end."""
@@ -166,9 +169,10 @@ class ServerSpace:
             return [
                 replace(at, layout=self.layout(layout, s)) for s in self.shapes if s != here
             ]
-        if dimension == "batch" and not layout.asynchronous:
+        if dimension == "batch":
+            synchronous = replace(layout, streams=None, hint=None)
             return [
-                replace(at, layout=replace(layout, max_batch=b, max_delay_ms=(
+                replace(at, layout=replace(synchronous, max_batch=b, max_delay_ms=(
                     0.0 if b == 1 else layout.max_delay_ms)))
                 for b in self.batches if b != layout.max_batch
             ]
