@@ -13,7 +13,9 @@ confirmation pairs, the layout, and how long the tune took.
 The baseline a user of OpenVINO would start from is measured too: one OpenVINO instance with
 the ``THROUGHPUT`` hint alone, served by OpenVINO's asynchronous requests (``tfperf bench
 --set runtime=openvino-f32 --hint THROUGHPUT --slo-ms SLO``). Its line gives its rate within
-the same SLO and the tuned rate over it (the tuned layout should reach at least that).
+the same SLO and the tuned rate over it (the tuned layout should reach at least that). Where
+the tune's answer is that very layout, the line says so: the two rates are then two searches of
+one layout minutes apart, and their ratio is the machine's drift between them.
 
     python benchmarks/serving_tune.py                         # the built-in suite, 660 s each
     python benchmarks/serving_tune.py --workloads mlp --budget 120
@@ -29,7 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tfperf.core.serving import ServingLayout
+from tfperf.tuning.server import ServerCandidate
+
 MIN_SLO_MS = 5.0
+BASELINE = ServerCandidate({"runtime": "openvino-f32"}, ServingLayout(hint="THROUGHPUT"))
+"""What a user of OpenVINO starts from: one instance, the THROUGHPUT hint alone."""
 
 
 def _tfperf(*args: str) -> dict:
@@ -84,6 +91,8 @@ def tune_line(
     answer = "keep the default: " + rec["reason"] if rec["keep_default"] else rec["label"]
     tuned = tuned or default
     versus = f"{tuned / baseline:.2f}x" if tuned and baseline else "-"
+    if rec["label"] == BASELINE.key():  # two searches of one layout, minutes apart
+        versus += " (the baseline's own layout)"
     return (
         f"{workload:12} {runtimes or 'all':5} slo {slo_ms:7.2f} ms  default {_qps(default)}/s  "
         f"tuned {_qps(tuned)}/s  {ratio}{span}  vs OpenVINO THROUGHPUT {_qps(baseline)}/s: "

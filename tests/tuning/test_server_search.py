@@ -96,7 +96,8 @@ def test_the_budget_keeps_room_for_the_confirmation_and_the_best_so_far():
     assert result.stopped == "budget"
     # each evaluation takes 10 s, and the confirmation 4 of them: none starts after 25 s
     assert len(result.outcomes) == 3
-    assert result.incumbent == max(result.outcomes, key=lambda o: o.rate).candidate
+    rates = {o.candidate.key(): o.rate for o in result.outcomes}
+    assert rates[result.incumbent.key()] == max(rates.values())
     limited = ServerSearch(space, Scripted(), max_trials=3).run()
     assert limited.stopped == "max-trials" and len(limited.outcomes) == 3
 
@@ -117,6 +118,36 @@ def test_openvinos_hint_is_tried_as_soon_as_openvino_leads_on_a_short_budget():
     result = ServerSearch(space, evaluator, budget_s=35.0, clock=evaluator.clock).run()
     assert result.stopped == "budget" and len(result.outcomes) == 3
     assert result.incumbent == ServerCandidate(OPENVINO, ServingLayout(hint="THROUGHPUT"))
+
+
+def _hint_scaled(throughput: float) -> Scripted:
+    """The scripted evaluator with OpenVINO's THROUGHPUT hint at ``throughput`` times the
+    synchronous instance's rate, and LATENCY at 0.8 times."""
+
+    class Hinted(Scripted):
+        def __call__(self, candidate, timeout_s):
+            outcome = super().__call__(candidate, timeout_s)
+            scale = {"THROUGHPUT": throughput, "LATENCY": 0.8}.get(candidate.layout.hint, 1.0)
+            outcome.max_qps_at_slo = scale * float(outcome.max_qps_at_slo or 0.0)
+            return outcome
+
+    return Hinted(seconds=10.0)
+
+
+@pytest.mark.parametrize(
+    ("throughput", "hint"), [(0.97, "THROUGHPUT"), (1.0, "THROUGHPUT"), (0.9, None)]
+)
+def test_a_tie_between_openvino_served_synchronously_and_its_throughput_hint_goes_to_the_hint(
+    throughput, hint
+):
+    """One SLO search cannot tell rates 5% apart: within that the hint OpenVINO's users serve
+    with is kept; slower by more, the synchronous instance stays."""
+    space = server_space([0, 1], slo_ms=10.0, runtimes=[{}, OPENVINO])
+    evaluator = _hint_scaled(throughput)
+    result = ServerSearch(space, evaluator, budget_s=45.0, clock=evaluator.clock).run()
+    assert [o.candidate.layout.hint for o in result.outcomes] == [None, None, "THROUGHPUT",
+                                                                  "LATENCY"]
+    assert result.incumbent == ServerCandidate(OPENVINO, ServingLayout(hint=hint))
 
 
 def test_a_default_that_fails_leaves_the_default_as_the_answer():

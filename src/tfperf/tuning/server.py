@@ -21,8 +21,10 @@ Contract
   kept p99 within the SLO), ``"rejected"`` (the runtime's outputs are beyond the accuracy
   tolerance) or ``"failed"``. It measures the default first, then visits the dimensions in
   :data:`DIMENSIONS` order from the incumbent, trying each other value and moving to the best
-  when its rate beats the incumbent's by more than :data:`MIN_STEP`; it sweeps again while a
-  sweep moved (at most ``sweeps`` sweeps). A runtime config that was rejected, or that failed
+  when its rate beats the incumbent's by more than :data:`MIN_STEP` (OpenVINO's
+  ``THROUGHPUT`` hint, :data:`PREFERRED_HINT`, wins a tie with a synchronous instance: it
+  replaces it unless slower by more than that share); it sweeps again while a sweep moved (at
+  most ``sweeps`` sweeps). A runtime config that was rejected, or that failed
   before any load (``info["runtime_failed"]``: its conversion, say), is not tried again under
   another layout (neither depends on the layout). Budgets: ``max_trials``
   counts evaluations; no evaluation starts unless the time left holds it and ``reserve`` more
@@ -59,6 +61,10 @@ model's budget may end before a later dimension is reached."""
 MIN_STEP = 0.05
 """A step must raise the rate within the SLO by more than this share: one SLO search's rate
 varies by a few percent from run to run, and the confirmation decides in the end."""
+PREFERRED_HINT = "THROUGHPUT"
+"""OpenVINO's own way to serve for throughput. The hint step takes it from a synchronous
+instance unless it is slower by more than :data:`MIN_STEP`: within that, one SLO search cannot
+tell the two apart, and this is the layout OpenVINO's users start from."""
 BATCHES = (1, 2, 4, 8)
 DELAY_SHARES = (0.05, 0.1, 0.25)
 """The batcher's delays tried, as shares of the SLO (a wait is paid by every request in it)."""
@@ -361,13 +367,17 @@ class ServerSearch:
             for candidate in self.space.neighbours(base.candidate, dimension):
                 tried.append(self._try(candidate))
         finally:
-            floor = base.rate * (1 + MIN_STEP)
-            if dimension == "runtime" and self._baseline_only(base):
-                floor = 0.0  # the default's runtime is not the user's to adopt
-            better = [o for o in tried if o.rate > 0 and o.rate > floor]
+            better = [o for o in tried if o.rate > 0 and o.rate > self._floor(base, o, dimension)]
             if better:
                 self.best = max(better, key=lambda o: o.rate)
 
+    def _floor(self, base: ServerOutcome, outcome: ServerOutcome, dimension: str) -> float:
+        """The rate ``outcome`` must beat to replace ``base`` along ``dimension``."""
+        if dimension == "runtime" and self._baseline_only(base):
+            return 0.0  # the default's runtime is not the user's to adopt
+        if dimension == "hint" and outcome.candidate.layout.hint == PREFERRED_HINT:
+            return base.rate * (1 - MIN_STEP)  # a tie goes to OpenVINO's own serving
+        return base.rate * (1 + MIN_STEP)
 
     def _baseline_only(self, outcome: ServerOutcome) -> bool:
         on_default = outcome.candidate.config.get("runtime") in (None, "tf")
