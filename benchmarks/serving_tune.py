@@ -24,11 +24,13 @@ one layout minutes apart, and their ratio is the machine's drift between them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfperf.core.serving import ServingLayout
@@ -100,14 +102,26 @@ def tune_line(
     )
 
 
+@contextlib.contextmanager
+def _folder(keep: str | None) -> Iterator[str]:
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="tfperf-serving-tune-") as tmp:
+            yield tmp
+    else:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        yield keep
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="lstm,mlp,wide-deep,encoder,mobilenetv2,resnet50")
     parser.add_argument("--budget", type=float, default=660.0, help="seconds per tune")
     parser.add_argument("--layout-only", action=argparse.BooleanOptionalAction, default=True,
                         help="also tune the first workload with --runtimes tf")
+    parser.add_argument("--keep", metavar="DIR", default=None,
+                        help="keep the store and the profiles in DIR (default: a temporary one)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tfperf-serving-tune-") as tmp:
+    with _folder(args.keep) as tmp:
         store = str(Path(tmp) / "store.db")
         for i, workload in enumerate(args.workloads.split(",")):
             slo = max(4.0 * single_stream_p50_ms(workload, store), MIN_SLO_MS)
