@@ -22,8 +22,8 @@ Contract
   tolerance) or ``"failed"``. It measures the default first, then visits the dimensions in
   :data:`DIMENSIONS` order from the incumbent, trying each other value and moving to the best
   when its rate beats the incumbent's by more than :data:`MIN_STEP` (OpenVINO's
-  ``THROUGHPUT`` hint, :data:`PREFERRED_HINT`, wins a tie with a synchronous instance: it
-  replaces it unless slower by more than that share); it sweeps again while a sweep moved (at
+  ``THROUGHPUT`` hint, :data:`PREFERRED_HINT`, wins a tie in the hint step: it replaces the
+  incumbent unless slower by more than that share); it sweeps again while a sweep moved (at
   most ``sweeps`` sweeps). A runtime config that was rejected, or that failed
   before any load (``info["runtime_failed"]``: its conversion, say), is not tried again under
   another layout (neither depends on the layout). Budgets: ``max_trials``
@@ -62,9 +62,10 @@ MIN_STEP = 0.05
 """A step must raise the rate within the SLO by more than this share: one SLO search's rate
 varies by a few percent from run to run, and the confirmation decides in the end."""
 PREFERRED_HINT = "THROUGHPUT"
-"""OpenVINO's own way to serve for throughput. The hint step takes it from a synchronous
-instance unless it is slower by more than :data:`MIN_STEP`: within that, one SLO search cannot
-tell the two apart, and this is the layout OpenVINO's users start from."""
+"""OpenVINO's own way to serve for throughput. The hint step takes it from the incumbent
+(served synchronously, or with another hint) unless it is slower by more than
+:data:`MIN_STEP`: within that, one SLO search cannot tell the two apart, and this is the
+layout OpenVINO's users start from."""
 BATCHES = (1, 2, 4, 8)
 DELAY_SHARES = (0.05, 0.1, 0.25)
 """The batcher's delays tried, as shares of the SLO (a wait is paid by every request in it)."""
