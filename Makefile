@@ -13,12 +13,16 @@ DEMO_STORE := $(OUT)/demo.sqlite
 
 .PHONY: demo test lint clean
 
+# uv installs what pip would (same resolver rule, byte-compiled as pip does) in half the time:
+# parallel downloads and unpacking. `tfperf builds` uses it for candidate environments too.
+INSTALL := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tensorflow,openvino,mlflow,ray,remote,ops,test]'
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	$(INSTALL) -e '.[tensorflow,openvino,mlflow,ray,remote,ops,test]'
 	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
-	$(BIN)/python -m pip install --quiet --no-deps tensorflow-serving-api tritonclient
+	$(INSTALL) --no-deps tensorflow-serving-api tritonclient
 	touch $@
 
 demo: $(BIN)/.installed
