@@ -134,8 +134,8 @@ def test_the_installer_gets_a_local_version_and_each_requirement_whole(isolated,
         ensure_env(spec)
     assert str(err.value).startswith(spec + ": ")
     install = [json.loads(line) for line in calls.read_text().splitlines()][-1]
-    assert install[:2] == ["pip", "install"]
-    assert install[4:6] == ["tensorflow==2.21.0+local", "keras>=3.5"]
+    assert install[:3] == ["pip", "install", "--compile-bytecode"]
+    assert install[5:7] == ["tensorflow==2.21.0+local", "keras>=3.5"]
     assert _leftover_envs(isolated / "envs") == []
 
 

@@ -16,12 +16,13 @@ installed. A SPEC is
 - the name a wheel was registered under (:func:`register_wheel`, which ``build.sh`` of
   ``tfperf builds plan`` calls as its last step).
 
-Environments are created with ``uv venv`` + ``uv pip install`` when ``uv`` is on PATH, and with
-``venv`` + ``pip`` otherwise, under ``<platform cache dir>/tfperf/builds/envs`` (override:
-``TFPERF_BUILDS_CACHE``), keyed by the spec, the wheel's content (for a path) and the Python
-version, and reused while their ``ready.json`` marker exists. Creation is atomic (built in a
-temporary folder, then renamed) and serialised by a lock, so an interrupted install is never
-reused and two processes never build the same environment at once.
+Environments are created with ``uv venv`` + ``uv pip install --compile-bytecode`` when ``uv`` is
+on PATH, and with ``venv`` + ``pip`` otherwise (both byte-compiled), under
+``<platform cache dir>/tfperf/builds/envs`` (override: ``TFPERF_BUILDS_CACHE``), keyed by the
+spec, the wheel's content (for a path) and the Python version, and reused while their
+``ready.json`` marker exists. Creation is atomic (built in a temporary folder, then renamed)
+and serialised by a lock, so an interrupted install is never reused and two processes never
+build the same environment at once.
 
 The worker is made importable without installing tfperf's dependencies: the environment's
 ``site-packages`` gets a ``.pth`` file naming a folder that holds only a link to the running
@@ -312,7 +313,9 @@ def _create(spec: str, reqs: list[str], target: Path, log: Any, timeout: float) 
     try:
         if uv:
             _call([uv, "venv", "--quiet", "--python", sys.executable, str(tmp)], spec, log, timeout)
-            install = [uv, "pip", "install", "--python", str(python)]
+            # byte-compiled as pip does: else a candidate's cold start pays for compiling
+            # TensorFlow's Python, every start where PYTHONDONTWRITEBYTECODE is set
+            install = [uv, "pip", "install", "--compile-bytecode", "--python", str(python)]
         else:
             _call([sys.executable, "-m", "venv", str(tmp)], spec, log, timeout)
             install = [str(python), "-m", "pip", "install", "--disable-pip-version-check"]
