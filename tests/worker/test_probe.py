@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,19 +106,40 @@ def test_effective_threads_rules() -> None:
     assert probe.effective_threads(0, None, 6)["effective"] == 6
 
 
-def test_elf_needed_finds_an_openmp_runtime_for_real() -> None:
-    spec = importlib.util.find_spec("sklearn")
-    require(spec is not None, "scikit-learn (test extra) is not installed")
-    root = os.path.dirname(spec.origin)
-    users = [
-        p
-        for p in glob.glob(os.path.join(root, "**", "*.so"), recursive=True)
-        if any("gomp" in lib for lib in probe.elf_needed(p))
-    ]
-    require(bool(users), "this scikit-learn build links no libgomp")
-    maps = "".join(f"7f00-7f01 r-xp 00000000 08:01 1 {p}\n" for p in users[:3])
-    usage = probe.openmp_usage(root, maps)
-    assert usage["linked"] is True and usage["libraries_checked"] == len(users[:3])
+OPENMP_SOURCE = """
+int total(int n) {
+  int sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+  for (int i = 0; i < n; ++i) sum += i;
+  return sum;
+}
+"""
+
+
+def test_elf_needed_finds_an_openmp_runtime_for_real(tmp_path) -> None:
+    """Two shared libraries built here, one with ``-fopenmp`` (the compiler links libgomp, as
+    scikit-learn's wheels do) and one without, read back through their ELF dynamic sections."""
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    require(compiler is not None, "no C++ compiler: apt-get install g++")
+    (tmp_path / "sum.cc").write_text(OPENMP_SOURCE)
+    root = tmp_path / "lib"
+    root.mkdir()
+    for name, flags in (("libomp_sum.so", ["-fopenmp"]), ("libplain_sum.so", [])):
+        built = subprocess.run(
+            [compiler, "-shared", "-fPIC", *flags, str(tmp_path / "sum.cc"),
+             "-o", str(root / name)],
+            capture_output=True, text=True,
+        )
+        assert built.returncode == 0, built.stderr
+    assert any("gomp" in lib for lib in probe.elf_needed(str(root / "libomp_sum.so")))
+    runtime = "/usr/lib/x86_64-linux-gnu/libgomp.so.1"
+    maps = "".join(
+        f"7f00-7f01 r-xp 00000000 08:01 1 {path}\n"
+        for path in (root / "libomp_sum.so", root / "libplain_sum.so", runtime)
+    )
+    usage = probe.openmp_usage(str(root), maps)
+    assert usage["linked"] is True and usage["linked_by"] == ["libomp_sum.so"]
+    assert usage["libraries_checked"] == 2 and usage["mapped"] == [runtime]
     assert probe.elf_needed(sys.executable) is not None
     assert probe.elf_needed(__file__) == []  # not an ELF file
 
