@@ -3,10 +3,16 @@ version check."""
 
 from __future__ import annotations
 
+import io
+import re
+import tarfile
 from pathlib import Path
+
+import pytest
 
 import tfperf
 from tfperf import __version__
+from tfperf.core.errors import UserError
 from tfperf.fleet.node import Job, Step, run_job
 from tfperf.fleet.payload import stage, unpack
 
@@ -120,3 +126,38 @@ def test_a_verification_without_its_shipped_profile_fails_with_the_reason(tmp_pa
     report = run_step(step, tmp_path / "out", 10, {}, cwd=tmp_path)
     assert report["status"] == "failed"
     assert "profile shipped to this node is missing" in report["reason"]
+
+
+def _archive_escaping_its_folder() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        data = b"not for the node"
+        member = tarfile.TarInfo("../escaped.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("filters", ["with extraction filters", "a Python without them"])
+def test_an_archive_that_escapes_its_folder_is_refused_and_writes_nothing(
+    filters, tmp_path, monkeypatch
+):
+    if filters == "a Python without them":  # 3.10 before .12, 3.11 before .4
+        monkeypatch.delattr(tarfile, "data_filter")
+        package = tmp_path / "mypkg"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        (package / "models.py").write_text("def build():\n    pass\n")
+        monkeypatch.chdir(tmp_path)
+        shipped = stage({"kind": "model", "path": "mypkg.models:build", "format": "factory",
+                         "search_path": str(tmp_path), "batch": 1})
+        try:
+            unpack(shipped.archive(), tmp_path / "node")
+        finally:
+            shipped.cleanup()
+        assert (tmp_path / "node" / "mypkg" / "models.py").is_file()
+    target = tmp_path / "inner" / "node"
+    refused = re.escape("'../escaped.txt', which is not a file or folder inside")
+    with pytest.raises(UserError, match=refused):
+        unpack(_archive_escaping_its_folder(), target)
+    assert not (tmp_path / "inner" / "escaped.txt").exists()

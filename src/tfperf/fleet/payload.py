@@ -130,4 +130,27 @@ def unpack(archive: bytes | None, target: Path) -> None:
     if archive is None:
         return
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-        tar.extractall(target, filter="data")
+        if not hasattr(tarfile, "data_filter"):  # Python 3.10 before .12, 3.11 before .4
+            _refuse_what_the_data_filter_would(tar)
+            tar.extractall(target)
+            return
+        try:
+            tar.extractall(target, filter="data")
+        except tarfile.FilterError as exc:
+            raise _not_made_by_tfperf(exc.tarinfo.name) from exc
+
+
+def _refuse_what_the_data_filter_would(tar: tarfile.TarFile) -> None:
+    """Raise :class:`UserError` for a member that is not a plain file or folder inside the
+    target: the payload never holds one, so an archive that does was not made by tfperf."""
+    for member in tar.getmembers():
+        parts = Path(member.name).parts
+        if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in parts:
+            raise _not_made_by_tfperf(member.name)
+
+
+def _not_made_by_tfperf(name: str) -> UserError:
+    return UserError(
+        f"the shipped archive holds {name!r}, which is not a file or folder inside it; ship "
+        "the model again from the driver with this tfperf."
+    )
