@@ -199,10 +199,10 @@ def test_a_missing_artifact_is_a_user_error_before_anything_is_logged(tracking, 
     import mlflow
 
     path, ids = stored
-    before = len(mlflow.search_runs(search_all_experiments=True))
+    before = len(mlflow.search_runs(search_all_experiments=True, output_format="list"))
     with pytest.raises(UserError, match="does not exist"):
         log_run(measured_doc(path, ids["bench"], "bench"), store=path, artifacts=[tmp_path / "x"])
-    assert len(mlflow.search_runs(search_all_experiments=True)) == before
+    assert len(mlflow.search_runs(search_all_experiments=True, output_format="list")) == before
 
 
 def test_without_mlflow_the_error_says_how_to_install_it(monkeypatch):
