@@ -241,3 +241,24 @@ def test_xla_aot_missing_pieces_are_one_information_with_their_fixes():
     assert "apt-get install cmake" in found["evidence"]
     install["xla_aot"] = {"available": True, "missing": []}
     assert rules.rule_xla_aot(MACHINE, install) == []
+
+
+def test_what_keras_imports_for_nothing_is_one_information_with_its_seconds() -> None:
+    found_by_probe = [
+        {"module": "matplotlib", "distribution": "matplotlib", "seconds": 0.75},
+        {"module": "sklearn", "distribution": "scikit-learn", "seconds": 0.84},
+    ]
+    (found,) = rules.rule_optional_imports(
+        *facts(install={"import_s": 6.1, "optional_imports": found_by_probe})
+    )
+    assert found["id"] == "optional-imports" and found["severity"] == "info"
+    assert found["title"] == (
+        "keras imports matplotlib and scikit-learn in every TensorFlow process here"
+    )
+    assert "took 6.10 s, of which matplotlib 0.75 s, scikit-learn 0.84 s" in found["evidence"]
+    assert found["fix"].startswith("/venv/bin/python -m pip uninstall matplotlib scikit-learn")
+    # a few milliseconds is not worth a line, and a failed probe has nothing to say of it
+    small = [dict(found_by_probe[0], seconds=0.04)]
+    assert rules.rule_optional_imports(*facts(install={"optional_imports": small})) == []
+    failed = {"status": "import_failed", "optional_imports": found_by_probe}
+    assert rules.rule_optional_imports(*facts(install=failed)) == []

@@ -56,6 +56,8 @@ def test_probe_reads_the_installed_tensorflow(default_record: dict) -> None:
     assert rec["threads"]["inter_op"]["effective"] == affinity
     assert "is_cuda_build" in rec["build"]
     assert len(install_fingerprint(rec)) == 12
+    installed = [m for m in ("matplotlib", "sklearn") if importlib.util.find_spec(m)]
+    assert [item["module"] for item in rec["optional_imports"]] == installed
 
 
 def test_stock_build_links_no_openmp(default_record: dict) -> None:
@@ -66,12 +68,28 @@ def test_stock_build_links_no_openmp(default_record: dict) -> None:
         assert omp["linked"] is False
 
 
-def test_probe_honours_the_users_environment() -> None:
+# As long as a real scikit-learn takes to import, in two parts: keras imports sklearn, then
+# sklearn.base for the classes its wrappers derive from.
+SLOW_SKLEARN = "import time\ntime.sleep(0.4)\n"
+SLOW_SKLEARN_BASE = "import time\ntime.sleep(0.2)\n" + "".join(
+    f"class {name}:\n    pass\n"
+    for name in ("BaseEstimator", "ClassifierMixin", "RegressorMixin", "TransformerMixin")
+)
+
+
+def test_probe_honours_the_users_environment_and_times_what_keras_imports_from_it(
+    tmp_path: Path,
+) -> None:
     require(HAS_TF, "TensorFlow is not installed")
     jemalloc = find_allocator("jemalloc")
     require(jemalloc is not None, "libjemalloc2 is not installed")
+    # A package named sklearn on the user's path: keras imports it with TensorFlow.
+    (tmp_path / "sklearn").mkdir()
+    (tmp_path / "sklearn" / "__init__.py").write_text(SLOW_SKLEARN)
+    (tmp_path / "sklearn" / "base.py").write_text(SLOW_SKLEARN_BASE)
     rec = _probe(
         {
+            "PYTHONPATH": str(tmp_path),
             "TF_NUM_INTRAOP_THREADS": "3",
             "TF_NUM_INTEROP_THREADS": "5",
             "TF_ENABLE_ONEDNN_OPTS": "0",
@@ -97,6 +115,9 @@ def test_probe_honours_the_users_environment() -> None:
     assert rec["allocator"] == "jemalloc"
     assert rec["env"]["OMP_NUM_THREADS"] == "7" and rec["env"]["LD_PRELOAD"] == jemalloc
     assert "TF_CLI_CONFIG_FILE" not in rec["env"]  # Terraform's, not TensorFlow's
+    (imported,) = rec["optional_imports"]
+    assert imported["module"] == "sklearn" and imported["distribution"] == "scikit-learn"
+    assert 0.6 <= imported["seconds"] < rec["import_s"]  # the package with its submodule
 
 
 def test_effective_threads_rules() -> None:

@@ -427,6 +427,34 @@ def rule_xla_aot(machine: Facts, install: Facts) -> list[Finding]:
     ]
 
 
+OPTIONAL_IMPORTS_NOTED_S = 0.1
+"""Below this, what keras's optional imports add to a process start is not worth a line."""
+
+
+def rule_optional_imports(machine: Facts, install: Facts) -> list[Finding]:
+    """Packages keras imports in every TensorFlow process because they are installed."""
+    found = install.get("optional_imports") or []
+    total = sum(item["seconds"] for item in found)
+    if not _ok(install) or total < OPTIONAL_IMPORTS_NOTED_S:
+        return []
+    names = " and ".join(item["distribution"] for item in found)
+    parts = ", ".join(f"{item['distribution']} {item['seconds']:.2f} s" for item in found)
+    return [
+        finding(
+            "optional-imports",
+            "info",
+            f"keras imports {names} in every TensorFlow process here",
+            f"Importing TensorFlow took {install.get('import_s', 0):.2f} s, of which {parts}: "
+            "keras loads them whenever they are installed (keras.wrappers, "
+            "keras.visualization). Every tfperf worker, serving instance and restarted server "
+            "pays for them at start; no model needs them to run.",
+            f"{_pip(install)} uninstall {' '.join(item['distribution'] for item in found)}, "
+            "where nothing in this environment uses them (the full `mlflow` package does; "
+            "`mlflow-skinny` logs runs without them)",
+        )
+    ]
+
+
 Rule = Callable[[Facts, Facts], list[Finding]]
 RULES: tuple[Rule, ...] = (
     rule_probe_failed,
@@ -439,6 +467,7 @@ RULES: tuple[Rule, ...] = (
     rule_duplicate_distributions,
     rule_old_release,
     rule_xla_aot,
+    rule_optional_imports,
 )
 """Every rule, in the order their findings are reported within one severity."""
 

@@ -19,6 +19,8 @@ TensorFlow is imported inside functions only: importing this module costs nothin
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.machinery
 import importlib.metadata as md
 import json
 import os
@@ -341,6 +343,58 @@ def openmp_usage(tf_dir: str, maps_text: str) -> dict[str, Any]:
     }
 
 
+OPTIONAL_IMPORTS = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
+"""Packages keras imports whenever they are installed (``keras.wrappers``, ``keras.visualization``)
+and no model needs to run, by module name, with the distribution that installs each."""
+
+
+class ImportClock(importlib.abc.MetaPathFinder):
+    """Times the import of the packages ``names``, each with its submodules and everything they
+    import in turn (``matplotlib.pyplot`` counts for matplotlib).
+
+    Placed first on ``sys.meta_path``, it finds their modules as the path finder would and wraps
+    the loaders; ``seconds`` maps each package imported to its seconds. An import nested in
+    another one timed here counts once, for the outer one.
+    """
+
+    def __init__(self, names: Any) -> None:
+        self.names = frozenset(names)
+        self.seconds: dict[str, float] = {}
+        self.depth = 0
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname.partition(".")[0] not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _TimedLoader(spec.loader, self)
+        return spec
+
+
+class _TimedLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, clock: ImportClock) -> None:
+        self._loader, self._clock = loader, clock
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        clock = self._clock
+        clock.depth += 1
+        started = time.perf_counter()
+        try:
+            self._loader.exec_module(module)
+        finally:
+            clock.depth -= 1
+            if clock.depth == 0:
+                package = module.__name__.partition(".")[0]
+                elapsed = time.perf_counter() - started
+                clock.seconds[package] = clock.seconds.get(package, 0.0) + elapsed
+
+    def __getattr__(self, name: str) -> Any:  # resource readers, get_data, ...
+        return getattr(self._loader, name)
+
+
 def _exercise(tf: Any) -> None:
     """Run a matmul and a conv (oneDNN kernels when oneDNN is on) so pools and libs are live."""
     x = tf.random.normal((64, 64))
@@ -355,6 +409,8 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
 
     record: dict[str, Any] = {"status": "ok", "env": perf_env()}
     saved = os.dup(2)
+    clock = ImportClock(OPTIONAL_IMPORTS)
+    sys.meta_path.insert(0, clock)
     started = time.perf_counter()
     with open(stderr_path, "wb", buffering=0) as capture:
         os.dup2(capture.fileno(), 2)
@@ -373,8 +429,13 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
                 record["error"] = _error(exc)
                 return record
             record["import_s"] = time.perf_counter() - started
+            record["optional_imports"] = [
+                {"module": name, "distribution": OPTIONAL_IMPORTS[name], "seconds": seconds}
+                for name, seconds in sorted(clock.seconds.items())
+            ]
             _exercise(tf)
         finally:
+            sys.meta_path.remove(clock)
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
