@@ -20,7 +20,9 @@ import subprocess
 import sys
 import time
 
-OPTIONAL = ("sklearn", "matplotlib")
+from tfperf.worker.probe import OPTIONAL_IMPORTS
+
+OPTIONAL = tuple(OPTIONAL_IMPORTS)  # the packages doctor's probe times, by module name
 HIDE = "import sys\nfor name in {names!r}: sys.modules[name] = None\n"
 
 

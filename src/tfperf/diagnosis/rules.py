@@ -437,18 +437,18 @@ def rule_optional_imports(machine: Facts, install: Facts) -> list[Finding]:
     total = sum(item["seconds"] for item in found)
     if not _ok(install) or total < OPTIONAL_IMPORTS_NOTED_S:
         return []
-    names = " and ".join(item["distribution"] for item in found)
+    distributions = [item["distribution"] for item in found]
     parts = ", ".join(f"{item['distribution']} {item['seconds']:.2f} s" for item in found)
     return [
         finding(
             "optional-imports",
             "info",
-            f"keras imports {names} in every TensorFlow process here",
+            f"keras imports {' and '.join(distributions)} in every TensorFlow process here",
             f"Importing TensorFlow took {install.get('import_s', 0):.2f} s, of which {parts}: "
             "keras loads them whenever they are installed (keras.wrappers, "
             "keras.visualization). Every tfperf worker, serving instance and restarted server "
             "pays for them at start; no model needs them to run.",
-            f"{_pip(install)} uninstall {' '.join(item['distribution'] for item in found)}, "
+            f"{_pip(install)} uninstall {' '.join(distributions)}, "
             "where nothing in this environment uses them (the full `mlflow` package does; "
             "`mlflow-skinny` logs runs without them)",
         )
