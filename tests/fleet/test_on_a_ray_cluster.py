@@ -278,3 +278,30 @@ def test_ctrl_c_stops_the_remote_command_on_every_node(cluster, runs, tmp_path):
     assert fleet_run["run"]["status"] == "interrupted"
     (node,) = fleet_run["trials"]
     assert node["status"] == "failed" and node["info"]["status"] == "cancelled"
+
+
+LATE_NEWS = """
+import ray
+from ray._private.utils import publish_error_to_driver
+
+from tfperf.cli.fleet import _ray_on_stderr
+from tfperf.fleet.cluster import connect
+
+with _ray_on_stderr():
+    connect(None)
+    gcs = ray._private.worker.global_worker.gcs_client
+    # What a raylet's watcher publishes when its node dies: here as the command ends.
+    publish_error_to_driver("raylet_died", "Raylet is terminated (a late death)", gcs_client=gcs)
+print('{"document": true}')
+"""
+
+
+def test_ray_s_news_of_a_node_that_dies_as_a_command_ends_stays_out_of_its_json(cluster):
+    proc = cluster.popen(
+        [sys.executable, "-c", LATE_NEWS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out) == {"document": True}
+    assert "Raylet is terminated (a late death)" in err

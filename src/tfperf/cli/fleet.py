@@ -224,14 +224,15 @@ def render_tune(doc: dict[str, Any]) -> None:
 def _ray_on_stderr() -> Iterator[None]:
     """While a fleet command runs, what Ray prints from its own threads (a node marked dead)
     goes to stderr, and Ray is left before the result is printed: ``--json`` stays one
-    document."""
+    document. Ray is left inside the redirection: its error listener prints a node's death
+    until ``ray.shutdown`` joins it."""
     from tfperf.fleet.cluster import disconnect
 
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
             yield
-    finally:
-        disconnect()
+        finally:
+            disconnect()
 
 
 def _emit(doc: dict[str, Any], as_json: bool, render: Any) -> None:
