@@ -1,7 +1,7 @@
 # The two commands a new user runs; each sets up what it needs.
 #   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine (doctor), tunes
 #                the built-in inference suite (a quick tune each) and writes HTML reports to out/
-#   make test  - creates .venv, installs tfperf[tensorflow,openvino,mlflow,ray,remote,ops,test], lints and runs the test suite
+#   make test  - creates .venv, installs tfperf[tensorflow,openvino,jax,mlflow,ray,remote,ops,test], lints and runs the test suite
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,7 +20,7 @@ INSTALL := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/pyth
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(INSTALL) -e '.[tensorflow,openvino,mlflow,ray,remote,ops,test]'
+	$(INSTALL) -e '.[tensorflow,openvino,jax,mlflow,ray,remote,ops,test]'
 	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
 	$(INSTALL) --no-deps tensorflow-serving-api tritonclient
 	touch $@
