@@ -70,6 +70,7 @@ def test_json_report_and_fail_on_warn(tmp_path: Path) -> None:
         "KMP_AFFINITY": "granularity=fine,compact,1,0",
         "TF_NUM_INTRAOP_THREADS": "64",
         "CXX": "/nonexistent/g++",  # no C++ compiler: XLA AOT cannot compile
+        "KERAS_BACKEND": "jax",  # the backend the user's own processes run
     }
     res = run_cli("doctor", "--json", "--fail-on", "warn", env=env)
     assert res.returncode == 1, res.stderr
@@ -84,6 +85,10 @@ def test_json_report_and_fail_on_warn(tmp_path: Path) -> None:
     assert {"tf-duplicate-distributions", "threads-oversubscribe", "xla-aot-missing"} <= ids
     assert doc["xla_aot"]["available"] is False
     assert any("CXX=/nonexistent/g++ is not found" in m for m in doc["xla_aot"]["missing"])
+    assert (doc["keras_backend"], doc["keras_backend_source"]) == ("jax", "KERAS_BACKEND")
+    has_jax = importlib.util.find_spec("jax") is not None
+    assert doc["jax"]["importable"] is has_jax
+    assert ("keras-jax-missing" in ids) is not has_jax
     if install["openmp"]["linked"] is False:
         assert "omp-no-effect" in ids
     assert "fail-on" in res.stderr
@@ -94,7 +99,7 @@ def test_human_report_passes_fail_on_error(tmp_path: Path) -> None:
     require(HAS_TF, "TensorFlow is not installed")
     res = run_cli("doctor", "--fail-on", "error")
     assert res.returncode == 0, res.stderr
-    for section in ("Machine", "TensorFlow install", "XLA AOT", "Findings"):
+    for section in ("Machine", "TensorFlow install", "XLA AOT", "Keras backend", "Findings"):
         assert section in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
 

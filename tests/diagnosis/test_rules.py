@@ -243,6 +243,18 @@ def test_xla_aot_missing_pieces_are_one_information_with_their_fixes():
     assert rules.rule_xla_aot(MACHINE, install) == []
 
 
+def test_jax_missing_is_one_information_with_the_install_line():
+    install = copy.deepcopy(INSTALL)
+    install["jax"] = {"importable": False, "version": None, "error": "jax and jaxlib not "
+                      "installed", "install": "pip install 'tfperf[jax]'"}
+    (found,) = rules.rule_keras_jax(MACHINE, install)
+    assert found["id"] == "keras-jax-missing" and found["severity"] == "info"
+    assert "jax and jaxlib not installed" in found["evidence"]
+    assert "'jax[cpu]'" in found["fix"] and "tfperf[jax]" in found["fix"]
+    install["jax"] = {"importable": True, "version": "0.10.2", "error": None, "install": ""}
+    assert rules.rule_keras_jax(MACHINE, install) == []
+
+
 def test_what_keras_imports_for_nothing_is_one_information_with_its_seconds() -> None:
     found_by_probe = [
         {"module": "matplotlib", "distribution": "matplotlib", "seconds": 0.75},

@@ -110,6 +110,19 @@ def _aot_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return [("XLA AOT", text)]
 
 
+def _keras_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    backend = doc.get("keras_backend")
+    if not backend:
+        return []
+    jax = doc.get("jax") or {}
+    jax_text = (
+        f"jax {jax.get('version')} importable (runtime keras-jax)"
+        if jax.get("importable")
+        else f"jax not importable: {jax.get('install')}"
+    )
+    return [("Keras backend", f"{backend} ({doc.get('keras_backend_source')}); {jax_text}")]
+
+
 def _table(rows: list[tuple[str, str]]) -> Any:
     from rich.table import Table
 
@@ -132,7 +145,7 @@ def render(doc: dict[str, Any]) -> None:
     env = install.get("env") or {}
     sections = (
         ("Machine", _machine_rows(doc["machine"])),
-        ("TensorFlow install", [*_install_rows(install), *_aot_rows(doc)]),
+        ("TensorFlow install", [*_install_rows(install), *_aot_rows(doc), *_keras_rows(doc)]),
         ("Performance environment variables", list(env.items()) or [("(none set)", "")]),
     )
     for title, rows in sections:

@@ -3,7 +3,9 @@
 Contract: :func:`run_doctor` returns the document described in ``docs/doctor-schema.md``
 (``schema_version`` :data:`SCHEMA_VERSION`), whose ``xla_aot`` (``{"available",
 "missing"}``) says whether this install can compile ahead of time (the ``xla-aot``
-runtime). It starts the install probe first and collects the machine facts while TensorFlow
+runtime), ``keras_backend`` (the Keras backend the user's processes run, ``None`` when the
+probe failed) and ``jax`` (whether it imports, for the ``keras-jax`` training runtime). It
+starts the install probe first and collects the machine facts while TensorFlow
 imports in the probe, so it costs about one ``import tensorflow``. It never raises for a
 broken or missing TensorFlow: that is ``install.status`` plus an error finding. Callers that
 gate on it use :func:`worst_severity`.
@@ -48,6 +50,9 @@ def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any
         "machine": machine,
         "install": install,
         "xla_aot": install.pop("xla_aot", None) or NO_PROBE_AOT,
+        "keras_backend": install.pop("keras_backend", None),
+        "keras_backend_source": install.pop("keras_backend_source", None),
+        "jax": install.pop("jax", None),
         "findings": findings,
         "elapsed_s": time.perf_counter() - started,
     }

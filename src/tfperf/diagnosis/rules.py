@@ -455,6 +455,24 @@ def rule_optional_imports(machine: Facts, install: Facts) -> list[Finding]:
     ]
 
 
+def rule_keras_jax(machine: Facts, install: Facts) -> list[Finding]:
+    """jax not importable: Keras on JAX (the ``keras-jax`` training runtime) cannot be tried."""
+    jax = install.get("jax") or {}
+    if not _ok(install) or not jax or jax.get("importable"):
+        return []
+    return [
+        finding(
+            "keras-jax-missing",
+            "info",
+            "Keras on JAX (runtime keras-jax) cannot be tried for training here",
+            f"{jax.get('error') or 'jax not installed'} in this environment. Keras 3 runs the "
+            "same model and fit on JAX with KERAS_BACKEND=jax, faster than TensorFlow for "
+            "some models and slower for others: `tfperf tune --train` measures which.",
+            f"{_pip(install)} install 'jax[cpu]' (or {jax.get('install')})",
+        )
+    ]
+
+
 Rule = Callable[[Facts, Facts], list[Finding]]
 RULES: tuple[Rule, ...] = (
     rule_probe_failed,
@@ -468,6 +486,7 @@ RULES: tuple[Rule, ...] = (
     rule_old_release,
     rule_xla_aot,
     rule_optional_imports,
+    rule_keras_jax,
 )
 """Every rule, in the order their findings are reported within one severity."""
 

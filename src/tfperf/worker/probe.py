@@ -9,7 +9,8 @@ Two entry points:
   environment (the parent adds only ``TF_CPP_MIN_LOG_LEVEL=0``), sends its own fd 2 to
   ``FILE.stderr`` while it imports TensorFlow so that cpu_feature_guard's lines can be parsed,
   runs a few small ops (so oneDNN, the thread pools and the allocator are really in use), and
-  writes one JSON record to ``FILE``. If TensorFlow cannot be imported the record says why
+  writes one JSON record to ``FILE`` (with the Keras backend in use and whether jax imports:
+  :mod:`tfperf.worker.kerasbackend`). If TensorFlow cannot be imported the record says why
   (``status``: ``not_installed`` or ``import_failed``); if the process dies, ``FILE.stderr`` is
   what the parent reads to say why.
 
@@ -39,6 +40,7 @@ from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for,
 from tfperf.core.paths import read_text
 from tfperf.core.perfenv import perf_env
 from tfperf.core.tflog import parse_tf_log
+from tfperf.worker.kerasbackend import keras_backend_facts
 
 TF_DISTRIBUTIONS: dict[str, str] = {
     "tensorflow": "pypi",
@@ -447,6 +449,7 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
     record["threads"] = _threads(tf)
     record["openmp"] = openmp_usage(record["path"], read_text("/proc/self/maps"))
     record["xla_aot"] = xla_aot_probe(record["path"])
+    record.update(keras_backend_facts())
     try:
         record["gpus_visible"] = [d.name for d in tf.config.list_physical_devices("GPU")]
     except Exception as exc:  # a broken CUDA setup raises here
