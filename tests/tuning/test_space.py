@@ -185,6 +185,30 @@ def test_training_tunes_threads_onednn_allocator_and_xla_jit_only():
     assert "training" in why[("runtime", "litert/openvino")]
 
 
+def test_a_keras_training_step_tries_keras_on_jax_with_the_knobs_that_act_there():
+    own = SpaceFacts(cores=2, bf16=True, train=True, model_format="factory", jax=True)
+    space = build_space(own)
+    assert space.values["runtime"] == ("tf", "keras-jax")
+    jax = {"runtime": "keras-jax"}
+    # the step's own knobs act on JAX too; XLA, TensorFlow's pools and oneDNN do not
+    assert {k for k in space.knobs() if space.applicable(k, jax)} == {
+        "runtime", "steps_per_execution", "precision", "input_pipeline"}
+    assert {"runtime": "keras-jax", "steps_per_execution": 4} in space.neighbours(
+        jax, "steps_per_execution")
+    assert Config.from_dict(jax).worker_env({}) == {"KERAS_BACKEND": "jax"}
+    assert adoption(jax) == "env" and adoption({**jax, "precision": "bf16"}) == "code"
+    why = _why(space)
+    assert "always compiles" in why[("xla", "jit/off with keras-jax")]
+    for facts, reason in (
+        (replace(own, jax=False), "pip install 'tfperf[jax]'"),
+        (replace(own, keras_backend="jax"), "already your backend"),
+        (replace(own, model_format="builtin"), "built-in training step"),
+    ):
+        other = build_space(facts)
+        assert other.values["runtime"] == ("tf",)
+        assert reason in _why(other)[("runtime", "keras-jax")]
+
+
 def test_adoption_is_the_hardest_part_of_a_config():
     assert adoption({}) == "env"
     assert adoption({"onednn": False, "allocator": "jemalloc", "intra_threads": 1}) == "env"

@@ -10,7 +10,8 @@ Contract:
 - :meth:`Config.label` is :func:`tfperf.core.knobs.label`: ``"default"``, ``"onednn=off"``,
   ``"xla=jit,intra_threads=2"`` (knobs in table order), ``"env:OMP_NUM_THREADS=1"``.
 - :meth:`Config.worker_env` applies the knobs that act through the environment (oneDNN, the
-  allocator's ``LD_PRELOAD``, ``xla=auto``, thread counts, ``env``) to a base environment.
+  allocator's ``LD_PRELOAD``, ``xla=auto``, thread counts, ``KERAS_BACKEND=jax`` for the
+  runtime ``keras-jax``, ``env``) to a base environment.
   Call-level knobs (thread pools) and model transformations (``xla=jit``, precision, runtime)
   are applied inside the worker.
 - The knobs, their parsers and defaults are those of :data:`tfperf.core.knobs.KNOBS`; a knob's
@@ -29,7 +30,15 @@ from typing import Any
 
 from tfperf.core.allocators import preload_env
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import CONFIG_KNOBS, KNOBS, current_name, current_names, label, show_value
+from tfperf.core.knobs import (
+    CONFIG_KNOBS,
+    KNOBS,
+    RUNTIME_ENV,
+    current_name,
+    current_names,
+    label,
+    show_value,
+)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 XLA_AUTO_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
@@ -148,6 +157,7 @@ class Config:
         Raises :class:`UserError` when the allocator is not installed.
         """
         env = dict(base)
+        env.update(RUNTIME_ENV.get(self.runtime, {}))
         if self.onednn is not None:
             env["TF_ENABLE_ONEDNN_OPTS"] = "1" if self.onednn else "0"
         if self.allocator != "system":

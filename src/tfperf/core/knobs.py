@@ -14,7 +14,8 @@ TensorFlow), then the knobs of the runtime chosen.
 
 A config here is a plain mapping of knob values; :func:`label` names one (``"default"``, or
 ``"xla=jit,onednn=off"`` in table order), :func:`normalize` keeps only the knobs that differ
-from their default and act on its runtime, :func:`adoption` says what adopting it takes. A knob
+from their default and act on its runtime, :func:`adoption` says what adopting it takes (the
+runtime ``keras-jax`` is adopted by the environment of :data:`RUNTIME_ENV`). A knob
 that was renamed keeps being read under its former name (:data:`RENAMED`): every config that
 enters tfperf -- a ``--set``, a profile, a stored run's config -- passes through
 :func:`current_names` (in :func:`changed` and ``Config.from_dict``), so labels, comparisons
@@ -36,12 +37,20 @@ XLA_AOT = "xla-aot"
 """The model compiled ahead of time by XLA (``saved_model_cli aot_compile_cpu``) into a shared
 library called without TensorFlow's runtime; ``runtime_threads`` > 1 compiles it with XLA's
 multithreading and runs it on an Eigen pool of that many threads."""
-RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
+KERAS_JAX = "keras-jax"
+"""The user's own Keras 3 model on the JAX backend (``KERAS_BACKEND=jax`` before the worker
+imports keras): a training runtime, the train function ``fit`` runs on JAX."""
+RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT, KERAS_JAX)
 PRECISIONS = ("fp32", "bf16", "mixed_float16")
 ALLOCATORS = ("system", "tcmalloc", "jemalloc")
 XLA_MODES = ("off", "jit", "auto")
 
 TF_ONLY = ("tf",)
+TRAIN_RUNTIMES = ("tf", KERAS_JAX)
+"""The runtimes a training step runs on: the model-level training knobs act on both."""
+RUNTIME_ENV = {KERAS_JAX: {"KERAS_BACKEND": "jax"}}
+"""What a runtime sets in the environment before the process starts (and what adopting it
+takes there)."""
 INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
 PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT)
 """The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
@@ -128,12 +137,12 @@ KNOBS: dict[str, Knob] = {
             in_config=False,
         ),
         Knob(
-            "steps_per_execution", None, parse_steps, TF_ONLY, "model", "code",
+            "steps_per_execution", None, parse_steps, TRAIN_RUNTIMES, "model", "code",
             "training steps per call of the train function (model.compile("
             "steps_per_execution=N)); training workloads only",
         ),
         Knob(
-            "precision", "fp32", choice(*PRECISIONS), TF_ONLY, "model", "code",
+            "precision", "fp32", choice(*PRECISIONS), TRAIN_RUNTIMES, "model", "code",
             "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
         ),
         Knob(
@@ -141,7 +150,7 @@ KNOBS: dict[str, Knob] = {
             "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
         ),
         Knob(
-            "input_pipeline", None, choice("tuned"), TF_ONLY, "model", "code",
+            "input_pipeline", None, choice("tuned"), TRAIN_RUNTIMES, "model", "code",
             "the training dataset as given, or tuned: its maps and interleaves made parallel "
             "(element order kept) and prefetch(AUTOTUNE) added; training workloads only",
         ),
@@ -160,7 +169,8 @@ KNOBS: dict[str, Knob] = {
         Knob(
             "runtime", "tf", choice(*RUNTIMES), RUNTIMES, "model", "model",
             "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO, or "
-            "compiled ahead of time by XLA (xla-aot)",
+            "compiled ahead of time by XLA (xla-aot); a training step on Keras' JAX backend "
+            "(keras-jax, KERAS_BACKEND=jax)",
         ),
         Knob(
             "runtime_threads", None, parse_threads, INTERPRETERS, "model", "model",
@@ -245,8 +255,14 @@ def adoption(config: Mapping[str, Any]) -> str:
     """What adopting ``config`` takes: ``"env"``, ``"code"`` or ``"model"`` (the hardest part)."""
     needs = ["env"]
     for name, value in normalize(config).items():
-        needs.append("env" if name == "xla" and value == "auto" else KNOBS[name].adoption)
+        by_env = (name, value) in (("xla", "auto"), ("runtime", KERAS_JAX))
+        needs.append("env" if by_env else KNOBS[name].adoption)
     return max(needs, key=ADOPTION_ORDER.index)
+
+
+def jax_available() -> bool:
+    """Whether the ``jax`` package can be imported here (checked without importing it)."""
+    return importlib.util.find_spec("jax") is not None
 
 
 def openvino_available() -> bool:

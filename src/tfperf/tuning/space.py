@@ -9,8 +9,9 @@ Contract
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
   found, whether OpenVINO is importable, whether this install can compile ahead of time with
   XLA (``xla-aot``), the model's format, training or inference (a
-  training step gets threads, oneDNN, the allocator and XLA ``jit`` only), and the batch sizes
-  of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
+  training step gets threads, oneDNN, the allocator and XLA ``jit`` only, and the runtime
+  ``keras-jax`` where jax is installed and the user's Keras backend is TensorFlow), and the
+  batch sizes of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
   reason (e.g. jemalloc missing and the package that installs it, OpenVINO not installed).
 - The ``batch`` knob (samples per call) exists only in a throughput tune
   (``SpaceFacts.batches`` not empty): its default ``None`` is the workload's own batch, its
@@ -35,6 +36,7 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,11 +47,13 @@ from tfperf.core.errors import UserError
 from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
 from tfperf.core.knobs import (
     INTERPRETERS,
+    KERAS_JAX,
     KNOBS,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
     XLA_AOT,
     current_name,
+    jax_available,
     label,
     normalize,
     openvino_available,
@@ -77,6 +81,10 @@ class SpaceFacts:
     """Allocator name -> library path, or ``None`` when not installed."""
     allocator_packages: Mapping[str, str] = field(default_factory=dict)
     openvino: bool = False
+    jax: bool = False
+    """Whether ``jax`` is importable (the ``keras-jax`` runtime of a training step)."""
+    keras_backend: str = "tensorflow"
+    """The Keras backend the user runs (``KERAS_BACKEND``), which the default worker inherits."""
     xla_aot_missing: tuple[str, ...] | None = None
     """What this install lacks to compile ahead of time (:func:`tfperf.core.aot.xla_aot_facts`):
     empty when ``xla-aot`` can be tried, ``None`` when not checked (not tried)."""
@@ -274,9 +282,9 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     if facts.model_format == "tflite":
         return ["litert"]
     if facts.train:
-        why = "training steps run in TensorFlow only"
+        why = "training steps run in TensorFlow or Keras on JAX only"
         unavailable.append(_missing("runtime", "litert/openvino", why))
-        return ["tf"]
+        return ["tf", *_keras_jax(facts, unavailable)]
     runtimes = ["tf", *LITERT_RUNTIMES]
     if not facts.openvino:
         why = "not installed (pip install 'tfperf[openvino]')"
@@ -294,6 +302,31 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
         )
         unavailable.append(_missing("runtime", XLA_AOT, why))
     return runtimes
+
+
+def _keras_jax(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
+    """``keras-jax`` for the user's own Keras training step where jax is installed. On JAX the
+    train step is always compiled by XLA and JAX has no thread pools of its own to set, so the
+    ``xla`` and thread knobs are not crossed with it (listed here)."""
+    if facts.model_format == "builtin":
+        why = "the built-in training step is a TensorFlow function, not a Keras model's fit"
+    elif facts.keras_backend == "jax":
+        why = ("KERAS_BACKEND=jax is already your backend, so the default runs on JAX; "
+               "runtime=tf is not tried as its candidate")
+    elif not facts.jax:
+        why = "jax is not installed (pip install 'tfperf[jax]')"
+    else:
+        unavailable.append(_missing(
+            "xla", f"jit/off with {KERAS_JAX}",
+            "Keras on JAX always compiles the train step with XLA (jit_compile=False there "
+            "runs it eagerly): nothing to choose"))
+        unavailable.append(_missing(
+            "intra_threads/inter_threads", f"with {KERAS_JAX}",
+            "JAX has no thread pools of its own to size: XLA's CPU runtime uses every CPU "
+            "the process may run on"))
+        return [KERAS_JAX]
+    unavailable.append(_missing("runtime", KERAS_JAX, why))
+    return []
 
 
 def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
@@ -427,6 +460,8 @@ def machine_facts(
         allocators=dict(machine.get("allocators_available") or {}),
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
+        jax=jax_available(),
+        keras_backend=os.environ.get("KERAS_BACKEND") or "tensorflow",
         xla_aot_missing=tuple(xla_aot_facts()["missing"]),
         model_format=model_format,
         train=train,

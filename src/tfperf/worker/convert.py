@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.knobs import (
+    KERAS_JAX,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
     RUNTIMES,
@@ -518,6 +519,11 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
         raise ConversionError(f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}.")
     if runtime != "tf" and precision != "fp32":
         raise ConversionError("precision applies to the TensorFlow runtime; use fp32 here.")
+    if runtime == KERAS_JAX:
+        raise ConversionError(
+            "runtime=keras-jax runs the training step of your own Keras model "
+            "(tfperf bench|tune --train); inference is measured on TensorFlow's runtimes."
+        )
     if runtime != "tf" and loaded.train:
         raise ConversionError("training workloads run in TensorFlow only.")
     if runtime in LITERT_RUNTIMES:
