@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from tfperf.profiles import (
     render,
     save_profile,
     tf_distribution_version,
+    train_code_lines,
 )
 from tfperf.tuning.space import to_config_dict
 
@@ -107,6 +109,25 @@ def test_python_format_sets_the_environment_before_tensorflow(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["0", "1"]
+
+
+def test_a_keras_on_jax_profile_runs_the_command_on_jax_and_says_what_to_install(tmp_path):
+    require(importlib.util.find_spec("jax") is not None, "jax is not installed")
+    train = {"kind": "train", "path": "m:build", "format": "factory", "batch": 32}
+    profile = _profile({"runtime": "keras-jax", "steps_per_execution": 4}, workload=train)
+    profile["code"] = train_code_lines(profile["config"])
+    assert "KERAS_BACKEND=jax" in render(profile, "env").splitlines()
+    assert "export KERAS_BACKEND=jax" in render(profile, "sh")
+    assert any('"jax[cpu]"' in line for line in profile["code"])
+    assert any("steps_per_execution=4" in line for line in profile["code"])
+    path = save_profile(profile, tmp_path / "p.json")
+    # the variable reaches the command before it imports keras: Keras itself says JAX
+    result = run_cli(
+        "run", "--profile", str(path), "--", sys.executable, "-c",
+        "import keras; print(keras.backend.backend())",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "jax"
 
 
 def test_mismatch_warnings_name_the_machine_and_the_install():

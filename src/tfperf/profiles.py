@@ -11,7 +11,8 @@ A profile is one JSON file::
      "batch": int,                # samples per call it was tuned at
      "serving": {...ServingLayout dict..., "max_qps_at_slo", "slo_ms"} | None,
      "speedup": {"median", "ci95"} | None, "max_abs_error", "adoption",
-     "env": {NAME: VALUE},        # the env-level knobs (LD_PRELOAD, TF_*, thread counts)
+     "env": {NAME: VALUE},        # the env-level knobs (LD_PRELOAD, TF_*, thread counts,
+                                  # KERAS_BACKEND=jax for runtime keras-jax)
      "code": [str, ...],          # lines of code the config needs beyond the environment
      "artifact": path | None,     # a converted model file, with run_model.py beside it
      "machine": {"fingerprint", "cpu", "cores"}, "install": {"tf_version", ...}}
@@ -58,7 +59,7 @@ from typing import Any
 from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import XLA_AOT, current_label, current_names
+from tfperf.core.knobs import KERAS_JAX, XLA_AOT, current_label, current_names
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -143,7 +144,7 @@ def code_lines(
 def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     """The lines a training script needs for a training tune's model-level knobs (threads,
     oneDNN and the allocator are set from outside by ``tfperf run``)."""
-    lines = []
+    lines = keras_backend_lines(config)
     if config.get("precision") == "bf16":
         lines.append(
             'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building the '
@@ -169,6 +170,16 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
             "tf.data.AUTOTUNE on each map and interleave"
         )
     return lines
+
+
+def keras_backend_lines(config: Mapping[str, Any]) -> list[str]:
+    """What adopting Keras on JAX takes besides the environment ``tfperf run`` sets."""
+    if config.get("runtime") != KERAS_JAX:
+        return []
+    return [
+        '# KERAS_BACKEND=jax before `import keras` (tfperf run --profile sets it), and '
+        'pip install "jax[cpu]"'
+    ]
 
 
 def _slug(text: str) -> str:
