@@ -39,6 +39,17 @@ def test_each_trial_carries_its_own_profile(doc):
     assert "no per-op profiler" in litert_result["ops"]["reason"]
 
 
+def test_the_memory_record_is_read_before_the_profiler_grows_the_worker(doc):
+    """The profiler (its trace buffers, xprof's reader) grows TensorFlow's worker after the
+    rounds: the worker's own peak in bytes has that growth, the configuration's memory must not,
+    so that ``compare --fail-on-memory-growth`` of an ``--ops`` run against a plain run gates on
+    the configuration alone."""
+    document, _ = doc
+    tf_result = document["results"][0]
+    worker_peak_mb = tf_result["peak_rss_bytes"] / 2**20
+    assert tf_result["memory"]["peak_rss_mb"] < worker_peak_mb - 1, tf_result["memory"]
+
+
 def test_the_console_names_the_op_types_and_the_missing_profiler(doc):
     from tfperf.cli.bench import render_bench
     from tfperf.report.console import console

@@ -4,6 +4,8 @@ profile; and the options it refuses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from helpers import run_cli
@@ -11,10 +13,15 @@ from tfperf.api.results import TuneResult
 from tfperf.cli.runs import report
 from tfperf.cli.tune import render_server
 from tfperf.core.errors import UserError
+from tfperf.core.serving import ServingLayout
 from tfperf.profiles import load_profile, render, serving_layout
+from tfperf.serving import LoadScenario
 from tfperf.store import Store
 from tfperf.tuning import tune
+from tfperf.tuning.evaluate import Evaluator
 from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.server import MEASURED, REJECTED, ServerCandidate
+from tfperf.tuning.servertune import ServerEvaluator
 
 MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
@@ -105,3 +112,29 @@ def test_bad_server_options_are_one_sentence_and_exit_2(tmp_path):
     options = TuneOptions(objective="server", slo_ms=5.0, store_path=str(tmp_path / "s.db"))
     with pytest.raises(UserError, match="training workload"):
         tune(train, options)
+
+
+def test_a_ceiling_between_a_litert_layout_and_tensorflow_s_passes_the_litert_layout():
+    """Each runtime's instance is projected at the process that serves it: LiteRT's deployed
+    process (the artifact alone), not the TensorFlow worker that converted it. A ceiling at one
+    TensorFlow instance's peak is under two TensorFlow instances and over two LiteRT ones."""
+    options = TuneOptions(objective="server", slo_ms=50.0, runtimes=("tf", "litert"))
+    evaluator = Evaluator(MLP, options)
+    two = ServingLayout(instances=2, threads=1)
+    try:
+        evaluator.start_default()
+        ceiling = evaluator.default_memory.peak_rss_mb
+        scenario = LoadScenario(requests=60, seconds=0.2)
+        judge = ServerEvaluator(evaluator, replace(options, max_memory_mb=ceiling), scenario)
+        tensorflow = judge(ServerCandidate({}, two), None)
+        litert = judge(ServerCandidate({"runtime": "litert"}, two), None)
+    finally:
+        evaluator.close()
+    assert tensorflow.status == REJECTED and tensorflow.info["over_ceiling"], tensorflow
+    assert tensorflow.info["memory"]["peak_rss_mb"] > ceiling  # projected: never started
+    assert tensorflow.info["memory"]["projected"] and tensorflow.load is None
+    assert litert.status == MEASURED, litert.reason
+    memory = litert.load["memory"]  # measured after its sweep, summed over its instances
+    assert memory["measured_in"] == "deployed" and memory["instances"] == 2
+    assert not memory["projected"] and memory["peak_rss_mb"] <= ceiling
+    assert memory["worker_peak_rss_mb"] > ceiling  # what this machine ran to measure it

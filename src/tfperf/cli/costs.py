@@ -62,6 +62,8 @@ def memory_line(label: str, memory: Mapping[str, Any] | None) -> str | None:
         if memory.get("worker_peak_rss_mb") is not None:
             where += f"; its worker peaked at {memory['worker_peak_rss_mb']:.0f} MB"
         where += ")"
+    elif memory.get("not_deployed"):
+        where = f" (in its worker, TensorFlow included: {memory['not_deployed']})"
     if memory.get("instances", 1) > 1:
         what = "projected" if memory.get("projected") else "measured"
         where += f" ({memory['instances']} instances, {what} sum)"

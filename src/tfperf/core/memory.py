@@ -11,9 +11,11 @@ Contract:
   ``"worker"`` (the worker that imports TensorFlow and timed it) or ``"deployed"`` (a process
   that loads only the converted artifact and its runtime, :mod:`tfperf.worker.deployed`, as a
   server of that artifact would); for a deployed figure ``worker_peak_rss_mb`` keeps the
-  worker's own peak. ``instances`` > 1 is a served layout's sum over its instances, and
-  ``projected`` marks the one estimate allowed: a layout's total before it starts (instances x
-  the measured per-instance figure).
+  worker's own peak. A converted runtime whose deployed process failed, or imported
+  TensorFlow (then its figures are not a deployment's), keeps the worker's figures and says
+  why in ``not_deployed`` (``None`` otherwise). ``instances`` > 1 is a served layout's sum
+  over its instances, and ``projected`` marks the one estimate allowed: a layout's total before
+  it starts (instances x the measured per-instance figure).
 - :func:`over_ceiling` is the sentence a candidate is rejected with when its peak exceeds
   ``--max-memory-mb`` (``"peak 812 MB > ceiling 600 MB"``), else ``None``.
 - :func:`change` is how a configuration's peak moved from run A to run B:
@@ -49,6 +51,7 @@ class Memory:
     artifact_mb: float | None = None
     measured_in: str = WORKER
     worker_peak_rss_mb: float | None = None
+    not_deployed: str | None = None
     instances: int = 1
     projected: bool = False
 
@@ -69,7 +72,8 @@ class Memory:
 
         return replace(
             self, peak_rss_mb=scaled(self.peak_rss_mb), steady_rss_mb=scaled(self.steady_rss_mb),
-            model_mb=scaled(self.model_mb), instances=instances, projected=True,
+            model_mb=scaled(self.model_mb), worker_peak_rss_mb=scaled(self.worker_peak_rss_mb),
+            instances=instances, projected=True,
         )
 
     def short(self) -> str:
@@ -92,7 +96,8 @@ def summed(parts: list[Memory]) -> Memory | None:
     return Memory(
         peak_rss_mb=total("peak_rss_mb"), steady_rss_mb=total("steady_rss_mb"),
         model_mb=total("model_mb"), artifact_mb=parts[0].artifact_mb,
-        measured_in=parts[0].measured_in, instances=len(parts),
+        measured_in=parts[0].measured_in, worker_peak_rss_mb=total("worker_peak_rss_mb"),
+        not_deployed=parts[0].not_deployed, instances=len(parts),
     )
 
 

@@ -42,7 +42,9 @@ Contract of :func:`measure`:
   outputs of one call to ``<outputs_dir>/outputs-<index>.npz`` (``Trial.outputs_path``), so
   that the caller can check them against the baseline's (a failure there fails the trial).
 - After the rounds every live trial's memory is read (:func:`tfperf.runner.memory.memory_of`:
-  a converted runtime's in a process that loads its artifact alone), into ``Trial.memory``.
+  a converted runtime's in a process that loads its artifact alone), into ``Trial.memory``,
+  before any op profile (``ops_s``): a profiler grows its worker, and that is not the
+  configuration's memory.
 
 Nothing here imports TensorFlow; :mod:`tfperf.core.stats` (numpy, scipy) is imported when measuring.
 """
@@ -284,11 +286,11 @@ def measure(
             _extras(trials[0], settings, listener)
         if settings.outputs_dir is not None:
             _outputs(trials, settings.outputs_dir, listener)
-        if settings.ops_s:
-            _profiles(trials, settings.ops_s)
         for trial in trials:
             if trial.alive and trial.worker is not None:
                 trial.memory = memory_of(trial.worker)  # after the rounds: nothing is timed
+        if settings.ops_s:  # after the memory: the profiler's own growth is not the config's
+            _profiles(trials, settings.ops_s)
     finally:
         for trial in trials:
             trial.retire_worker()

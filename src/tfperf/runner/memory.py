@@ -4,17 +4,24 @@ user means it.
 Contract: :func:`memory_of` ``(worker) -> Memory`` for a worker that is ready (it may have
 measured since):
 
-- In the worker: ``peak_rss_mb`` is the worker's high-water mark (the kernel's ``ru_maxrss``
-  it reports and the RSS this process polls, :attr:`Worker.peak_rss_bytes`), ``steady_rss_mb``
-  its RSS at its last answer, ``model_mb`` its RSS when ready minus its RSS before the model
-  was built or loaded (TensorFlow already imported).
+- In the worker: ``peak_rss_mb`` is the worker's high-water mark (the kernel's ``VmHWM`` it
+  reports with each answer, and the RSS this process polls, :attr:`Worker.peak_rss_bytes`),
+  ``steady_rss_mb`` its RSS at its last answer, ``model_mb`` its RSS when ready minus its RSS
+  before the model was built or loaded (TensorFlow already imported).
 - For a converted runtime (LiteRT, OpenVINO, XLA AOT) the worker imported TensorFlow and ran
   the converter, which no deployment does: a one-shot ``python -m tfperf.worker.deployed`` of
   the worker's interpreter and environment (its allocator preload included) loads the artifact
   alone, runs it on the worker's input shapes, and its figures are the record
   (``measured_in="deployed"``; the worker's peak is kept as ``worker_peak_rss_mb``). If that
-  process fails, the worker's figures stand, and the record says ``measured_in="worker"``.
+  process fails, or anything in it imported TensorFlow (its figures would then hold
+  TensorFlow's), the worker's figures stand: the record says ``measured_in="worker"`` and
+  ``not_deployed`` says why (:func:`deployed_memory` gives either).
 - ``artifact_mb``: the artifact on disk (OpenVINO's ``.xml`` with its ``.bin``).
+
+:class:`LayoutMemory` is a served layout's: the sum over its instances
+(:func:`tfperf.core.memory.summed`), each instance's figure read as :func:`memory_of` reads it.
+The instances of a layout run one config on one artifact, so a converted runtime's deployed
+process runs once per layout and stands for each instance.
 
 It runs while nothing is timed: callers ask between measurements.
 """
@@ -22,11 +29,12 @@ It runs while nothing is timed: callers ask between measurements.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tfperf.core.knobs import INTERPRETERS
-from tfperf.core.memory import DEPLOYED, Memory, mib
+from tfperf.core.memory import DEPLOYED, Memory, mib, summed
 from tfperf.core.protocol import artifact_from_notes
 from tfperf.runner.handle import Worker
 from tfperf.runner.launcher import run
@@ -61,40 +69,76 @@ def worker_memory(worker: Worker) -> Memory:
     )
 
 
-def deployed_record(worker: Worker, artifact: str) -> dict[str, Any] | None:
-    """What ``python -m tfperf.worker.deployed`` printed for ``worker``'s artifact, or ``None``
-    when it failed."""
+def deployed_argv(worker: Worker, artifact: str, seconds: float = DEPLOYED_SECONDS) -> list[str]:
+    """The command of the deployed process for ``worker``'s artifact (its environment is the
+    worker's, :meth:`Worker.environment`)."""
     config = worker.config
     argv = [worker.python, "-m", "tfperf.worker.deployed", str(config.runtime), artifact,
-            "--seconds", str(DEPLOYED_SECONDS)]
+            "--seconds", str(seconds)]
     if config.runtime_threads:
         argv += ["--threads", str(config.runtime_threads)]
     shapes = (worker.ready or {}).get("input_shapes")
     if shapes:
         argv += ["--inputs", json.dumps(shapes)]
+    return argv
+
+
+def deployed_record(worker: Worker, artifact: str) -> dict[str, Any] | str:
+    """What ``python -m tfperf.worker.deployed`` printed for ``worker``'s artifact, or the
+    sentence saying why it printed nothing usable."""
+    argv = deployed_argv(worker, artifact)
     ended = run(argv, env=worker.environment(), timeout_s=DEPLOYED_TIMEOUT_S)
     if not ended.ok:
-        return None
+        return f"the deployed process {ended.reason()}"[:400]
     for line in reversed(ended.tail.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    return None
+    return "the deployed process printed no record"
 
 
-def memory_of(worker: Worker) -> Memory:
-    """The configuration's memory (module docstring)."""
-    own = worker_memory(worker)
+def deployed_memory(worker: Worker) -> Memory | str | None:
+    """The deployed process's figures for ``worker``'s converted artifact (module docstring),
+    the sentence saying why there are none, or ``None`` for a runtime deployed as it runs
+    (TensorFlow)."""
     artifact = _artifact(worker)
     if worker.config.runtime not in INTERPRETERS or not artifact:
-        return own
+        return None
     record = deployed_record(worker, artifact)
-    if record is None:
-        return own
+    if isinstance(record, str):
+        return record
+    if record.get("tensorflow_loaded") is not False:
+        return ("the deployed process imported TensorFlow (something on its path loads it), "
+                "so its figures are not those of the artifact alone")
     return Memory(
         peak_rss_mb=mib(record["peak_rss_bytes"]),
         steady_rss_mb=mib(record["steady_rss_bytes"]),
         model_mb=mib(record["loaded_rss_bytes"] - record["base_rss_bytes"]),
-        artifact_mb=own.artifact_mb,
         measured_in=DEPLOYED,
-        worker_peak_rss_mb=own.peak_rss_mb,
     )
+
+
+def _as_deployed(own: Memory, deployed: Memory | str | None) -> Memory:
+    """``own`` (the worker's figures) replaced by the deployed ones, or marked with why not."""
+    if deployed is None:
+        return own
+    if isinstance(deployed, str):
+        return replace(own, not_deployed=deployed)
+    return replace(deployed, artifact_mb=own.artifact_mb, worker_peak_rss_mb=own.peak_rss_mb)
+
+
+def memory_of(worker: Worker) -> Memory:
+    """The configuration's memory (module docstring)."""
+    return _as_deployed(worker_memory(worker), deployed_memory(worker))
+
+
+class LayoutMemory:
+    """A served layout's memory (module docstring): call it with the live instances' workers."""
+
+    def __init__(self) -> None:
+        self._deployed: Memory | str | None = None
+        self._read = False
+
+    def __call__(self, workers: list[Worker]) -> Memory | None:
+        if workers and not self._read:
+            self._deployed, self._read = deployed_memory(workers[0]), True
+        return summed([_as_deployed(worker_memory(w), self._deployed) for w in workers])

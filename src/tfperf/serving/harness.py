@@ -37,11 +37,11 @@ from typing import Any
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.memory import Memory, summed
+from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
 from tfperf.runner.handle import Worker, WorkerFailed
 from tfperf.runner.identity import SameModel
-from tfperf.runner.memory import worker_memory
+from tfperf.runner.memory import LayoutMemory
 from tfperf.serving.generator import Answer
 
 OPENVINO_PREFIX = "openvino"
@@ -124,6 +124,7 @@ class Harness:
         self.faults: list[str] = []
         self._identity = SameModel("the serving instances")
         self._failed_now: list[Answer] = []
+        self._memory = LayoutMemory()
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -218,8 +219,9 @@ class Harness:
         return tuple(int(c) for c in counts if c)
 
     def memory(self) -> Memory | None:
-        """The live instances' memory, summed (:func:`tfperf.core.memory.summed`)."""
-        return summed([worker_memory(inst.worker) for inst in self._alive()])
+        """The live instances' memory, summed; a converted runtime's as deployed
+        (:class:`tfperf.runner.memory.LayoutMemory`)."""
+        return self._memory([inst.worker for inst in self._alive()])
 
     def saturating_concurrency(self) -> int:
         """A concurrency that keeps every instance busy: twice what they serve at once."""

@@ -38,10 +38,15 @@ The document's core (the rest as any tune's, ``docs/tune.md``)::
                      "speedup": {"median"}, "max_abs_error", ..., "adoption"}],
      "stopped", "trials", "space_size", "unavailable", "warnings"}
 
-Memory: each runtime's serving instance is read once (its worker, when its accuracy is
-checked); a layout whose projected total (instances x that figure) is over ``max_memory_mb`` is
-rejected without being started (``over_ceiling``), and a measured layout's row carries the sum
-over its instances after its sweep. ``cost`` (with ``price_per_hour``) is at the rate each
+Memory: each runtime's serving instance is read once, when its accuracy is checked, as bench
+and tune read a configuration (:func:`tfperf.runner.memory.memory_of`: TensorFlow's worker, a
+converted runtime's deployed process, which loads the artifact alone). A layout whose projected
+total (instances x that figure) is over ``max_memory_mb`` is rejected without being started
+(``over_ceiling``), except the default: it is the baseline, measured whatever its memory, and a
+warning says it is over. A measured layout's row carries the sum over its instances after its
+sweep, read the same way (:class:`tfperf.runner.memory.LayoutMemory`). The ceiling is about the
+layout as deployed, not about the instances this machine ran to measure it (each of which
+imported TensorFlow and converted the model). ``cost`` (with ``price_per_hour``) is at the rate each
 layout kept within the SLO.
 
 Nothing here imports TensorFlow.
@@ -62,7 +67,7 @@ from tfperf.core.memory import Memory, cost, over_ceiling
 from tfperf.core.serving import DEFAULT_LAYOUT
 from tfperf.core.stats import MIN_PAIRS
 from tfperf.runner.handle import WorkerFailed
-from tfperf.runner.memory import worker_memory
+from tfperf.runner.memory import memory_of
 from tfperf.serving import LoadScenario, search_slo
 from tfperf.serving.harness import available_cpus
 from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason, samples_per_s
@@ -132,12 +137,12 @@ class ServerEvaluator:
     def _check(self, config: dict) -> tuple[str, str, dict | None]:
         if not config:
             if self.evaluator.default_memory is not None:
-                self._per_instance[""] = self.evaluator.default_memory
+                self._per_instance[label({})] = self.evaluator.default_memory
             return MEASURED, "", {"accepted": True, "max_abs_error": 0.0, "max_rel_error": 0.0}
         workers = self.evaluator.workers
         try:
             handle = workers.get(config, self.options.candidate_timeout_s)
-            self._per_instance[label(config)] = worker_memory(handle.worker)
+            self._per_instance[label(config)] = memory_of(handle.worker)
             reference, labels = self.evaluator.reference_at(handle.batch)
             check = guard(reference, workers.outputs(handle), self.options.tolerance, labels)
         except WorkerFailed as exc:
@@ -152,7 +157,8 @@ class ServerEvaluator:
         started = time.monotonic()
         status, reason, check = self.accuracy(candidate.config)
         projected = self.projected(candidate)
-        over = over_ceiling(projected, self.options.max_memory_mb)
+        over = None if candidate == DEFAULT_CANDIDATE else (
+            over_ceiling(projected, self.options.max_memory_mb))
         if status == MEASURED and over:  # not started: its instances would not fit
             status, reason = REJECTED, over
         if status == MEASURED:
@@ -226,7 +232,9 @@ def tune_server(
     slo_ms = float(options.slo_ms or 0.0)
     allowed = space.bare_runtime in space.values.get("runtime", (space.bare_runtime,))
     found = server_space(available_cpus(), slo_ms, runtime_configs(space), allowed)
-    levels = LoadScenario(requests=options.level_requests, seconds=options.level_s)
+    # no harness floor: a tune compares layouts by their rate, and a floor per level would
+    # cost every SLO search seconds
+    levels = LoadScenario(requests=options.level_requests, seconds=options.level_s, floor=False)
     judge = ServerEvaluator(evaluator, options, levels)
     pairs = confirm_pairs(options.confirm_rounds)
     budget = (options.budget_s or DEFAULT_BUDGET_S) - (time.monotonic() - started)
@@ -255,7 +263,7 @@ def conclude_server(
         if decided["default_qps"]:
             default_qps = _median(decided["default_qps"])
     candidates = [_row(o, default_qps) for o in _ranked(result.outcomes)]
-    warnings = list(_warnings(result))
+    warnings = _warnings(result, judge.evaluator.default_memory, judge.options.max_memory_mb)
     if decided is not None and decided["recommend"]:
         recommendation = _recommend(winner, decided, candidates, judge.options.slo_ms)
     else:
@@ -426,8 +434,13 @@ def _keep_default(
     }
 
 
-def _warnings(result: ServerResult) -> list[str]:
+def _warnings(
+    result: ServerResult, default_memory: Memory | None, ceiling_mb: float | None
+) -> list[str]:
     out = []
+    default_over = over_ceiling(default_memory, ceiling_mb)
+    if default_over:  # measured all the same: it is what every layout is compared with
+        out.append(f"the default itself is over the memory ceiling: its {default_over}")
     if result.default is not None and result.default.status == MEASURED and not (
         result.default.max_qps_at_slo
     ):
