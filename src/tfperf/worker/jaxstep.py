@@ -1,0 +1,264 @@
+"""Worker side: the JAX forms of a training step's TensorFlow-only parts (Keras 3 on JAX).
+
+Contract, for a worker whose keras runs on the JAX backend (``KERAS_BACKEND=jax``, the runtime
+``keras-jax`` or the user's own setting):
+
+- :func:`check_runs_on_jax` ``(model)``: Keras' JAX trainer calls ``train_step(state, data)``;
+  a model whose own ``train_step`` takes ``(self, data)`` is written for TensorFlow and cannot
+  step on JAX. That is a :class:`UserError` starting ``"not tried: "`` that names what it uses
+  (``tf.GradientTape`` when its source says so) and where (``file:line`` of the override).
+  Importing TensorFlow for ``tf.data`` is fine on JAX and is not a reason.
+- :func:`step_error` ``(model, exc) -> str``: the sentence for a step that raised on JAX (a
+  ``tf.*`` op inside a layer, say), naming the first frame of the user's own code (Keras'
+  traceback filtering is turned off first, so the frame is there to find).
+- :class:`JaxTrainFunction` is Keras' JAX train function ``train_function(state, iterator) ->
+  (logs, state)`` called the way ``fit`` calls it: the state (trainable, non-trainable, optimizer
+  and metrics variables) is taken from the model's variables before the first call, which are
+  then purged as ``fit`` purges them, threaded through every call, and written back by
+  :meth:`JaxTrainFunction.sync` (Keras' ``jax_state_sync``); after a sync the next call takes
+  the state afresh (the jitted step donates its input buffers, so the variables cannot share
+  them). An instance is called as TensorFlow's train function is, ``fn(iterator) -> logs``, on
+  an iterator of :func:`jax_batches` (the dataset's batches as NumPy arrays, the adapter ``fit``
+  uses for a ``tf.data.Dataset``). :meth:`snapshot` and :meth:`restore` read and write every
+  variable of that state (seed generators included, so dropout draws the same masks again);
+  :meth:`read` reads a model variable (the optimizer's step count) after a sync;
+  :meth:`guard_rows` runs the guard's steps one jitted ``train_step`` each, with the metrics
+  reset inside every step's state, and returns each step's own value of the guarded keys.
+- :func:`write_weights` / :func:`load_weights`: the model's weights (``model.weights``:
+  seed-generator states are not weights) in an ``.npz`` keyed by ``variable.path``; loading
+  matches by path and shape, never by list position, and a weight the file lacks, or holds
+  with another shape, is an error naming it. The default worker writes its initial weights,
+  a candidate on another backend loads them, so both start from the same model (each backend
+  draws its initializers its own way, whatever the seed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tfperf.core.errors import UserError
+
+TF_IN_STEP = re.compile(r"\btf\.(GradientTape|function|Variable|py_function)\b|\btf\.[a-z_]+\.")
+"""What in a ``train_step``'s source is TensorFlow that JAX cannot trace."""
+
+_LIBRARIES = ("site-packages", "dist-packages", "/tfperf/", "<frozen", "/lib/python3")
+
+
+def check_runs_on_jax(model: Any) -> None:
+    """A ``train_step(self, data)`` override is TensorFlow's form (module docstring)."""
+    own = type(model).train_step
+    if _defined_in_keras(own):
+        return
+    params = [p for p in inspect.signature(own).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) >= 3:  # (self, state, data): written for JAX
+        return
+    where, uses = _source_facts(own)
+    what = f"{uses}, " if uses else ""
+    raise UserError(
+        f"not tried: the model's train_step uses TensorFlow ({what}{where}): Keras on JAX "
+        "calls train_step(state, data), and a train_step(self, data) runs on TensorFlow only."
+    )
+
+
+def _defined_in_keras(method: Any) -> bool:
+    return getattr(method, "__module__", "").startswith("keras.")
+
+
+def _source_facts(method: Any) -> tuple[str, str]:
+    """``("file.py:line", "tf.GradientTape")`` for a method: where it is, what TensorFlow it
+    uses (the line of the first use when one is found)."""
+    try:
+        lines, first = inspect.getsourcelines(method)
+        path = Path(inspect.getsourcefile(method) or "?").name
+    except (OSError, TypeError):  # no source (built in a notebook cell, compiled)
+        return type(method).__name__, ""
+    for offset, line in enumerate(lines):
+        found = TF_IN_STEP.search(line)
+        if found:
+            return f"{path}:{first + offset}", found.group(0).rstrip(".")
+    return f"{path}:{first}", ""
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """``file.py:line`` of the deepest frame of the user's own code in ``exc``'s traceback."""
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if not any(part in frame.filename for part in _LIBRARIES):
+            found = f"{Path(frame.filename).name}:{frame.lineno}"
+    return found
+
+
+def step_error(model: Any, exc: BaseException) -> str:
+    """The sentence for a training step that raised on JAX (module docstring)."""
+    where = user_frame(exc)
+    reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+    place = f" at {where}" if where else ""
+    return (
+        f"not tried: the {type(model).__name__}'s training step raised on JAX{place} "
+        f"({reason[:300]}); a model that uses TensorFlow ops in its layers or train_step "
+        "runs on TensorFlow only."
+    )
+
+
+def disable_traceback_filtering() -> None:
+    """Keras hides its callers' frames by default: the user's own frame must stay findable."""
+    import keras
+
+    keras.config.disable_traceback_filtering()
+
+
+def jax_batches(dataset: Any) -> Iterator[Any]:
+    """The batches of a ``tf.data.Dataset`` as ``fit`` feeds them to JAX (NumPy arrays)."""
+    from keras.src.trainers.data_adapters.tf_dataset_adapter import TFDatasetAdapter
+
+    return iter(TFDatasetAdapter(dataset).get_jax_iterator())
+
+
+def value(x: Any) -> float:
+    """A scalar log as a Python float (waits for JAX's asynchronous dispatch to finish)."""
+    import numpy as np
+
+    return float(np.asarray(x).reshape(()))
+
+
+class JaxTrainFunction:
+    """Keras' JAX train function with the state ``fit`` threads (module docstring)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        model.make_train_function(force=True)
+        self.function = model.train_function
+        self.state: Any = None
+        self._one_step: Any = None
+
+    def __call__(self, iterator: Any) -> dict[str, Any]:
+        if self.state is None:
+            self.state = self._take_state()
+        logs, self.state = self.function(self.state, iterator)
+        self._keep(self.state)
+        return logs
+
+    def _take_state(self) -> Any:
+        self.model._jax_state_synced = False
+        return self.model._get_jax_state(
+            trainable_variables=True,
+            non_trainable_variables=True,
+            optimizer_variables=True,
+            metrics_variables=True,
+            purge_model_variables=True,
+        )
+
+    def _keep(self, state: Any) -> None:
+        trainable, non_trainable, optimizer, metrics = state
+        self.model._jax_state = {
+            "trainable_variables": trainable,
+            "non_trainable_variables": non_trainable,
+            "optimizer_variables": optimizer,
+            "metrics_variables": metrics,
+        }
+
+    def sync(self) -> None:
+        """Write the state back into the model's variables; the next call takes it afresh."""
+        if self.state is not None:
+            self.model.jax_state_sync()
+            self.state = None
+
+    def variables(self) -> list[Any]:
+        model = self.model
+        return [*model.trainable_variables, *model.non_trainable_variables,
+                *model.optimizer.variables, *model.metrics_variables]
+
+    def snapshot(self) -> list[Any]:
+        import numpy as np
+
+        self.sync()
+        return [np.array(v.value) for v in self.variables()]
+
+    def restore(self, values: list[Any]) -> None:
+        self.sync()
+        for var, saved in zip(self.variables(), values, strict=True):
+            var.assign(saved)
+
+    def read(self, variable: Any) -> int:
+        """A model variable's value (the optimizer's ``iterations``), after a sync."""
+        self.sync()
+        return int(variable.numpy())
+
+    def guard_rows(
+        self, batches: Iterator[Any], keys: tuple[str, ...], steps: int, min_steps: int,
+        seconds: float,
+    ) -> list[list[float]]:
+        """Each step's own value of ``keys``: one jitted ``train_step`` per step, the metrics'
+        variables reset in the state before each (so a log is its own batch's, not a mean);
+        at least ``min_steps`` and at most ``steps``, stopping after ``seconds``."""
+        import jax
+
+        self.sync()
+        self.model.reset_metrics()
+        fresh = [v.value for v in self.model.metrics_variables]
+        if self._one_step is None:
+            self._one_step = jax.jit(self.model.train_step, donate_argnums=0)
+        state = self._take_state()
+        rows: list[list[float]] = []
+        started = time.perf_counter()
+        for batch in batches:
+            if len(rows) >= steps or (
+                len(rows) >= min_steps and time.perf_counter() - started > seconds
+            ):
+                break
+            state = (*state[:3], [jax.numpy.array(v) for v in fresh])
+            logs, state = self._one_step(state, batch)
+            rows.append([value(logs[k]) for k in keys])
+        self.state = state
+        self._keep(state)
+        self.sync()
+        return rows
+
+
+def write_weights(model: Any, path: str) -> None:
+    """The model's weights by ``variable.path`` (module docstring), written atomically."""
+    import numpy as np
+
+    arrays = {w.path: np.asarray(w.numpy()) for w in model.weights}
+    tmp = Path(path).with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+
+
+def load_weights(model: Any, path: str) -> int:
+    """Assign the weights of ``path`` by ``variable.path`` and shape; how many were loaded."""
+    import numpy as np
+
+    with np.load(path) as saved:
+        stored = {name: saved[name] for name in saved.files}
+    extra = sorted(set(stored) - {w.path for w in model.weights})
+    if extra:
+        raise UserError(
+            f"The default's model has the weight {extra[0]}, which the model built on "
+            f"{_backend()} lacks: the factory builds another model on each backend, so they "
+            "cannot be compared."
+        )
+    for weight in model.weights:
+        array = stored.get(weight.path)
+        if array is None or tuple(array.shape) != tuple(weight.shape):
+            held = "not at all" if array is None else f"with shape {tuple(array.shape)}"
+            raise UserError(
+                f"The model built on {_backend()} has the weight {weight.path} of shape "
+                f"{tuple(weight.shape)}, which the default's model holds {held}: the factory "
+                "builds another model on each backend, so they cannot be compared."
+            )
+        weight.assign(array.astype(weight.dtype))
+    return len(model.weights)
+
+
+def _backend() -> str:
+    import keras
+
+    return str(keras.backend.backend())
