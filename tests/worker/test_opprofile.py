@@ -6,12 +6,19 @@ says so; XLA AOT's profile is XLA JIT's, marked as a stand-in."""
 from __future__ import annotations
 
 import math
+import statistics
 import textwrap
 
 import pytest
 
 from tfperf.core.config import Config
-from tfperf.report.ops import align_types, moved_text, read_roofline
+from tfperf.report.ops import (
+    align_types,
+    moved_text,
+    ops_side_by_side,
+    read_roofline,
+    side_by_side_lines,
+)
 from tfperf.runner.handle import Worker
 
 pytest.importorskip("xprof")
@@ -96,21 +103,40 @@ def test_xla_jit_profiles_the_xla_ops(tmp_path_factory):
 
 def test_xla_aot_shows_xla_jit_as_a_labelled_stand_in(tmp_path):
     """The profile an XLA AOT worker answers with (its ``Prepared.profile``), on the loaded
-    model: compiling the AOT library itself takes minutes, and its profile never touches it."""
+    model: compiling the AOT library itself takes minutes, and its profile never touches it.
+    Its milliseconds are XLA JIT's: its profiler's overhead is XLA JIT's profiled call against
+    XLA JIT's plain one, and set beside another runtime's profile it speaks in shares alone."""
     from tfperf.worker.aot import _jit_stand_in
     from tfperf.worker.loading import load_workload
-    from tfperf.worker.opprofile import summarise
+    from tfperf.worker.opprofile import profile_record, summarise, timed_calls
+    from tfperf.worker.tfrun import tf_prepared
 
     (tmp_path / "bigmm.py").write_text(FACTORY)
     loaded = load_workload({"kind": "model", "path": "bigmm:build", "format": "factory",
                             "inputs": None, "unsafe": False, "batch": BATCH,
                             "search_path": str(tmp_path)})
-    profile = summarise(_jit_stand_in(loaded)(5), [])
+    raw = _jit_stand_in(loaded)(5)
+    tensorflow = tf_prepared(loaded, {})
+    # the worker passes its own timed call's plain samples: here TensorFlow's, not XLA JIT's
+    profile = summarise(raw, timed_calls(tensorflow.call, 5))
     assert "stand-in" in profile["stand_in"] and "no profiler" in profile["stand_in"]
     assert profile["source"].startswith("xla-jit-profiler")
     top = next(o for o in profile["ops"] if o["type"] != "overhead")
     assert top["type"] in ("MatMul", "dot", "fusion"), top
     _shares_sum_to_one(profile)
+    assert len(raw.plain_s) == 5
+    assert profile["call_ms"] == pytest.approx(1e3 * statistics.median(raw.plain_s))
+    jit_overhead = statistics.median(raw.wall_s) / statistics.median(raw.plain_s) - 1
+    assert profile["profiler_overhead"] == pytest.approx(jit_overhead)
+    beside = profile_record(tensorflow, "tf", 0.05)
+    rows = align_types(beside, profile)
+    assert rows and all(r["b_ms"] is None and r["delta_ms"] is None for r in rows)
+    assert math.isclose(sum(r["b_share"] for r in rows), 1.0, rel_tol=1e-9)
+    text = moved_text(beside, profile)
+    assert "shares" in text and "%" in text and " ms" not in text, text
+    compared = {"a": "default", "b": "runtime=xla-aot", **ops_side_by_side(beside, profile)}
+    (line,) = side_by_side_lines(compared, "a", "b")
+    assert " ms" not in line, line
 
 
 def test_two_profiles_line_up_by_op_family_and_name_the_change(tmp_path_factory):

@@ -11,7 +11,9 @@ Contract:
 - :func:`align_types` lines up two profiles by op family (:func:`family`: the same kind of
   work under each runtime's own type names) for ``tfperf compare`` and bench's own comparisons
   (:func:`ops_side_by_side`); :func:`moved_text` names the families that account for most of
-  a change (tune's answer).
+  a change (tune's answer). A stand-in's profile (XLA AOT's: XLA JIT's of the same graph) has
+  another runtime's milliseconds: set beside any profile, both are read in shares of their
+  call only (:func:`stand_in_of`).
 
 Nothing here imports TensorFlow.
 """
@@ -106,41 +108,65 @@ def family(kind: str) -> str:
     return "other"
 
 
-def _by_family(profile: Mapping[str, Any] | None) -> dict[str, tuple[float, list[str]]]:
+def _by_family(profile: Mapping[str, Any] | None) -> dict[str, tuple[float, float, list[str]]]:
+    """Each family's (ms, share of the call, the runtime's own type names in it)."""
     if not profile or not profile.get("available"):
         return {}
-    out: dict[str, tuple[float, list[str]]] = {}
+    out: dict[str, tuple[float, float, list[str]]] = {}
     for t in profile.get("op_types", []):
-        ms, kinds = out.get(family(t["type"]), (0.0, []))
-        out[family(t["type"])] = (ms + float(t["self_ms"]), [*kinds, t["type"]])
+        ms, share, kinds = out.get(family(t["type"]), (0.0, 0.0, []))
+        out[family(t["type"])] = (ms + float(t["self_ms"]), share + float(t["self_share"]),
+                                  [*kinds, t["type"]])
     return out
+
+
+def stand_in_of(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> str | None:
+    """The stand-in either profile is (XLA AOT's: XLA JIT's profile of the same graph), whose
+    milliseconds are another runtime's: then two profiles are compared in shares only."""
+    return (a or {}).get("stand_in") or (b or {}).get("stand_in")
 
 
 def align_types(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """The op families of two profiles side by side, biggest move first: ``{"family", "a_ms",
-    "b_ms", "delta_ms", "share_of_change", "a_types", "b_types"}`` (a family one side lacks
-    counts 0 there; ``*_types`` are the runtime's own type names in it)."""
+    "b_ms", "delta_ms", "share_of_change", "a_share", "b_share", "delta_share", "a_types",
+    "b_types"}`` (a family one side lacks counts 0 there; ``*_share`` is the family's share of
+    that side's call; ``*_types`` are the runtime's own type names in it). When either side is a
+    stand-in (:func:`stand_in_of`) its milliseconds are not its runtime's: that side's ms,
+    ``delta_ms`` and ``share_of_change`` are ``None`` and the rows are ordered by share."""
     fa, fb = _by_family(a), _by_family(b)
     if not fa or not fb:
         return []
+    a_real, b_real = not (a or {}).get("stand_in"), not (b or {}).get("stand_in")
+    by_ms = a_real and b_real
     total = sum(v[0] for v in fb.values()) - sum(v[0] for v in fa.values())
     rows = []
     for name in dict.fromkeys([*fa, *fb]):
-        a_ms, a_types = fa.get(name, (None, []))
-        b_ms, b_types = fb.get(name, (None, []))
+        a_ms, a_share, a_types = fa.get(name, (None, 0.0, []))
+        b_ms, b_share, b_types = fb.get(name, (None, 0.0, []))
         delta = (b_ms or 0.0) - (a_ms or 0.0)
-        rows.append({"family": name, "a_ms": a_ms, "b_ms": b_ms, "delta_ms": delta,
-                     "share_of_change": delta / total if total else None,
+        rows.append({"family": name, "a_ms": a_ms if a_real else None,
+                     "b_ms": b_ms if b_real else None, "delta_ms": delta if by_ms else None,
+                     "share_of_change": delta / total if total and by_ms else None,
+                     "a_share": a_share, "b_share": b_share, "delta_share": b_share - a_share,
                      "a_types": a_types, "b_types": b_types})
-    return sorted(rows, key=lambda r: -abs(r["delta_ms"]))
+    key = "delta_ms" if by_ms else "delta_share"
+    return sorted(rows, key=lambda r: -abs(r[key]))
 
 
 def moved_text(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, n: int = 3) -> str | None:
     """One sentence naming the op families that account for most of the change from profile
-    ``a`` to profile ``b`` (``None`` when either has no profile)."""
+    ``a`` to profile ``b`` (``None`` when either has no profile); in shares of each call when
+    either is a stand-in, whose milliseconds are another runtime's."""
     rows = align_types(a, b)
     if not rows:
         return None
+    if stand_in_of(a, b):
+        moved = [r for r in rows if r["delta_share"]][:n]
+        named = ", ".join(f"{r['family']} ({r['a_share']:.0%} -> {r['b_share']:.0%})"
+                          for r in moved)
+        return (f"in shares of each call, the most moved in {named} (XLA AOT has no profiler: "
+                "its shares are XLA JIT's for the same graph, and its milliseconds are not "
+                "compared)")
     total = sum(r["delta_ms"] for r in rows)
     word = "gain" if total < 0 else "loss"
     same_sign = [r for r in rows if r["delta_ms"] * total > 0][:n]
@@ -160,7 +186,11 @@ def side_by_side_lines(comparison: Mapping[str, Any], a: str, b: str, n: int = 5
     ops = comparison.get("ops")
     if not ops:
         return []
-    cells = [f"{r['family']} {_ms(r['a_ms'])} -> {_ms(r['b_ms'])} ms" for r in ops["families"][:n]]
+    rows = ops["families"][:n]
+    if any(r.get("delta_ms") is None for r in rows):  # a stand-in's side: shares only
+        cells = [f"{r['family']} {r['a_share']:.0%} -> {r['b_share']:.0%}" for r in rows]
+    else:
+        cells = [f"{r['family']} {_ms(r['a_ms'])} -> {_ms(r['b_ms'])} ms" for r in rows]
     return [f"{comparison[a]} -> {comparison[b]}: {ops['moved']}; " + ", ".join(cells)]
 
 

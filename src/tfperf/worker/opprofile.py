@@ -12,6 +12,9 @@ timed call under that runtime's own profiler and returns each op's total self ti
   ``PERF_COUNT`` on; ``get_profiling_info`` after each call.
 - XLA AOT has no profiler: its ``profile`` is XLA JIT's profile of the same graph, marked as a
   stand-in (``stand_in`` names it). LiteRT's Python interpreter has none and no stand-in.
+  A stand-in times its own unprofiled calls (``RawProfile.plain_s``): its ``call_ms`` and
+  ``profiler_overhead`` are XLA JIT's, profiled against unprofiled, never XLA JIT's profiled
+  call against the AOT code's plain one.
 
 :func:`profile_record` (the worker's ``profile`` request) first times ``calls`` plain calls, then
 the profiled ones, and turns the raw totals into the record of ``docs/results-schema.md``
@@ -69,9 +72,12 @@ class RawProfile:
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)
     stand_in: str | None = None
     notes: list[str] = field(default_factory=list)
+    plain_s: list[float] | None = None
+    """A stand-in's own unprofiled calls (another runtime's than the timed call's)."""
 
 
-def _timed(call: Callable[[], Any], calls: int) -> list[float]:
+def timed_calls(call: Callable[[], Any], calls: int) -> list[float]:
+    """Seconds of each of ``calls`` calls, one after the other."""
     out = []
     for _ in range(calls):
         t0 = time.perf_counter()
@@ -258,6 +264,8 @@ def summarise(raw: RawProfile, plain_s: Sequence[float]) -> dict[str, Any]:
     denom_s = max(wall_s, ops_s)
     entries = _op_entries(raw, calls, denom_s)
     overhead = _entry("overhead", "overhead", 1, denom_s - ops_s, denom_s)
+    if raw.plain_s is not None:  # a stand-in: its plain calls, not the timed runtime's
+        plain_s = raw.plain_s
     plain = statistics.median(plain_s) if plain_s else None
     profiled = statistics.median(raw.wall_s) if raw.wall_s else None
     return {
@@ -287,9 +295,9 @@ def profile_record(prepared: Any, runtime: str, seconds: float) -> dict[str, Any
     profile = getattr(prepared, "profile", None)
     if profile is None:
         return unavailable(NO_PROFILER.get(runtime, f"{runtime} has no per-op profiler"))
-    first = _timed(prepared.call, 1)[0]
+    first = timed_calls(prepared.call, 1)[0]
     calls = int(min(500, max(3, seconds / max(first, 1e-6))))
-    plain = _timed(prepared.call, calls)
+    plain = timed_calls(prepared.call, calls)
     try:
         raw = profile(calls)
     except ProfilerMissing as exc:
@@ -321,7 +329,7 @@ def tf_profiler(call: Callable[[], Any], layers: Callable[[], dict], xla_jit: bo
         with tempfile.TemporaryDirectory() as folder:
             tf.profiler.experimental.start(folder, options=options)
             try:
-                wall = _timed(call, calls)
+                wall = timed_calls(call, calls)
             finally:
                 tf.profiler.experimental.stop()
             paths = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
