@@ -212,6 +212,26 @@ def _members(archive: Path) -> list[str]:
                           check=True).stdout.split()
 
 
+def test_build_sh_without_tensorflow_says_what_to_set_in_one_sentence(tmp_path):
+    """An out-dir's ``build.sh`` on a machine where its interpreter has no TensorFlow (here
+    Python without its site-packages), or with a TF_DIR that is not one: one sentence."""
+    from tfperf.worker import aot
+
+    runtime = aot.RuntimeArchive(tmp_path / aot.ARCHIVE, "-march=x86-64", "")
+    aot._write_build_script(tmp_path, runtime, with_kernels=False)
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    for extra in ({"PYTHON": str(bare)}, {"TF_DIR": str(tmp_path / "nowhere")}):
+        env = {k: v for k, v in os.environ.items() if k not in ("TF_DIR", "PYTHONPATH")}
+        built = subprocess.run(["sh", "build.sh"], cwd=tmp_path, capture_output=True, text=True,
+                               env={**env, **extra}, timeout=60)
+        assert built.returncode == 1, built.stderr
+        assert built.stderr.count("\n") == 1 and "Traceback" not in built.stderr, built.stderr
+        assert "no TensorFlow found" in built.stderr and "set PYTHON" in built.stderr
+        assert "or TF_DIR" in built.stderr and str(next(iter(extra.values()))) in built.stderr
+
+
 def test_no_compiler_fails_the_candidate_with_the_fix():
     config = Config.parse(["runtime=xla-aot"], ["CXX=/nonexistent/g++"])
     worker = Worker(TINY_MLP, config, timeout_s=120)

@@ -153,8 +153,18 @@ BUILD = """#!/bin/sh
 set -e
 cd "$(dirname "$0")"
 CXX="${{CXX:-g++}}"
-FIND_TF='import importlib.util as u; print(u.find_spec("tensorflow").submodule_search_locations[0])'
-TF_DIR="${{TF_DIR:-$("${{PYTHON:-python3}}" -c "$FIND_TF")}}"
+FIND_TF='import importlib.util as u; s = u.find_spec("tensorflow")
+print(s.submodule_search_locations[0] if s else "")'
+WHERE="${{TF_DIR:+in $TF_DIR}}"
+if [ -z "${{TF_DIR:-}}" ]; then
+  WHERE="for ${{PYTHON:-python3}}"
+  TF_DIR="$("${{PYTHON:-python3}}" -c "$FIND_TF" 2>/dev/null || true)"
+fi
+if [ -z "$TF_DIR" ] || [ ! -d "$TF_DIR/include" ]; then
+  echo "build.sh: no TensorFlow found $WHERE: set PYTHON (the interpreter whose TensorFlow" \
+    "compiled this model) or TF_DIR (that TensorFlow's package folder)" >&2
+  exit 1
+fi
 if [ ! -f {archive} ]; then
   mkdir -p runtime-build
   for src in $(find "$TF_DIR/xla_aot_runtime_src" -name '*.cc' | grep -Ev '{kernels}'); do
