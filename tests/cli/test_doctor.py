@@ -47,6 +47,9 @@ def check_schema(doc: dict) -> None:
     assert isinstance(machine["isa"], list) and machine["isa"]
     assert set(machine["allocators_available"]) == {"tcmalloc", "jemalloc"}
     assert machine["cores"]["usable"] >= 1 and machine["fingerprint"]
+    wakeup = machine["wakeup"]  # measured for real: ordered, and on two CPUs where there are
+    assert 0 < wakeup["p50_ms"] <= wakeup["p99_ms"] and wakeup["samples"] >= 1
+    assert wakeup["cross_cpu"] == (machine["cores"]["affinity"] > 1)
     assert isinstance(install["isa_missing"], list)
     assert install["status"] in ("ok", "not_installed", "import_failed", "crashed", "timeout")
     assert set(doc["xla_aot"]) == {"available", "missing"}
@@ -145,6 +148,7 @@ def test_no_tensorflow_prints_machine_then_one_sentence(tmp_path: Path) -> None:
     res = run_cli("doctor", env=env, timeout=120)
     assert res.returncode == 2
     assert "Machine" in res.stdout and "Instruction sets" in res.stdout
+    assert "Wake-up latency" in res.stdout and "p99" in res.stdout
     assert "pip install tensorflow-cpu" in res.stderr
     assert "Traceback" not in res.stdout + res.stderr
 

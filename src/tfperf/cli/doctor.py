@@ -54,8 +54,20 @@ def _machine_rows(m: dict[str, Any]) -> list[tuple[str, str]]:
             ", ".join(f"{g['name']} ({_gib(g.get('memory_bytes'))})" for g in gpus) or "none",
         ),
         ("Allocators", ", ".join(f"{k}: {v or 'not installed'}" for k, v in allocs.items())),
+        ("Wake-up latency", _wakeup_text(m.get("wakeup"))),
         ("Fingerprint", str(m.get("fingerprint"))),
     ]
+
+
+def _wakeup_text(wakeup: dict[str, Any] | None) -> str:
+    if not wakeup:
+        return "not measured"
+    where = "on another CPU" if wakeup.get("cross_cpu") else "on the same CPU"
+    return (
+        f"p50 {wakeup['p50_ms'] * 1000:.0f} us, p99 {wakeup['p99_ms'] * 1000:.0f} us "
+        f"(a thread asleep on a pipe {where}, {wakeup['samples']} wake-ups; "
+        "every served request pays a few)"
+    )
 
 
 def _install_rows(i: dict[str, Any]) -> list[tuple[str, str]]:

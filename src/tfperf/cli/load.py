@@ -67,6 +67,12 @@ def load_options(fn: Any) -> Any:
         click.option("--rest-format", default="row", show_default=True,
                      type=click.Choice(["row", "columnar"]),
                      help="tfserving-rest's request body: instances (row) or inputs (columnar)."),
+        click.option("--header", "header", multiple=True, metavar="'NAME: VALUE'",
+                     help="--url: a header sent with every request (gRPC: as metadata), such as "
+                     "'Authorization: Bearer TOKEN'; repeatable; its value is never stored."),
+        click.option("--cacert", default=None, metavar="FILE",
+                     help="--url over TLS (https://, grpcs://): trust the CA certificates of "
+                     "this PEM file [default: $SSL_CERT_FILE, else the usual roots]."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -137,7 +143,8 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
             f"--url needs the HTTP and gRPC clients ({exc.name} is missing): "
             "pip install 'tfperf[remote]'."
         ) from None
-    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"])
+    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"],
+                          headers=opts["header"], cacert=opts["cacert"])
     if target.guessed:
         note(f"protocol {target.protocol} (guessed from the URL; --protocol sets it)",
              markup=False)

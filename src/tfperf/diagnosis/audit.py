@@ -21,6 +21,7 @@ from tfperf.core.perfenv import perf_env
 from tfperf.diagnosis.install import finish_probe, install_fingerprint, kill_probe, start_probe
 from tfperf.diagnosis.rules import evaluate
 from tfperf.machine.facts import collect_machine
+from tfperf.machine.wakeup import wakeup_latency
 
 SCHEMA_VERSION = 1
 NO_PROBE_AOT = {"available": False, "missing": ["a TensorFlow that imports (see the findings)"]}
@@ -38,6 +39,8 @@ def run_doctor(timeout: float = 120, python: str | None = None) -> dict[str, Any
         kill_probe(handle)
         raise
     install = finish_probe(handle, timeout)
+    wakeup = wakeup_latency()
+    machine["wakeup"] = wakeup.to_dict() if wakeup else None
     if install.get("status") == "ok":
         install["fingerprint"] = install_fingerprint(install)
     else:

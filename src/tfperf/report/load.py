@@ -66,7 +66,8 @@ def _level_row(level: Mapping[str, Any]) -> list[str]:
         _fmt(level.get("p90_ms")),
         f"{_fmt(level.get('p99_ms'))} [{_fmt(lo)}, {_fmt(hi)}]",
         _fmt(level.get("p999_ms")),
-        f"{level.get('completed')}/{level.get('sent')}",
+        f"{level.get('completed')}/{level.get('sent')}"
+        + (f" ({level['retried']} retried)" if level.get("retried") else ""),
         str(level.get("failed")),
         str(level.get("timed_out")),
         _fmt(level.get("generator_cpu"), ".2f"),

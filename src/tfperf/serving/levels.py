@@ -77,6 +77,9 @@ class LoadLevel:
     """The 95% interval of each percentile: ``{"p50", "p90", "p99", "p99.9"}``."""
     generator_lag_p99_ms: float | None = None
     """Open loop: p99 of how late the generator itself noticed an arrival."""
+    retried: int = 0
+    """Requests the client sent again because the server cannot have read them whole (a
+    server the user runs, :mod:`tfperf.serving.remote.rest`); each still counts once."""
 
     def within(self, slo_ms: float) -> bool:
         """The SLO rule of the module docstring."""
@@ -107,6 +110,7 @@ class LoadLevel:
             "generator_lag_p99_ms": self.generator_lag_p99_ms,
             "duration_s": self.duration_s,
             "generator_cpu": self.generator_cpu,
+            "retried": self.retried,
         }
 
     @classmethod
@@ -135,6 +139,7 @@ class LoadLevel:
             failures=dict(data.get("failures") or {}),
             ci_ms={k: (v[0], v[1]) for k, v in (data.get("ci_ms") or {}).items()},
             generator_lag_p99_ms=data.get("generator_lag_p99_ms"),
+            retried=int(data.get("retried") or 0),
         )
 
 

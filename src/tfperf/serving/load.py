@@ -151,6 +151,9 @@ class _Sweep:
             level = level_of(record, offered_qps=load.rate)
         else:
             level = level_of(record, concurrency=load.concurrency)
+        retried = getattr(self.harness, "retried", None)  # a remote server's resends
+        if retried is not None:
+            level = dataclasses.replace(level, retried=retried())
         self.levels.append(level)
         if self.recorder is not None:
             samples = record.latencies_s + record.waited_s
@@ -189,6 +192,7 @@ def describe_level(level: LoadLevel) -> str:
         f"{what}: achieved {level.achieved_qps:.4g}/s, p50 {p50} ms, p99 {p99} ms, "
         f"{level.completed}/{level.sent} completed, {level.failed} failed, "
         f"{level.timed_out} timed out"
+        + (f", {level.retried} retried" if level.retried else "")
     )
 
 

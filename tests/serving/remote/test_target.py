@@ -51,7 +51,7 @@ def test_grpc_takes_the_model_name_and_tfserving_grpc_is_never_guessed():
     [
         ("grpc://h:8001", None, "--model-name NAME"),
         ("http://h:8000/", None, "give --protocol"),
-        ("http://h:8000/v2/models/m/infer", "v2-grpc", "speaks to grpc://HOST:PORT"),
+        ("http://h:8000/v2/models/m/infer", "v2-grpc", r"speaks to grpc\(s\)://HOST:PORT"),
         ("ftp://h/x", None, "--url takes"),
         ("http://h:8000/v2/other", "v2-rest", "names no model"),
     ],

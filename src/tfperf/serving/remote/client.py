@@ -18,7 +18,8 @@ Contract:
   are counted by status and the first message is kept.
 - ``restart_dead`` (called by the sweep before each level) starts a new level: an answer of a
   request sent in an earlier level (request ids start again at 0 each level) is not handed to
-  the generator, which gave it up already.
+  the generator, which gave it up already. ``retried()`` is how many times the wire sent a
+  request of the current level again (answered or failed), for the level's ``retried``.
 - :meth:`RemoteServer.close` cancels every call and closes every connection. Nothing here
   contacts any address but the wire's target.
 """
@@ -64,6 +65,7 @@ class RemoteServer:
         self.in_flight = 0
         self.first_message: dict[str, str] = {}
         self._generation = 0
+        self._resent: dict[int, int] = {}
         self._answers: queue.SimpleQueue[tuple[int, Answer]] = queue.SimpleQueue()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -88,14 +90,18 @@ class RemoteServer:
         assert self._pending is not None
         while True:
             generation, rid = await self._pending.get()
+            resent = 0
             try:
-                await self.wire.call(conn, self.body, self.call_timeout_s)
+                resent = await self.wire.call(conn, self.body, self.call_timeout_s)
                 answer = Answer(rid, True)
             except CallFailed as exc:
+                resent = exc.resent
                 first = self.first_message.setdefault(exc.status, exc.message)
                 answer = Answer(rid, False, error=f"{exc.status}: {first}")
             except Exception as exc:  # a client library's own failure is an answer too
                 answer = Answer(rid, False, error=f"client error: {short(repr(exc))}")
+            if resent:  # counted on the loop's thread; read after the level, on the other
+                self._resent[generation] = self._resent.get(generation, 0) + resent
             self._answers.put((generation, answer))
 
     async def probe(self, timeout_s: float) -> None:
@@ -155,6 +161,10 @@ class RemoteServer:
                 break
         self.in_flight -= len(got)
         return [answer for generation, answer in got if generation == self._generation]
+
+    def retried(self) -> int:
+        """Requests of the current level sent again (module docstring)."""
+        return self._resent.get(self._generation, 0)
 
     def restart_dead(self) -> int:
         """A new level begins (module docstring); nothing is ever restarted: 0."""

@@ -12,10 +12,19 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
   TensorFlow's own ``tensor_pb2`` and friends from the ``tensorflow`` package, whose
   ``__init__`` would load all of TensorFlow in this process: :func:`serving_api` imports them
   with the package's directory standing in for it, so only the generated message modules load.
-- A channel is ``grpc.aio.insecure_channel`` to ``target.origin`` with its own subchannel pool
-  (so one channel per worker is one connection of its own, not one shared behind them all) and
-  no proxy from the environment. Either package missing is a
+- A channel is ``grpc.aio.insecure_channel`` to ``target.origin`` (``grpc://``), or
+  ``grpc.aio.secure_channel`` with the roots of :class:`~tfperf.serving.remote.access.Access`
+  (``grpcs://``), with its own subchannel pool (so one channel per worker is one connection
+  of its own, not one shared behind them all) and no proxy from the environment; every call
+  carries ``--header``'s headers as metadata. Either package missing is a
   :class:`~tfperf.core.errors.UserError` saying how to install it.
+- An answer is checked: a reply without outputs (an empty message parses as any message) fails
+  as ``bad answer`` with the first bytes of the reply; one that does not parse is gRPC's own
+  failure (``gRPC INTERNAL``). Strings (``BYTES``, ``DT_STRING``) are sent as the typed
+  ``bytes_contents`` / ``string_val``; beside them, v2's other inputs go in their typed
+  contents too, as the protocol takes either raw or typed contents for all the inputs of a
+  request, never a mix. gRPC resends nothing a server may have read on its own: every call's
+  resends are 0.
 """
 
 from __future__ import annotations
@@ -31,8 +40,15 @@ import numpy as np
 
 from tfperf.core.errors import UserError
 from tfperf.serving.remote.target import RemoteTarget
-from tfperf.serving.remote.tensors import NUMPY_TO_TF, NUMPY_TO_V2, TF_DTYPES, V2_DTYPES, InputSpec
-from tfperf.serving.remote.wire import CallFailed, Unreachable, short
+from tfperf.serving.remote.tensors import (
+    NUMPY_TO_TF,
+    NUMPY_TO_V2,
+    TF_DTYPES,
+    V2_DTYPES,
+    InputSpec,
+    dtype_of,
+)
+from tfperf.serving.remote.wire import CallFailed, Unreachable, Untrusted, first_bytes, short
 
 _OPTIONS = [
     ("grpc.enable_http_proxy", 0),
@@ -90,18 +106,63 @@ def _rpc_error(exc: grpc.aio.AioRpcError) -> CallFailed:
     return CallFailed(f"gRPC {exc.code().name}", short(exc.details() or ""))
 
 
+def _unavailable(details: str) -> str:
+    """gRPC's UNAVAILABLE in words: a refused connection said as that."""
+    if "Connection refused" in details or "connection refused" in details:
+        return f"connection refused ({short(details, 120)})"
+    return short(details)
+
+
+_TYPED = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+"""v2's typed contents field of each datatype (FP16 has none: raw only)."""
+
+
+def _typed_contents(contents: Any, datatype: str, array: np.ndarray) -> None:
+    if datatype not in _TYPED:
+        raise UserError(
+            f"v2-grpc sends {datatype} only as raw contents, which cannot go beside a string "
+            "input in one request: give --inputs of another dtype."
+        )
+    values = array.ravel().tolist() if datatype != "BYTES" else [bytes(v) for v in array.ravel()]
+    getattr(contents, _TYPED[datatype]).extend(values)
+
+
 class _GrpcWire:
     """What both gRPC protocols share: the channel, its errors."""
 
     def __init__(self, target: RemoteTarget) -> None:
         self.target = target
+        self.metadata_headers = target.access.grpc_metadata() or None
+        self.credentials = (
+            grpc.ssl_channel_credentials(target.access.root_certificates())
+            if target.tls
+            else None
+        )
 
     def _stub(self, channel: grpc.aio.Channel) -> Any:
         raise NotImplementedError
 
     async def open(self) -> tuple[grpc.aio.Channel, Any]:
         """A channel and its stub (made once: a stub builds a callable per method)."""
-        channel = grpc.aio.insecure_channel(self.target.origin, options=_OPTIONS)
+        if self.credentials is None:
+            channel = grpc.aio.insecure_channel(self.target.origin, options=_OPTIONS)
+        else:
+            channel = grpc.aio.secure_channel(
+                self.target.origin, self.credentials, options=_OPTIONS
+            )
         return channel, self._stub(channel)
 
     async def close(self, conn: tuple[grpc.aio.Channel, Any]) -> None:
@@ -109,17 +170,30 @@ class _GrpcWire:
 
     async def _ask(self, method: Any, request: Any, timeout_s: float) -> Any:
         try:
-            return await method(request, timeout=timeout_s)
+            return await method(request, timeout=timeout_s, metadata=self.metadata_headers)
         except grpc.aio.AioRpcError as exc:
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise Unreachable(short(exc.details() or exc.code().name)) from None
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise Unreachable(f"no answer within {timeout_s:g} s") from None
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                details = exc.details() or exc.code().name
+                tls = any(word in details for word in ("ssl", "SSL", "TLS", "handshake"))
+                raise (Untrusted if tls else Unreachable)(_unavailable(details)) from None
             raise _rpc_error(exc) from None
 
-    async def _call(self, method: Any, request: Any, timeout_s: float) -> None:
+    async def _call(self, method: Any, request: Any, timeout_s: float) -> Any:
         try:
-            await method(request, timeout=timeout_s)
+            reply = await method(request, timeout=timeout_s, metadata=self.metadata_headers)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise CallFailed("timeout", f"no answer within {timeout_s:g} s") from None
             raise _rpc_error(exc) from None
+        if not reply.outputs:
+            raise CallFailed(
+                "bad answer",
+                f"a {type(reply).__name__} without outputs: "
+                f"{first_bytes(reply.SerializeToString())}",
+            )
+        return 0
 
 
 class V2GrpcWire(_GrpcWire):
@@ -140,7 +214,7 @@ class V2GrpcWire(_GrpcWire):
         )
         answer = await self._ask(conn[1].ModelMetadata, request, timeout_s)
         specs = [
-            InputSpec(i.name, V2_DTYPES.get(i.datatype, "float32"), tuple(i.shape))
+            InputSpec(i.name, dtype_of(V2_DTYPES, i.datatype, i.name), tuple(i.shape))
             for i in answer.inputs
         ]
         return (specs or None), "ModelMetadata"
@@ -149,21 +223,21 @@ class V2GrpcWire(_GrpcWire):
         request = self.pb.ModelInferRequest(
             model_name=self.target.model, model_version=self.target.version or ""
         )
+        typed = any(a.dtype == object for a in arrays.values())
         for name, array in arrays.items():
-            tensor = request.inputs.add(
-                name=name, datatype=NUMPY_TO_V2[str(array.dtype)], shape=list(array.shape)
-            )
-            if array.dtype == object:  # BYTES: typed contents, not raw
-                tensor.contents.bytes_contents.extend(bytes(v) for v in array.ravel())
-        if all(a.dtype != object for a in arrays.values()):
+            datatype = NUMPY_TO_V2[str(array.dtype)]
+            tensor = request.inputs.add(name=name, datatype=datatype, shape=list(array.shape))
+            if typed:
+                _typed_contents(tensor.contents, datatype, array)
+        if not typed:
             request.raw_input_contents.extend(
                 np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
                 for a in arrays.values()
             )
         return request
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> None:
-        await self._call(conn[1].ModelInfer, body, timeout_s)
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> int:
+        return await self._call(conn[1].ModelInfer, body, timeout_s)
 
 
 class ServingGrpcWire(_GrpcWire):
@@ -200,7 +274,7 @@ class ServingGrpcWire(_GrpcWire):
         specs = []
         for name in sorted(sig.inputs):
             info = sig.inputs[name]
-            dtype = TF_DTYPES.get(self.types_pb.DataType.Name(info.dtype), "float32")
+            dtype = dtype_of(TF_DTYPES, self.types_pb.DataType.Name(info.dtype), name)
             shape = (
                 None
                 if info.tensor_shape.unknown_rank
@@ -224,5 +298,5 @@ class ServingGrpcWire(_GrpcWire):
                 tensor.tensor_content = np.ascontiguousarray(array).tobytes()
         return request
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> None:
-        await self._call(conn[1].Predict, body, timeout_s)
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> int:
+        return await self._call(conn[1].Predict, body, timeout_s)

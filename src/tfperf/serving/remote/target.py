@@ -5,7 +5,9 @@ Contract:
 - :func:`parse_target` reads a URL (and the optional ``--protocol``, ``--model-name``,
   ``--rest-format``) into a frozen :class:`RemoteTarget`: the protocol, the host and port (the
   only address that is ever contacted), the model's name and version, and whether the protocol
-  was guessed. Guessing (:func:`guess_protocol`): ``grpc://`` is ``v2-grpc``; an ``http(s)``
+  was guessed, and what the server asks of a client (:class:`~tfperf.serving.remote.access.
+  Access`: headers, the CA to trust). ``https://`` and ``grpcs://`` speak TLS. Guessing
+  (:func:`guess_protocol`): ``grpc(s)://`` is ``v2-grpc``; an ``http(s)``
   path under ``/v2/`` is ``v2-rest``; one under ``/v1/`` is ``tfserving-rest``; anything else
   is refused, asking for ``--protocol``. ``tfserving-grpc`` is never guessed (its URL looks
   like ``v2-grpc``'s).
@@ -16,15 +18,19 @@ Contract:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from tfperf.core.errors import UserError
+from tfperf.serving.remote.access import Access, parse_access
 
 PROTOCOLS = ("tfserving-rest", "v2-rest", "v2-grpc", "tfserving-grpc")
 REST_FORMATS = ("row", "columnar")
 _GRPC = ("v2-grpc", "tfserving-grpc")
+_GRPC_SCHEMES = ("grpc", "grpcs")
+_TLS_SCHEMES = ("https", "grpcs")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # /v1/models/NAME[/versions/N][:predict]  and  /v2/models/NAME[/versions/N][/infer]
 _V1_PATH = re.compile(
@@ -50,6 +56,12 @@ class RemoteTarget:
     """The protocol was guessed from the URL (and the guess is printed)."""
     rest_format: str = "row"
     """``tfserving-rest`` only: ``row`` (``instances``) or ``columnar`` (``inputs``)."""
+    access: Access = field(default_factory=Access)
+
+    @property
+    def tls(self) -> bool:
+        """Spoken to over TLS (``https://``, ``grpcs://``)."""
+        return self.scheme in _TLS_SCHEMES
 
     @property
     def origin(self) -> str:
@@ -74,12 +86,14 @@ class RemoteTarget:
             "version": self.version,
             "protocol_guessed": self.guessed,
             "rest_format": self.rest_format if self.protocol == "tfserving-rest" else None,
+            "tls": self.tls,
+            **self.access.to_dict(),
         }
 
 
 def guess_protocol(scheme: str, path: str) -> str:
     """The protocol a URL's scheme and path point at (module docstring)."""
-    if scheme == "grpc":
+    if scheme in _GRPC_SCHEMES:
         return "v2-grpc"
     if scheme in _DEFAULT_PORTS and path.startswith("/v2/"):
         return "v2-rest"
@@ -110,18 +124,22 @@ def parse_target(
     protocol: str | None = None,
     model_name: str | None = None,
     rest_format: str = "row",
+    headers: Sequence[str] = (),
+    cacert: str | None = None,
 ) -> RemoteTarget:
     """The :class:`RemoteTarget` of ``--url`` and its options (module docstring)."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme not in ("http", "https", "grpc") or not parts.hostname:
-        raise UserError(f"--url takes http://HOST:PORT/... or grpc://HOST:PORT, not {url!r}.")
+    if scheme not in ("http", "https", *_GRPC_SCHEMES) or not parts.hostname:
+        raise UserError(
+            f"--url takes http(s)://HOST:PORT/... or grpc(s)://HOST:PORT, not {url!r}."
+        )
     guessed = protocol is None
     chosen = protocol or guess_protocol(scheme, parts.path)
     if chosen not in PROTOCOLS:
         raise UserError(f"--protocol takes one of {', '.join(PROTOCOLS)}, not {chosen!r}.")
-    if (chosen in _GRPC) != (scheme == "grpc"):
-        want = "grpc://HOST:PORT" if chosen in _GRPC else "http://HOST:PORT/..."
+    if (chosen in _GRPC) != (scheme in _GRPC_SCHEMES):
+        want = "grpc(s)://HOST:PORT" if chosen in _GRPC else "http(s)://HOST:PORT/..."
         raise UserError(f"--protocol {chosen} speaks to {want}, not {url!r}.")
     if rest_format not in REST_FORMATS:
         raise UserError(f"--rest-format takes row or columnar, not {rest_format!r}.")
@@ -130,7 +148,7 @@ def parse_target(
     except ValueError:
         raise UserError(f"the port of {url!r} is not a number from 1 to 65535.") from None
     if port is None:
-        raise UserError(f"a gRPC URL needs its port: grpc://HOST:PORT, not {url!r}.")
+        raise UserError(f"a gRPC URL needs its port: {scheme}://HOST:PORT, not {url!r}.")
     model, version = _model_from_path(chosen, parts.path)
     model = model_name or model
     if not model:
@@ -148,4 +166,5 @@ def parse_target(
         version=version,
         guessed=guessed,
         rest_format=rest_format,
+        access=parse_access(headers, cacert, scheme in _TLS_SCHEMES, url),
     )

@@ -5,7 +5,9 @@ Contract:
 - :class:`InputSpec` (frozen) is one input as a server publishes it: name, NumPy dtype name,
   shape (``-1`` for a dimension of any size, ``None`` for an unknown rank).
   :data:`V2_DTYPES` and :data:`TF_DTYPES` translate the Open Inference Protocol's datatypes
-  and TensorFlow's ``DT_*`` enum names to NumPy's.
+  and TensorFlow's ``DT_*`` enum names to NumPy's (strings, ``BYTES`` and ``DT_STRING``, are
+  ``object`` arrays of ``bytes``); :func:`dtype_of` refuses a datatype missing or unknown
+  with one sentence.
 - :func:`generated` makes one request's arrays from specs: ``batch`` rows where the first
   dimension is free, 1 where any other is; floats drawn from a standard normal, integers from
   {0, 1} (valid ids for any embedding), booleans at random, strings ``b"a"``; seeded.
@@ -13,7 +15,9 @@ Contract:
   array fits a single input whatever its name; a missing or unreadable file is a
   :class:`~tfperf.core.errors.UserError`) and :func:`fit` checks arrays against the
   specs when the server published any: an unknown or missing name, a rank or a fixed
-  dimension that differs is :class:`~tfperf.core.errors.UserError`, one sentence.
+  dimension that differs is :class:`~tfperf.core.errors.UserError`, one sentence. Text arrays
+  (NumPy's ``str`` or ``bytes`` dtypes: what ``numpy.savez`` writes for strings) become
+  ``object`` arrays of UTF-8 ``bytes``, the form every wire sends.
 """
 
 from __future__ import annotations
@@ -75,6 +79,33 @@ class InputSpec:
         return f"{self.name} {self.dtype}[{shape}]"
 
 
+def dtype_of(table: Mapping[str, str], datatype: object, name: object) -> str:
+    """The NumPy dtype of a published ``datatype`` (module docstring)."""
+    if not datatype:
+        raise UserError(
+            f"the server's metadata gives input {name!r} no datatype: give --inputs, and "
+            "check the model's signature."
+        )
+    if datatype not in table:
+        raise UserError(
+            f"the server's input {name!r} is of datatype {datatype}, which tfperf cannot send "
+            f"(it sends {', '.join(sorted(table))})."
+        )
+    return table[str(datatype)]
+
+
+def as_strings(array: np.ndarray) -> np.ndarray:
+    """A ``str`` or ``bytes`` array as an ``object`` array of UTF-8 bytes, shape kept."""
+    if array.dtype.kind not in "USO":
+        raise UserError(
+            f"an array of {array.dtype} cannot be sent as strings: give --inputs text arrays."
+        )
+    flat = [v.encode() if isinstance(v, str) else bytes(v) for v in array.ravel()]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(array.shape)
+
+
 def _concrete(shape: tuple[int, ...] | None, batch: int) -> tuple[int, ...]:
     if shape is None:
         return (batch,)
@@ -131,7 +162,7 @@ def _check(name: str, array: np.ndarray, spec: InputSpec) -> None:
 def fit(arrays: Mapping[str, np.ndarray], specs: Sequence[InputSpec]) -> dict[str, np.ndarray]:
     """``arrays`` checked against ``specs`` and renamed for a lone input (module docstring)."""
     if not specs:
-        return dict(arrays)
+        return {k: as_strings(a) if a.dtype.kind in "US" else a for k, a in arrays.items()}
     if len(arrays) == 1 and len(specs) == 1:
         arrays = {specs[0].name: next(iter(arrays.values()))}
     names = {s.name for s in specs}
@@ -144,5 +175,5 @@ def fit(arrays: Mapping[str, np.ndarray], specs: Sequence[InputSpec]) -> dict[st
     for spec in specs:
         array = np.asarray(arrays[spec.name])
         _check(spec.name, array, spec)
-        out[spec.name] = array.astype(spec.dtype) if spec.dtype != "object" else array
+        out[spec.name] = array.astype(spec.dtype) if spec.dtype != "object" else as_strings(array)
     return out

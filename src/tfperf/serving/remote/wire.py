@@ -7,16 +7,21 @@ Contract:
   one gRPC channel), ``await close(conn)`` ends it; ``await metadata(conn)`` returns the
   model's inputs as the server publishes them (``None`` when it publishes none) and where they
   came from; ``encode(arrays)`` builds the request once (every request of a run sends the same
-  body, as perf_analyzer does); ``await call(conn, body, timeout_s)`` sends it and returns when
-  the answer is read whole.
+  body, as perf_analyzer does); ``await call(conn, body, timeout_s)`` sends it, returns when
+  the answer is read whole and checked (:meth:`check`: a 200 whose body is not the protocol's
+  response is a failure, ``bad answer``, with its first bytes), and says how many times the
+  request was sent again (only ever when the server cannot have read it whole: REST's rule).
 - A server's error answer raises :class:`CallFailed` with ``status`` (``HTTP 500``,
-  ``gRPC UNAVAILABLE``) and its message; an address that refuses or does not answer raises
-  :class:`Unreachable`. Only ``target.origin`` is ever contacted: no redirect is followed and
-  no proxy from the environment is used.
+  ``gRPC UNAVAILABLE``, ``timeout``, ``connection``, ``bad answer``), its message and the
+  resends it had; an address that refuses or does not answer raises :class:`Unreachable`
+  (:class:`Untrusted` when TLS failed). Only ``target.origin`` is ever contacted: no redirect
+  is followed and no proxy from the environment is used. :func:`why` names the cause of a
+  network failure in words (``connection refused``, ``TLS certificate not trusted: ...``).
 """
 
 from __future__ import annotations
 
+import ssl
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,16 +30,48 @@ from tfperf.serving.remote.tensors import InputSpec
 
 
 class CallFailed(Exception):
-    """The server answered with an error: ``status`` and its ``message``."""
+    """A request failed: ``status``, its ``message`` and the times it was ``resent``."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: str, message: str, resent: int = 0) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.resent = resent
 
 
 class Unreachable(Exception):
     """Nothing answered at the target's address (refused, unknown host, timed out)."""
+
+
+class Untrusted(Unreachable):
+    """The TLS handshake failed (a certificate not trusted, most often)."""
+
+
+def why(exc: BaseException) -> str:
+    """The cause of a network failure in words, from the first cause in its chain that
+    says more than the library's own message."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, ConnectionResetError):
+            return "connection reset by the server"
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"TLS certificate not trusted: {seen.verify_message}"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS failed: {seen.reason or seen}"
+        seen = seen.__cause__ or seen.__context__
+    return short(str(exc) or type(exc).__name__)
+
+
+FIRST_BYTES = 60
+"""How much of an answer that is not the protocol's is kept to show."""
+
+
+def first_bytes(content: bytes) -> str:
+    """The start of an answer that is not what was expected, as it came."""
+    more = "..." if len(content) > FIRST_BYTES else ""
+    return f"{content[:FIRST_BYTES]!r}{more}"
 
 
 def short(text: str, limit: int = 200) -> str:
@@ -54,4 +91,4 @@ class Wire(Protocol):
 
     def encode(self, arrays: dict[str, np.ndarray]) -> Any: ...
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> None: ...
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> int: ...

@@ -1,0 +1,112 @@
+"""What a load run against a server the user runs counts, against scripted servers on loopback
+(``scripted.py``: no model, answers in milliseconds): a request the server dropped after
+reading it fails, and is not sent again; a resend happens only where the server cannot have
+read the request, and is counted; an answer that is not the protocol's fails with its first
+bytes; a first request that fails says what failed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import run_cli
+from serving.remote.scripted import KSERVE_500, Script, scripted, scripted_grpc
+
+LEVEL = ("--level-requests", "30", "--level-seconds", "0.2")
+
+
+def _bench(url: str, tmp_path, *args: str, env: dict | None = None):
+    return run_cli("bench", "--url", url, *args, "--store", str(tmp_path / "s.sqlite"), env=env,
+                   timeout=120)
+
+
+def _level(url: str, tmp_path, *args: str) -> dict:
+    res = _bench(url, tmp_path, "--concurrency", "2", *LEVEL, *args, "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    (level,) = json.loads(res.stdout)["levels"]
+    assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
+    return level
+
+
+def test_a_request_dropped_after_it_was_written_fails_and_is_not_sent_again(tmp_path):
+    """Every 3rd request is read whole, then its connection closed without an answer: the
+    server may have run it, so it is a failure with its cause, never a second send."""
+    script = Script(answer=lambda n: "drop" if n % 3 == 0 else "ok")
+    with scripted(script) as port:
+        level = _level(f"http://127.0.0.1:{port}/v2/models/m", tmp_path)
+    assert script.done["drop"] >= 10
+    assert level["failed"] == script.done["drop"] and level["retried"] == 0
+    assert level["completed"] == script.done["ok"] - 1  # the first request, before the level
+    (key,) = level["failures"]
+    assert key.startswith("connection: the connection failed after the request was sent")
+
+
+def test_a_refused_connection_is_sent_again_once_and_counted(tmp_path):
+    """The server stops listening after 11 answers: each later request cannot connect, is
+    sent once more (nothing can have read it), and fails; each resend is counted."""
+    script = Script(stop_after=11)
+    with scripted(script) as port:
+        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "2",
+                     *LEVEL, "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    (level,) = json.loads(res.stdout)["levels"]
+    assert level["completed"] == script.done["ok"] - 1 and level["completed"] < level["sent"]
+    assert level["failures"] == {"connection: cannot connect: connection refused": level["failed"]}
+    assert level["retried"] == level["failed"]
+    assert f"{level['failed']} retried" in res.stderr  # printed with the level
+
+
+@pytest.mark.parametrize("protocol", ["v2-rest", "v2-grpc"])
+def test_an_answer_that_is_not_the_protocol_s_fails_with_its_first_bytes(protocol, tmp_path):
+    bad = "not-an-answer" if protocol == "v2-rest" else "empty"
+    script = Script(answer=lambda n: bad if n % 4 == 0 else "ok")
+    serve = scripted if protocol == "v2-rest" else scripted_grpc
+    with serve(script) as port:
+        url = (f"http://127.0.0.1:{port}/v2/models/m" if protocol == "v2-rest"
+               else f"grpc://127.0.0.1:{port}")
+        level = _level(url, tmp_path, "--model-name", "m")
+    assert level["failed"] == script.done[bad] >= 7
+    (key,) = level["failures"]
+    if protocol == "v2-rest":
+        assert key == ("bad answer: HTTP 200 whose body is not a v2-rest answer (JSON with "
+                       "'outputs'): b'<html><body>Welcome to the proxy</body></html>'")
+    else:
+        assert key == "bad answer: a ModelInferResponse without outputs: b''"
+
+
+@pytest.mark.parametrize(
+    ("answer", "args", "said", "not_said"),
+    [
+        ("error", (), ["failed the first request with a server error 3 time(s)",
+                       KSERVE_500["error"], "the server's own code failed"], "--inputs"),
+        ("stall", ("--request-timeout", "0.3"),
+         ["gave no answer to the first request", "no answer within 0.3 s"], "--inputs"),
+    ],
+)
+def test_a_first_request_that_fails_says_what_failed(answer, args, said, not_said, tmp_path):
+    script = Script(answer=lambda n: answer, stall_s=2.0)
+    with scripted(script) as port:
+        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "10", *args)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert all(part in res.stderr for part in said), res.stderr
+    assert not_said not in res.stderr and "Traceback" not in res.stderr
+    assert script.done[answer] == (3 if answer == "error" else 1)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        (b"<html>not json</html>", "answered metadata that is not JSON (b'<html>not json"),
+        (json.dumps({"inputs": [{"name": "x", "shape": [-1, 4]}]}).encode(),
+         "gives an input without a name or a datatype"),
+        (json.dumps({"inputs": [{"name": "x", "datatype": "BF16", "shape": [4]}]}).encode(),
+         "is of datatype BF16, which tfperf cannot send"),
+    ],
+)
+def test_metadata_that_cannot_be_read_is_one_sentence_and_exit_2(metadata, said, tmp_path):
+    with scripted(Script(metadata=metadata)) as port:
+        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "10",
+                     "--protocol", "v2-rest")
+    assert res.returncode == 2 and said in res.stderr, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and res.stderr.strip().count("\n") == 0
