@@ -22,7 +22,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	$(INSTALL) -e '.[tensorflow,openvino,jax,mlflow,ray,remote,ops,test]'
 	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
-	$(INSTALL) --no-deps tensorflow-serving-api tritonclient
+	$(INSTALL) --no-deps tensorflow-serving-api==2.21.0 tritonclient==2.73.0
 	touch $@
 
 demo: $(BIN)/.installed

@@ -4,13 +4,15 @@ CPU quota, a tune's JSON).
 
 ``run_cli`` runs the real ``tfperf`` CLI in a subprocess (the way a user does). ``require``
 skips a test whose system prerequisite is missing on a user's machine, but fails it under
-``CI=true``, where .ci/run installs every prerequisite. ``mlflow_tracking`` makes a real local
+``CI=true``, where .ci/run installs every prerequisite; ``require_package`` does the same for
+a Python package a whole test module needs. ``mlflow_tracking`` makes a real local
 MLflow tracking store the current one, and ``mlflow_files`` lists what a run of it holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import json
 import os
@@ -72,6 +74,18 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"prerequisite missing in CI: {reason}")
     pytest.skip(reason)
+
+
+def require_package(name: str, install: str) -> None:
+    """:func:`require` for a Python package a whole test module needs, at its top: the module
+    is skipped on a user's machine without it, and fails under ``CI=true``."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        reason = f"the {name} package is not installed: {install}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"prerequisite missing in CI: {reason}", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
 
 
 def tune_json(tmp_path, *args, env=None, cwd=None):

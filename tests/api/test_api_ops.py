@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import tfperf
+from helpers import require_package
 
-pytest.importorskip("xprof")
+require_package("xprof", "pip install 'tfperf[ops]'")
 
 
 def test_bench_with_ops_carries_each_configs_profile(tmp_path, monkeypatch):

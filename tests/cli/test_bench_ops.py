@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from helpers import run_cli
+from helpers import require_package, run_cli
 
-pytest.importorskip("xprof")
+require_package("xprof", "pip install 'tfperf[ops]'")
 
 
 @pytest.fixture(scope="module")

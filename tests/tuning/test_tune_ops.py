@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import math
 
-import pytest
+from helpers import require_package, tune_json
 
-from helpers import tune_json
-
-pytest.importorskip("xprof")
+require_package("xprof", "pip install 'tfperf[ops]'")
 
 
 def test_the_answer_names_the_op_types_behind_the_difference(tmp_path):

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from helpers import require_package
 from tfperf.core.config import Config
 from tfperf.report.ops import (
     align_types,
@@ -21,7 +22,7 @@ from tfperf.report.ops import (
 )
 from tfperf.runner.handle import Worker
 
-pytest.importorskip("xprof")
+require_package("xprof", "pip install 'tfperf[ops]'")
 
 BATCH, N_IN, N_OUT = 8, 1024, 4096
 BIG_FLOPS = BATCH * (2 * N_IN * N_OUT + N_OUT)
