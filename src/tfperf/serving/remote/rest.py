@@ -122,11 +122,13 @@ class RestWire:
         self, conn: httpx.AsyncClient, timeout_s: float = 10.0
     ) -> tuple[list[InputSpec] | None, str]:
         """The inputs the server publishes, and the path they came from; a 404 everywhere
-        raises :class:`CallFailed` (no model of that name there), a body that is not JSON
-        :class:`~tfperf.core.errors.UserError`."""
+        raises :class:`CallFailed` (no model of that name there), as does a 401 or 403
+        anywhere; a body that is not JSON raises :class:`~tfperf.core.errors.UserError`."""
         last: httpx.Response | None = None
         for path in self.metadata_paths:
             response = await self._get(conn, path, timeout_s)
+            if response.status_code in (401, 403):  # credentials: no other path will do
+                raise CallFailed(f"HTTP {response.status_code}", short(response.text))
             if response.status_code == 200:
                 specs = parse_metadata(_json_of(response, f"{self.target.origin} GET {path}"))
                 if specs is not None:
