@@ -8,9 +8,10 @@ Contract, for a worker whose keras runs on the JAX backend (``KERAS_BACKEND=jax`
   step on JAX. That is a :class:`UserError` starting ``"not tried: "`` that names what it uses
   (``tf.GradientTape`` when its source says so) and where (``file:line`` of the override).
   Importing TensorFlow for ``tf.data`` is fine on JAX and is not a reason.
-- :func:`step_error` ``(model, exc) -> str``: the sentence for a step that raised on JAX (a
-  ``tf.*`` op inside a layer, say), naming the first frame of the user's own code (Keras'
-  traceback filtering is turned off first, so the frame is there to find).
+- :func:`step_error` ``(what, exc) -> str``: the sentence for building the model or its
+  first step raising on JAX (a ``tf.*`` op inside a layer, say), naming the deepest frame of
+  the user's own code in the innermost exception of the chain (Keras' traceback filtering is
+  turned off first, so the frame is there to find).
 - :class:`JaxTrainFunction` is Keras' JAX train function ``train_function(state, iterator) ->
   (logs, state)`` called the way ``fit`` calls it: the state (trainable, non-trainable, optimizer
   and metrics variables) is taken from the model's variables before the first call, which are
@@ -27,7 +28,8 @@ Contract, for a worker whose keras runs on the JAX backend (``KERAS_BACKEND=jax`
 - :func:`write_weights` / :func:`load_weights`: the model's weights (``model.weights``:
   seed-generator states are not weights) in an ``.npz`` keyed by ``variable.path``; loading
   matches by path and shape, never by list position, and a weight the file lacks, or holds
-  with another shape, is an error naming it. The default worker writes its initial weights,
+  with another shape, is an error naming it; loading waits for the file (the default's worker
+  may be starting beside it). The default worker writes its initial weights,
   a candidate on another backend loads them, so both start from the same model (each backend
   draws its initializers its own way, whatever the seed).
 """
@@ -46,6 +48,10 @@ from tfperf.core.errors import UserError
 
 TF_IN_STEP = re.compile(r"\btf\.(GradientTape|function|Variable|py_function)\b|\btf\.[a-z_]+\.")
 """What in a ``train_step``'s source is TensorFlow that JAX cannot trace."""
+
+WEIGHTS_WAIT_S = 600.0
+"""How long a worker waits for the default's initial weights (the parent's start timeout ends
+it sooner)."""
 
 _LIBRARIES = ("site-packages", "dist-packages", "/tfperf/", "<frozen", "/lib/python3")
 
@@ -86,24 +92,36 @@ def _source_facts(method: Any) -> tuple[str, str]:
     return f"{path}:{first}", ""
 
 
-def user_frame(exc: BaseException) -> str | None:
-    """``file.py:line`` of the deepest frame of the user's own code in ``exc``'s traceback."""
-    found = None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if not any(part in frame.filename for part in _LIBRARIES):
-            found = f"{Path(frame.filename).name}:{frame.lineno}"
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first."""
+    found: list[BaseException] = []
+    while exc is not None and exc not in found:
+        found.append(exc)
+        exc = exc.__cause__ or exc.__context__
     return found
 
 
-def step_error(model: Any, exc: BaseException) -> str:
-    """The sentence for a training step that raised on JAX (module docstring)."""
+def user_frame(exc: BaseException) -> str | None:
+    """``file.py:line`` of the deepest frame of the user's own code, in the innermost
+    exception of ``exc``'s chain that passed through it (Keras re-raises errors of its own)."""
+    for inner in reversed(_chain(exc)):
+        frames = [f for f in traceback.extract_tb(inner.__traceback__)
+                  if not any(part in f.filename for part in _LIBRARIES)]
+        if frames:
+            return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}"
+    return None
+
+
+def step_error(what: str, exc: BaseException) -> str:
+    """The sentence for ``what`` (building the model, its first training step) raising on
+    JAX: the innermost error of the chain, and where in the user's code it came from."""
     where = user_frame(exc)
-    reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+    root = _chain(exc)[-1]
+    text = str(root).strip().splitlines()[0] if str(root).strip() else ""
     place = f" at {where}" if where else ""
     return (
-        f"not tried: the {type(model).__name__}'s training step raised on JAX{place} "
-        f"({reason[:300]}); a model that uses TensorFlow ops in its layers or train_step "
-        "runs on TensorFlow only."
+        f"not tried: {what} raised on JAX{place} ({type(root).__name__}: {text[:300]}); a "
+        "model that uses TensorFlow ops in its layers or train_step runs on TensorFlow only."
     )
 
 
@@ -232,10 +250,16 @@ def write_weights(model: Any, path: str) -> None:
     tmp.replace(path)
 
 
-def load_weights(model: Any, path: str) -> int:
-    """Assign the weights of ``path`` by ``variable.path`` and shape; how many were loaded."""
+def load_weights(model: Any, path: str, wait_s: float = WEIGHTS_WAIT_S) -> int:
+    """Assign the weights of ``path`` by ``variable.path`` and shape; how many were loaded.
+    Waits up to ``wait_s`` for the file: the default's worker may start at the same time."""
     import numpy as np
 
+    deadline = time.monotonic() + wait_s
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the default's initial weights never arrived in {path}")
+        time.sleep(0.1)
     with np.load(path) as saved:
         stored = {name: saved[name] for name in saved.files}
     extra = sorted(set(stored) - {w.path for w in model.weights})
@@ -262,3 +286,43 @@ def _backend() -> str:
     import keras
 
     return str(keras.backend.backend())
+
+
+def on_jax() -> bool:
+    """Whether this worker's keras runs on the JAX backend."""
+    return _backend() == "jax"
+
+
+def prepare_model(model: Any, runtime: str | None) -> list[str]:
+    """Check that the model can step on JAX and set what the ``keras-jax`` runtime runs; the
+    notes that say so. The user's own JAX baseline keeps its ``jit_compile``."""
+    check_runs_on_jax(model)
+    disable_traceback_filtering()
+    notes = [f"Keras on JAX {_jax_version()}: the train function fit runs there, with the "
+             "state it threads and syncs back"]
+    if runtime == "keras-jax" and not model.jit_compile:
+        model.jit_compile = True  # jit_compile=False on JAX runs the step eagerly
+        notes.append(
+            "JAX: the train step compiled by XLA (jax.jit), as Keras does on JAX unless told "
+            "jit_compile=False" if model.jit_compile else
+            "JAX: a layer does not support XLA, so Keras runs the step eagerly on JAX"
+        )
+    return notes
+
+
+def _jax_version() -> str:
+    import jax
+
+    return str(jax.__version__)
+
+
+def handoff_weights(model: Any, workload: dict[str, Any]) -> list[str]:
+    """Write the initial weights where the parent asks (``weights_out``: the default's
+    worker) or load them (``weights_in``: a worker on another Keras backend); notes."""
+    if workload.get("weights_in"):
+        count = load_weights(model, str(workload["weights_in"]))
+        return [f"initial weights: the default's {count}, matched by variable path (each "
+                "Keras backend draws its own from the same seed)"]
+    if workload.get("weights_out"):
+        write_weights(model, str(workload["weights_out"]))
+    return []
