@@ -213,6 +213,8 @@ def resolve_train_target(
     guard_steps: int | None = None,
     guard_seconds: float | None = None,
     validation: str | None = None,
+    loss_keys: tuple[str, ...] = (),
+    steps_counter: str | None = None,
 ) -> dict[str, Any]:
     """The workload dict of ``--train TARGET`` (kind ``"train"``, see
     :mod:`tfperf.worker.training`), checked like :func:`resolve_model`."""
@@ -224,6 +226,12 @@ def resolve_train_target(
     check_batch(batch or TRAIN_BATCH)
     if guard_steps is not None and guard_steps < 1:
         raise UserError(f"--guard-steps must be a whole number >= 1, not {guard_steps}.")
+    if guard_seconds is not None and not guard_seconds > 0:
+        raise UserError(f"--guard-seconds must be a positive number of seconds, not "
+                        f"{guard_seconds}.")
+    if steps_counter is not None and not all(p.isidentifier() for p in steps_counter.split(".")):
+        raise UserError(f"--steps-counter {steps_counter!r} is not an attribute path: write "
+                        "it like d_optimizer.iterations.")
     return {
         "kind": "train",
         "path": path,
@@ -235,6 +243,8 @@ def resolve_train_target(
         "batch": int(batch or TRAIN_BATCH),
         "guard_steps": guard_steps,
         "guard_seconds": guard_seconds,
+        "loss_keys": list(loss_keys),
+        "steps_counter": steps_counter,
         **({"search_path": os.getcwd()} if fmt == "factory" else {}),
     }
 

@@ -153,8 +153,8 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     if config.get("precision") == "mixed_float16":
         lines.append('keras.mixed_precision.set_global_policy("mixed_float16")  # before building')
     compile_args = []
-    if config.get("xla") == "jit":
-        compile_args.append("jit_compile=True")
+    if config.get("xla") in ("jit", "off"):  # only where it differs from the user's compile
+        compile_args.append(f"jit_compile={config['xla'] == 'jit'}")
     if config.get("steps_per_execution"):
         compile_args.append(f"steps_per_execution={config['steps_per_execution']}")
     if compile_args:

@@ -123,29 +123,51 @@ def test_a_keras_file_needs_inputs_and_labels_to_train(keras_file, tmp_path):
     assert "--inputs X.npz and --labels Y.npz" in res.stderr
 
 
-def test_tune_train_answers_with_the_guard_and_the_lines_to_add(tmp_path):
+def test_tune_train_starts_from_the_users_compile_and_adds_only_what_changes(tmp_path):
+    # the MLP as a user who already compiles it with jit_compile=True, steps_per_execution=8
     profile = tmp_path / "p.json"
     res = run_cli(
-        "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution",
-        "--max-trials", "1", "--confirm-rounds", "6", "--guard-steps", "50",
-        "--profile-out", str(profile), "--store", str(tmp_path / "s.db"), "--json",
-        cwd=FACTORIES,
+        "tune", "--train", "train_factories:compiled_by_user", "--knobs",
+        "steps_per_execution,xla", "--max-trials", "2", "--confirm-rounds", "6",
+        "--guard-steps", "50", "--profile-out", str(profile), "--store", str(tmp_path / "s.db"),
+        "--json", cwd=FACTORIES,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     doc = json.loads(res.stdout)
-    (row,) = doc["candidates"]
-    assert row["label"] == "steps_per_execution=4"
-    guard = row["guard"]
-    assert set(guard) >= {"steps", "default_first_loss", "default_final_loss", "final_loss",
-                          "verdict"}
-    assert doc["train"]["default"]["input_wait_share"] is not None
+    assert doc["train"]["baseline"]["jit_compile"] is True
+    assert doc["train"]["baseline"]["steps_per_execution"] == 8
+    labels = [row["label"] for row in doc["candidates"]]
+    # a knob's candidates are its other values: XLA turned off, other steps per call
+    assert any("xla=off" in x for x in labels) and not any("xla=jit" in x for x in labels)
+    assert not any("steps_per_execution=8" in x.split(",") for x in labels)
+    spe = next(row for row in doc["candidates"] if row["label"].startswith("steps_per"))
+    assert spe["guard"]["verdict"] in ("accepted", "inconclusive", "rejected")
+    assert spe["step_ms"] > 0 and spe["time_ms"] > spe["step_ms"]  # a call of several steps
     rec = doc["recommendation"]
+    assert "pruned" in rec and rec["step_ms"] > 0
+    code = " ".join(rec["code"])
+    assert "jit_compile=True" not in code and "steps_per_execution=8" not in code
     if not rec["keep_default"]:  # the machine decides the speed; the lines follow from it
-        assert rec["code"] == ["model.compile(..., steps_per_execution=4)  # your optimizer "
-                               "and loss"]
+        assert len(rec["code"]) == 1 and "model.compile(..., " in rec["code"][0]
     applied = run_cli("apply", str(profile), "--format", "python")
     assert applied.returncode == 0
-    assert ("steps_per_execution=4" in applied.stdout) != rec["keep_default"]
+    assert "jit_compile=True" not in applied.stdout
+
+
+def test_a_budget_that_ends_before_a_knob_lists_it_with_the_budget_that_would_reach_it(
+    tmp_path,
+):
+    res = run_cli(
+        "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution,xla",
+        "--budget", "1", "--guard-steps", "50", "--store", str(tmp_path / "s.db"),
+        "--profile-out", str(tmp_path / "p.json"), cwd=FACTORIES,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "your model: jit_compile=False, steps_per_execution=1, float32" in res.stdout
+    # the budget ends during the first candidate (steps per call, first in the search order):
+    # XLA is listed with the budget that would reach it
+    assert "not tried: xla=any (not tried: budget; --budget" in res.stdout
+    assert "not tried: steps_per_execution=any" not in res.stdout
 
 
 def test_tune_train_for_throughput_tries_a_larger_batch_guarded_at_equal_samples(tmp_path):

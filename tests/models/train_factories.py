@@ -142,3 +142,75 @@ def differs_each_process():
     """Unseedable data: a private generator from the OS's entropy."""
     model, x, y = tabular_mlp()
     return model, np.random.default_rng().normal(size=x.shape).astype("float32"), y
+
+
+def compiled_by_user():
+    """(model, x, y): the MLP as a user who already tuned it compiles it: XLA and 8 steps a call."""
+    model, x, y = tabular_mlp()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", jit_compile=True,
+                  steps_per_execution=8)
+    return model, x, y
+
+
+def own_policy():
+    """(model, x, y): a factory that sets its own mixed_bfloat16 policy before building."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    return tabular_mlp()
+
+
+class TinyGAN(keras.Model):
+    """A GAN as Keras' guide writes one: two optimizers, a train_step returning d_loss and
+    g_loss, compile() with no optimizer of its own (model.optimizer never steps)."""
+
+    def __init__(self, noise=4):
+        super().__init__()
+        self.noise = noise
+        self.generator = keras.Sequential([keras.Input((noise,)), keras.layers.Dense(8)])
+        self.discriminator = keras.Sequential(
+            [keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)]
+        )
+        self.seeds = keras.random.SeedGenerator(1)
+        self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+        self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+
+    def compile(self, d_optimizer, g_optimizer):
+        super().compile()
+        self.d_optimizer, self.g_optimizer = d_optimizer, g_optimizer
+        self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+
+    def call(self, x):
+        return self.discriminator(x)
+
+    @property
+    def metrics(self):
+        return [self.d_loss_tracker, self.g_loss_tracker]
+
+    def train_step(self, data):
+        real = data[0] if isinstance(data, tuple) else data
+        n = tf.shape(real)[0]
+        fake = self.generator(keras.random.normal((n, self.noise), seed=self.seeds))
+        both = tf.concat([fake, real], axis=0)
+        labels = tf.concat([tf.ones((n, 1)), tf.zeros((n, 1))], axis=0)
+        with tf.GradientTape() as tape:
+            d_loss = self.loss_fn(labels, self.discriminator(both))
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights,
+                                             strict=True))
+        with tf.GradientTape() as tape:
+            noise = keras.random.normal((n, self.noise), seed=self.seeds)
+            g_loss = self.loss_fn(tf.zeros((n, 1)), self.discriminator(self.generator(noise)))
+        grads = tape.gradient(g_loss, self.generator.trainable_weights)
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights,
+                                             strict=True))
+        self.d_loss_tracker.update_state(d_loss)
+        self.g_loss_tracker.update_state(g_loss)
+        return {"d_loss": self.d_loss_tracker.result(), "g_loss": self.g_loss_tracker.result()}
+
+
+def tiny_gan():
+    """(model, dataset): the GAN on points of a shifted Gaussian."""
+    real = (np.random.randn(512, 8) * 0.5 + 2.0).astype("float32")
+    gan = TinyGAN()
+    gan.compile(keras.optimizers.Adam(0.005), keras.optimizers.Adam(0.005))
+    labels = np.zeros((512, 1), "float32")
+    return gan, tf.data.Dataset.from_tensor_slices((real, labels)).batch(32)

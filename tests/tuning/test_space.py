@@ -13,9 +13,12 @@ from tfperf.machine.facts import collect_machine
 from tfperf.tuning.space import (
     Space,
     SpaceFacts,
+    TrainBaseline,
     build_space,
+    fit_training_space,
     machine_facts,
     split_batch,
+    steps_ladder,
     to_config_dict,
 )
 
@@ -127,7 +130,7 @@ def test_missing_pieces_are_listed_with_what_to_install():
 def test_training_and_tflite_workloads_get_their_own_spaces():
     train = build_space(SpaceFacts(cores=2, model_format="builtin", train=True))
     assert train.values["runtime"] == ("tf",)
-    assert train.values["xla"] == ("off", "jit")
+    assert train.values["xla"] == (None, "jit")
     tflite = build_space(SpaceFacts(cores=2, bf16=True, model_format="tflite"))
     assert tflite.values["runtime"] == ("litert",)
     # a .tflite model always runs on LiteRT: naming it changes nothing
@@ -177,7 +180,7 @@ def test_training_tunes_threads_onednn_allocator_and_xla_jit_only():
     )
     assert set(train.knobs()) == {"xla", "onednn", "intra_threads", "inter_threads", "allocator"}
     assert train.values["precision"] == ("fp32",)
-    assert train.values["xla"] == ("off", "jit")
+    assert train.values["xla"] == (None, "jit")
     assert all(set(p) <= set(train.knobs()) for p in train.points())
     why = _why(train)
     assert "training" in why[("precision", "bf16")]
@@ -364,3 +367,36 @@ def test_xla_aot_missing_pieces_are_listed_and_not_tried():
     assert ("runtime", "xla-aot") not in _why(unchecked)
 
 
+
+
+def _own_training_space() -> Space:
+    return build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train=True))
+
+
+def test_a_training_candidate_is_only_ever_another_value_than_the_users_own():
+    space = _own_training_space()
+    jit_user = fit_training_space(space, TrainBaseline(jit_compile=True, steps_per_execution=8),
+                                  0.004)
+    assert jit_user.neighbours({}, "xla") == [{"xla": "off"}]  # XLA off is the candidate
+    spe = [c["steps_per_execution"] for c in jit_user.neighbours({}, "steps_per_execution")]
+    assert 8 not in spe and 1 in spe and max(spe) == 128
+    plain = fit_training_space(space, TrainBaseline(), 0.004)
+    assert plain.neighbours({}, "xla") == [{"xla": "jit"}]
+    assert 1 not in [c["steps_per_execution"] for c in plain.neighbours({},
+                                                                         "steps_per_execution")]
+    assert jit_user.canonical({"xla": "jit", "steps_per_execution": 8}) == {}
+
+
+def test_steps_per_call_follow_the_step_time_and_keep_a_call_under_a_second():
+    assert steps_ladder(0.001) == (4, 32, 128)
+    assert steps_ladder(0.048) == (4, 16)  # 16 x 48 ms < 1 s < 32 x 48 ms
+    assert steps_ladder(0.2) == (4,)
+    assert steps_ladder(0.6) == ()
+    assert steps_ladder(0.6, own=8) == (1,)
+
+
+def test_a_factory_that_sets_its_own_policy_is_not_tried_in_another_precision():
+    space = fit_training_space(_own_training_space(), TrainBaseline(
+        policy="mixed_bfloat16", policy_source="factory"), 0.01)
+    assert space.values["precision"] == ("fp32",)
+    assert "your factory sets the policy (mixed_bfloat16)" in _why(space)[("precision", "bf16")]

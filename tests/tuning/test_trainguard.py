@@ -125,3 +125,20 @@ def test_the_defaults_guard_covers_the_largest_batch_for_fifty_steps():
     assert guard_length(workload, (64,)) == 100
     assert guard_length(workload, train_batches(32)) == 200
     assert guard_length({"batch": 32}, ()) == 100
+
+
+def test_every_guarded_key_is_judged_and_the_one_that_fails_is_named():
+    # a GAN's d_loss and g_loss: the candidate keeps d_loss but its g_loss drifts away
+    keys = np.asarray(["d_loss", "g_loss"])
+    ref = np.stack([LEARNS, LEARNS + 0.5], axis=1)
+    cand = np.stack([LEARNS, LEARNS + 1.5], axis=1)
+    empty = np.asarray([], dtype=float)
+    result = judge([ref, empty, empty, keys], [cand, empty, empty, keys], False, TOL)
+    assert not result["accepted"] and result["reason"].startswith("g_loss: final loss")
+    assert set(result["guard"]["keys"]) == {"d_loss", "g_loss"}
+    assert result["guard"]["keys"]["d_loss"]["verdict"] == "accepted"
+    same = judge([ref, empty, empty, keys], [ref.copy(), empty, empty, keys], False, TOL)
+    assert same["accepted"]
+    nan = ref.copy()
+    nan[3, 1] = np.nan
+    assert "g_loss is nan at step 4" in default_problem([nan, empty, empty, keys])

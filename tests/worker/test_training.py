@@ -1,8 +1,9 @@
 """The worker's training step (``tfperf.worker.training``), in this process with real Keras.
 
-The guard restarts from the same state every time (weights, optimizer, dropout seeds), runs
-one step per call whatever ``steps_per_execution`` is, and evaluates the validation data; the
-timed steps match the optimizer's own count (``outputs`` checks it first).
+The guard restarts from the same state every time (weights, every optimizer, dropout seeds),
+runs the train function of the steps per call that is timed while recording each step's own
+loss, and evaluates the validation data; the timed steps match the step counter (``outputs``
+checks it first). The baseline is the model as the user compiled it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def workload(tmp_path: Path, **extra) -> dict:
             "search_path": FACTORIES, "guard_steps": 50, **extra}
 
 
-def test_the_guard_repeats_itself_and_ignores_steps_per_execution(tmp_path):
+def test_the_guard_repeats_itself_and_records_every_step_of_a_multi_step_call(tmp_path):
     x = np.random.default_rng(2).normal(size=(64, 10)).astype("float32")
     np.savez(tmp_path / "val.npz", x=x, y=x[:, :1])
     one = train_prepared(workload(tmp_path, validation=str(tmp_path / "val.npz")), {})
@@ -34,12 +35,63 @@ def test_the_guard_repeats_itself_and_ignores_steps_per_execution(tmp_path):
         many.call()
     again = many.outputs()
     assert many.batch == 4 * 32 and many.train["steps_per_call"] == 4
-    np.testing.assert_array_equal(first[0], again[0])  # the same 50 per-step losses
-    assert first[0].shape == (50,) and first[0][-5:].mean() < first[0][:5].mean()
+    # the 4-step function records each step's own loss: the same 50 as one step per call
+    np.testing.assert_allclose(first[0], again[0], rtol=1e-5)
+    assert first[0].shape == (50, 1) and first[0][-5:].mean() < first[0][:5].mean()
     assert list(first[2]) == ["loss"] and np.isfinite(first[1]).all()
+    assert list(first[3]) == ["loss"]
     for _ in range(2):
         many.call()
     np.testing.assert_array_equal(many.outputs()[0], again[0])
+
+
+def test_a_multi_step_guard_sees_a_step_that_diverges_inside_a_call(tmp_path):
+    # a learning rate 1e4 times the user's blows up within the first calls of 8 steps: the
+    # recorded steps show it where Keras' one loss per call would average it away
+    broken = train_prepared(workload(tmp_path), {"steps_per_execution": 8,
+                                                 "train_lr_scale": 1e4})
+    losses = broken.outputs()[0][:, 0]
+    assert losses.size == 50  # every step of the 7 calls (the last one runs 2)
+    blown = ~np.isfinite(losses) | (losses > 1e3)
+    assert blown.any() and not blown[0]  # it learns at step 1, then leaves
+
+
+def test_the_baseline_is_what_the_user_compiled_and_a_knob_left_out_keeps_it(tmp_path):
+    wl = workload(tmp_path, path="train_factories:compiled_by_user")
+    own = train_prepared(wl, {})
+    assert own.train["baseline"] == {"jit_compile": True, "steps_per_execution": 8,
+                                     "policy": "float32", "policy_source": "tfperf",
+                                     "notes": []}
+    assert own.batch == 8 * 32 and any("as you compiled it" in n for n in own.notes)
+    off = train_prepared(wl, {"xla": "off", "steps_per_execution": 1})
+    assert off.batch == 32 and not any("XLA" in n for n in off.notes)
+    assert off.train["baseline"]["jit_compile"] is True  # read before the knobs apply
+    assert off.fingerprint == own.fingerprint
+
+
+def test_a_factory_that_sets_its_own_policy_is_the_baseline_s_policy(tmp_path):
+    own = train_prepared(workload(tmp_path, path="train_factories:own_policy"), {})
+    assert own.train["baseline"]["policy"] == "mixed_bfloat16"
+    assert own.train["baseline"]["policy_source"] == "factory"
+
+
+def test_a_gan_guards_its_own_keys_and_counts_steps_by_the_optimizer_named(tmp_path):
+    from tfperf.core.errors import UserError
+
+    wl = workload(tmp_path, path="train_factories:tiny_gan")
+    with pytest.raises(UserError, match=r"--steps-counter .*d_optimizer\.iterations"):
+        train_prepared(wl, {})
+    gan = train_prepared({**wl, "steps_counter": "d_optimizer.iterations"},
+                         {"steps_per_execution": 4})
+    gan.call()
+    first = gan.outputs()  # checks the 4 timed steps against d_optimizer's count
+    assert list(first[3]) == ["d_loss", "g_loss"] and first[0].shape == (50, 2)
+    gan.call()
+    # both optimizers' state restored (and the seed generator): the guard repeats itself
+    np.testing.assert_array_equal(gan.outputs()[0], first[0])
+    with pytest.raises(UserError, match=r"--loss-key g_los is not among .*d_loss, g_loss"):
+        train_prepared({**wl, "steps_counter": "d_optimizer.iterations",
+                        "loss_keys": ["g_los"]}, {})
 
 
 

@@ -38,6 +38,26 @@ def train_options(labels: bool) -> Any:
                 "(default 100 or 60 s, never fewer than 50).",
             ),
             click.option(
+                "--guard-seconds",
+                type=float,
+                default=None,
+                help="With --train: the guard's time cap per worker in seconds (default 60; "
+                "never fewer than 50 steps).",
+            ),
+            click.option(
+                "--loss-key",
+                "loss_keys",
+                multiple=True,
+                help="With --train: a key of your train_step's logs to guard (repeatable; "
+                "default: every key whose name contains 'loss').",
+            ),
+            click.option(
+                "--steps-counter",
+                default=None,
+                help="With --train: the attribute path on the model that counts training "
+                "steps (default optimizer.iterations; a GAN's d_optimizer.iterations).",
+            ),
+            click.option(
                 "--validation",
                 type=click.Path(dir_okay=False),
                 help="With --train: an .npz with x and y on which the compiled metrics must "
@@ -81,15 +101,22 @@ def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
         unsafe=bool(opts.get("unsafe")),
         batch=opts.get("batch") if given_batch() else None,
         guard_steps=opts.get("guard_steps"),
+        guard_seconds=opts.get("guard_seconds"),
         validation=opts.get("validation"),
+        loss_keys=tuple(opts.get("loss_keys") or ()),
+        steps_counter=opts.get("steps_counter"),
     )
 
 
 def refuse_train_only(opts: dict[str, Any]) -> None:
-    """``--guard-steps``/``--validation``/``--labels`` without ``--train``: say so."""
-    for name in ("guard_steps", "validation"):
-        if opts.get(name) is not None:
+    """The ``--train`` options without ``--train``: say so."""
+    for name in TRAIN_ONLY:
+        if opts.get(name) not in (None, ()):
             raise UserError(f"--{name.replace('_', '-')} applies with --train only; add --train.")
+
+
+TRAIN_ONLY = ("guard_steps", "guard_seconds", "loss_keys", "steps_counter", "validation")
+"""The options :func:`train_options` adds besides ``--train`` (and ``--labels``)."""
 
 
 def _fmt(value: float | None, spec: str = ".4g") -> str:
@@ -159,6 +186,8 @@ def render_train_tune(doc: dict[str, Any]) -> None:
     for row in doc.get("candidates", []):
         if row.get("guard"):
             out.print(f"  {escape(row['label'])}: {_guard_text(row['guard'])}", soft_wrap=True)
+    for entry in rec.get("pruned") or []:
+        out.print(escape(f"pruned: {entry['why']}"), soft_wrap=True)
     code = rec.get("code") or []
     if code:
         out.print("add to your training script (tfperf run cannot set these from outside):")

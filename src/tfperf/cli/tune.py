@@ -21,7 +21,13 @@ from click.core import ParameterSource
 
 from tfperf.cli.costs import cost_line, max_memory_option, memory_line, price_option
 from tfperf.cli.export import export_option, export_run, export_target
-from tfperf.cli.train import refuse_train_only, render_train_tune, train_options, train_workload
+from tfperf.cli.train import (
+    TRAIN_ONLY,
+    refuse_train_only,
+    render_train_tune,
+    train_options,
+    train_workload,
+)
 
 
 def _err_text(value: float | None) -> str:
@@ -82,6 +88,10 @@ def render_tune(doc: dict) -> None:
 
     out = console()
     throughput = doc.get("objective") == "throughput"
+    training = bool(doc.get("train"))
+    if training:
+        out.print(escape(f"your model: {_baseline_text(doc['train'].get('baseline') or {})}"),
+                  soft_wrap=True)
     table = Table(
         title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
         f"stopped: {doc['stopped']}",
@@ -95,7 +105,7 @@ def render_tune(doc: dict) -> None:
         )
     table.add_column("#", justify="right")
     table.add_column("config", no_wrap=True, overflow="fold")
-    columns = ["status", "speedup", "95% CI", "ms"]
+    columns = ["status", "speedup", "95% CI", "ms/step" if training else "ms"]
     columns += ["batch", "samples/s"] if throughput else []
     for col in (*columns, "abs err", "rel err", "adopt"):
         table.add_column(
@@ -111,10 +121,11 @@ def render_tune(doc: dict) -> None:
             reasons.append(f"{i}. {row['label']}: {row['reason']}")
         speedup = row["speedup"] or {}
         low, high = speedup.get("ci95") or [None, None]
+        ms = row.get("step_ms") if training else row["time_ms"]
         cells = [
             "-" if speedup.get("median") is None else f"{speedup['median']:.2f}x",
             "-" if low is None or high is None else f"{low:.2f}-{high:.2f}",
-            "-" if row["time_ms"] is None else f"{row['time_ms']:.3g}",
+            "-" if ms is None else f"{ms:.3g}",
         ]
         if throughput:
             cells += [str(row.get("batch") or "-"), _rate_text(row.get("samples_per_s"))]
@@ -152,6 +163,11 @@ def render_tune(doc: dict) -> None:
                 f"({_rate_text(default.get('samples_per_s'))} at batch {default.get('batch')} "
                 f"-> {_rate_text(rec.get('samples_per_s'))} at batch {rec.get('batch')})"
             )
+        elif training:
+            gain = (
+                f"{speedup_text(rec['speedup'])} faster than your setup "
+                f"({default['step_ms']:.3g} ms -> {rec['step_ms']:.3g} ms per step)"
+            )
         else:
             gain = (
                 f"{speedup_text(rec['speedup'])} faster than the default "
@@ -177,6 +193,16 @@ def render_tune(doc: dict) -> None:
     out.print(
         f"profile: {doc['profile']}  (tfperf apply {doc['profile']} --format sh)", soft_wrap=True
     )
+
+
+def _baseline_text(baseline: dict) -> str:
+    """``jit_compile=True, steps_per_execution=8, float32`` and the baseline's notes."""
+    text = (f"jit_compile={baseline.get('jit_compile')}, steps_per_execution="
+            f"{baseline.get('steps_per_execution')}, {baseline.get('policy')}")
+    if baseline.get("policy_source") == "factory":
+        text += " (set by your factory)"
+    notes = baseline.get("notes") or []
+    return text + "".join(f"; {n}" for n in notes)
 
 
 def _qps_text(value: float | None) -> str:
@@ -408,8 +434,8 @@ def tune_command(
         wl = workload_from_args(
             workload, model, inputs=inputs, unsafe=unsafe, batch=batch, size=size
         )
-    train_opts.pop("guard_steps", None)
-    train_opts.pop("validation", None)
+    for name in TRAIN_ONLY:
+        train_opts.pop(name, None)
     if quick:  # --quick beats the configuration file's limits, not the ones typed beside it
         ctx = click.get_current_context()
         typed = {n: ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE for n in

@@ -56,7 +56,8 @@ class Config:
     inter_threads: int | None = None
     onednn: bool | None = None
     allocator: str = "system"
-    xla: str = "off"
+    xla: str | None = None
+    """``None``: as the model has it (no XLA for inference; the user's compile for training)."""
     runtime: str = "tf"
     precision: str = "fp32"
     runtime_threads: int | None = None

@@ -96,6 +96,16 @@ def parse_steps(value: str) -> int | None:
     raise ValueError("a whole number of steps >= 1, or default")
 
 
+def parse_xla(value: str) -> str | None:
+    """``off``, ``jit``, ``auto`` or ``default`` (None: as the model or its runtime has it)."""
+    low = value.strip().lower()
+    if low in _DEFAULT:
+        return None
+    if low in XLA_MODES:
+        return low
+    raise ValueError(", ".join(XLA_MODES) + " or default")
+
+
 def choice(*choices: str) -> Callable[[str], str]:
     """A parser accepting exactly ``choices`` (case-insensitive)."""
 
@@ -146,8 +156,9 @@ KNOBS: dict[str, Knob] = {
             "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
         ),
         Knob(
-            "xla", "off", choice(*XLA_MODES), TF_ONLY, "model", "code",
-            "XLA: jit_compile on the serving function (code) or auto-clustering (env)",
+            "xla", None, parse_xla, TF_ONLY, "model", "code",
+            "XLA: jit_compile on the serving function (code) or auto-clustering (env); "
+            "default: as the model has it (off for inference, your compile for training)",
         ),
         Knob(
             "input_pipeline", None, choice("tuned"), TRAIN_RUNTIMES, "model", "code",

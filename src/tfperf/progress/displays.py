@@ -19,6 +19,9 @@ from tfperf.tuning import Progress as TuneProgress
 def trial_line(number: str, outcome: Any) -> str:
     """One finished tune trial: ``trial 3/12  LABEL  1.92 ms  4.10x  ok``."""
     ms = "-" if outcome.time_ms is None else f"{outcome.time_ms:.3g} ms"
+    step_ms = (getattr(outcome, "info", None) or {}).get("step_ms")
+    if step_ms:  # a training candidate speaks per step, whatever steps one call runs
+        ms = f"{step_ms:.3g} ms/step"
     if hasattr(outcome, "max_qps_at_slo"):  # a server candidate: its rate within the SLO
         qps = outcome.max_qps_at_slo
         ms = "- req/s" if not qps else f"{qps:.4g} req/s"

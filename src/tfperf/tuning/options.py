@@ -66,6 +66,9 @@ class TuneOptions:
     """``--price-per-hour``: the answer's and the default's cost of a million samples."""
     train_tolerance: TrainTolerance | None = None
     """A training tune's guard limits (``None``: :class:`TrainTolerance`'s defaults)."""
+    quick_budget: bool = False
+    """``budget_s`` is ``--quick``'s, not typed: a training tune may grow it to what the
+    50-step guard of one candidate per knob needs (it says so)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`
@@ -197,6 +200,7 @@ def options_from_args(
 
     if confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
+    quick_budget = quick and budget is None
     if quick:
         max_trials = QUICK["max_trials"] if max_trials is None else max_trials
         budget = QUICK["budget_s"] if budget is None else budget
@@ -212,5 +216,6 @@ def options_from_args(
         confirm_rounds=confirm_rounds,
         candidate_timeout_s=candidate_timeout,
         batch_sizes=parse_batch_sizes(batch_sizes),
+        quick_budget=quick_budget,
         **plain,
     )

@@ -132,6 +132,10 @@ class SearchResult:
     outcomes: list[Outcome]
     stopped: str
     """``"converged"``, ``"max-sweeps"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
+    unreached: tuple[str, ...] = ()
+    """Knobs of the space no candidate of which was tried (the search stopped first)."""
+    pruned: tuple[dict, ...] = ()
+    """Knobs taken out of the answer after the search (:mod:`tfperf.tuning.prune`)."""
 
 
 class _Stop(Exception):
@@ -156,6 +160,8 @@ class Search:
         sweeps: int = 3,
         seed: int = 0,
         runtime_first: bool = False,
+        knob_order: tuple[str, ...] | None = None,
+        reach_first: bool = False,
     ) -> None:
         self.space = space
         self.evaluate = evaluate
@@ -167,6 +173,13 @@ class Search:
         self.sweeps = sweeps
         self.seed = seed
         self.runtime_first = runtime_first
+        self.knob_order = knob_order
+        self.reach_first = reach_first
+        self.reached: set[str] = set()
+        """Knobs at least one candidate of which was tried."""
+        self._done: dict[str, Outcome] = {}
+        """Measured outcomes of this search by :func:`cache_key`: a candidate is not measured
+        twice against the same incumbent."""
         self.incumbent: dict = {}
         self.outcomes: list[Outcome] = []
         self._final: dict[str, Outcome] = {}
@@ -185,7 +198,7 @@ class Search:
         config = self.space.canonical(config)
         incumbent = self.incumbent if against is None else self.space.canonical(against)
         key = cache_key(config, incumbent)
-        known = self._final.get(label(config))
+        known = self._final.get(label(config)) or self._done.get(key)
         if known is not None:
             return known
         if key in self.cache:
@@ -202,6 +215,8 @@ class Search:
         self.outcomes.append(outcome)
         if outcome.status != MEASURED:
             self._final[label(config)] = outcome
+        else:
+            self._done[key] = outcome
         return outcome
 
     def _step(self, candidates: list[Outcome]) -> bool:
@@ -224,7 +239,9 @@ class Search:
         the stop that cut the head-to-heads short (out of trials or time), if one did.
 
         Runners-up whose interval overlaps the leader's challenge the champion in turn; a
-        challenger measured faster than the champion (direct median above 1) takes its place.
+        challenger takes its place only when it is significantly faster than the champion
+        (the verdict rule every other step uses: a direct median above 1 within the noise
+        leaves the leader).
         """
         champion = better[0].config
         floor = _ci(better[0])[0]
@@ -234,8 +251,7 @@ class Search:
                 duel = self._try(challenger.config, against=champion)
             except _Stop as stop:
                 return champion, stop
-            direct = (duel.vs_incumbent or {}).get("median")
-            if duel.status == MEASURED and direct is not None and direct > 1.0:
+            if duel.beats_incumbent():
                 champion = challenger.config
         return champion, None
 
@@ -248,7 +264,8 @@ class Search:
             stopped = self._staged() if strategy == "staged" else self._optuna(max_proposals)
         except _Stop as stop:
             stopped = stop.why
-        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped)
+        unreached = tuple(k for k in self._knob_order() if k not in self.reached)
+        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped, unreached)
 
     def start_point(self) -> dict:
         """The space's own starting config where no one-knob change of the default reaches it.
@@ -270,6 +287,9 @@ class Search:
     def _knob_order(self) -> list[str]:
         """The knobs in the order the staged search visits them."""
         knobs = self.space.knobs()
+        if self.knob_order:
+            rank = {k: i for i, k in enumerate(self.knob_order)}
+            knobs.sort(key=lambda k: rank.get(k, len(rank)))
         if self.runtime_first and "runtime" in knobs:
             knobs.remove("runtime")
             knobs.insert(0, "runtime")
@@ -280,6 +300,8 @@ class Search:
         start = self.start_point()
         if start:
             self._step([self._try(start)])
+        if self.reach_first:
+            self._reach()
         for _ in range(self.sweeps):
             for knob in self._knob_order():
                 if explored.get(knob) == label(self.incumbent):
@@ -288,6 +310,7 @@ class Search:
                 try:
                     for candidate in self._neighbours(knob):
                         tried.append(self._try(candidate))
+                        self.reached.add(knob)
                 finally:
                     # A budget that runs out mid-knob still keeps the best step measured so far.
                     self._step(tried)
@@ -295,6 +318,20 @@ class Search:
             if all(explored.get(k) == label(self.incumbent) for k in self.space.knobs()):
                 return "converged"
         return "max-sweeps"
+
+    def _reach(self) -> None:
+        """One candidate of every knob first, in search order (the most promising value:
+        the most steps per call, else the first other value), each step taken when it is
+        significant, so that a budget that ends early has still measured every knob once."""
+        for knob in self._knob_order():
+            candidates = self._neighbours(knob)
+            if not candidates:
+                continue
+            if knob == "steps_per_execution":
+                candidates.sort(key=lambda c: -int(c.get(knob) or 1))
+            outcome = self._try(candidates[0])
+            self.reached.add(knob)
+            self._step([outcome])
 
     def _neighbours(self, knob: str) -> list[dict]:
         """The staged step's candidates for ``knob``: the runtimes at full parallelism

@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tfperf.core.allocators import ALLOCATOR_PACKAGES
@@ -357,15 +357,19 @@ def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
 
 def _xla_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[str, ...]:
     if facts.model_format == "tflite":
-        return ("off",)
+        return (None,)
     if not facts.train:
-        return ("off", "jit", "auto")
+        return (None, "jit", "auto")
     why = (
         "a training step takes XLA through jit_compile (model.compile(jit_compile=True)); "
         "auto-clustering is tuned for inference only"
     )
     unavailable.append(_missing("xla", "auto", why))
-    return ("off", "jit")
+    if facts.model_format == "builtin":
+        return (None, "jit")
+    # the user's own step: the default is what they compiled; "off" and "jit" are each a
+    # candidate where it differs (Space.implied names the user's value once it is known)
+    return (None, "off", "jit")
 
 
 def build_space(facts: SpaceFacts) -> Space:
@@ -410,7 +414,84 @@ def build_space(facts: SpaceFacts) -> Space:
 
 
 TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)
-"""Keras' default (one step per call), and several steps in one call of the train function."""
+"""Before the default has run (its step time unknown): the user's own setting, and several
+steps in one call of the train function. :func:`fit_training_space` replaces them with
+:func:`steps_ladder` once the step time is known."""
+MAX_TRAIN_CALL_S = 1.0
+"""``steps_per_execution`` candidates stop where one call would take longer than this."""
+MAX_STEPS_PER_EXECUTION = 128
+TRAIN_SEARCH_ORDER = (
+    "steps_per_execution", "xla", "intra_threads", "precision", "allocator", "onednn",
+    "inter_threads", "input_pipeline", "batch",
+)
+"""The order a training tune visits its knobs (labels keep the table's order): what each
+costs to try is the same (a worker, its guard), so the knobs that gave most on the models
+measured come first -- steps per call (1.3-2.3x), XLA (up to 1.6x), one intra-op thread
+(1.15-1.5x), bf16 -- then the allocator, oneDNN, the inter-op pool and the input pipeline."""
+
+
+@dataclass(frozen=True)
+class TrainBaseline:
+    """The user's own training setup as the default worker read it back
+    (``ready["train"]["baseline"]``)."""
+
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    policy: str = "float32"
+    policy_source: str = "tfperf"
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_ready(cls, ready: Mapping[str, Any]) -> TrainBaseline:
+        found = dict((ready.get("train") or {}).get("baseline") or {})
+        found["notes"] = tuple(found.get("notes") or ())
+        return cls(**{k: v for k, v in found.items() if k in cls.__dataclass_fields__})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "notes": list(self.notes)}
+
+    def describe(self) -> str:
+        """``jit_compile=True, steps_per_execution=8, float32``."""
+        return (f"jit_compile={self.jit_compile}, steps_per_execution="
+                f"{self.steps_per_execution}, {self.policy}")
+
+
+def steps_ladder(step_s: float, own: int = 1) -> tuple[int, ...]:
+    """The ``steps_per_execution`` values worth trying at ``step_s`` seconds a step: the
+    largest power of two whose call stays under :data:`MAX_TRAIN_CALL_S` (at most
+    :data:`MAX_STEPS_PER_EXECUTION`), 4 and 32 below it, and Keras' 1 where the user runs
+    more; never the user's own value (that is the default)."""
+    cap = min(MAX_STEPS_PER_EXECUTION, int(MAX_TRAIN_CALL_S / max(step_s, 1e-6)))
+    top = 1 << (max(cap, 1).bit_length() - 1)
+    values = {v for v in (4, 32) if v < top} | ({top} if top > 1 else set())
+    if own != 1:
+        values.add(1)
+    return tuple(sorted(values - {own}))
+
+
+def fit_training_space(space: Space, baseline: TrainBaseline, step_s: float | None) -> Space:
+    """A training space once the default ran: the user's jit_compile and steps per call are
+    what a config that leaves them out runs (:attr:`Space.implied`, so a candidate is only
+    ever the other value), the steps-per-call ladder follows the step time, and precision is
+    not tried where the factory sets its own policy."""
+    implied = {
+        **space.implied,
+        "tf": {
+            **space.implied.get("tf", {}),
+            "xla": "jit" if baseline.jit_compile else "off",
+            "steps_per_execution": baseline.steps_per_execution,
+        },
+    }
+    values = dict(space.values)
+    if len(values.get("steps_per_execution", ())) > 1 and step_s:
+        values["steps_per_execution"] = (None, *steps_ladder(step_s, baseline.steps_per_execution))
+    fitted = replace(space, values=values, implied=implied)
+    if baseline.policy_source == "factory" and len(values.get("precision", ())) > 1:
+        fitted = fitted.drop(
+            "precision", values["precision"][1:],
+            f"not tried: your factory sets the policy ({baseline.policy})",
+        )
+    return fitted
 
 
 TRAIN_BATCH_FACTORS = (2, 4)

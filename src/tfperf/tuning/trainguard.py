@@ -105,13 +105,15 @@ def _tenths(losses: np.ndarray, n: int) -> tuple[float, float]:
 
 def default_problem(reference: list[Any]) -> str | None:
     """One sentence when the default's own trajectory cannot serve as the reference."""
-    losses = np.asarray(reference[0], dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(losses))
-    if bad.size:
-        return (
-            f"the loss is {losses[bad[0]]} at step {bad[0] + 1} under the default "
-            "configuration: fix the model, its labels or its learning rate before tuning."
-        )
+    keys = loss_keys(reference)
+    values = _columns(reference[0], len(keys))
+    for i, key in enumerate(keys):
+        bad = np.flatnonzero(~np.isfinite(values[:, i]))
+        if bad.size:
+            return (
+                f"the {key} is {values[bad[0], i]} at step {bad[0] + 1} under the default "
+                "configuration: fix the model, its labels or its learning rate before tuning."
+            )
     return None
 
 
@@ -126,15 +128,55 @@ def judge(
     reference: list[Any], candidate: list[Any], reduced: bool, tolerance: TrainTolerance,
     ratio: float = 1.0,
 ) -> dict:
-    """The guard's verdict on ``candidate`` against ``reference`` (module docstring)."""
-    ref_all = np.asarray(reference[0], dtype=np.float64)
-    cand_all = np.asarray(candidate[0], dtype=np.float64)
+    """The guard's verdict on ``candidate`` against ``reference`` (module docstring): every
+    guarded key (a column of the per-step values, named by the outputs' fourth array) judged
+    alone; the first key's figures lead, each key's are under ``guard["keys"]`` when several."""
+    keys = loss_keys(reference)
+    ref_all, cand_all = _columns(reference[0], len(keys)), _columns(candidate[0], len(keys))
+    verdicts = {}
+    for i, key in enumerate(keys):
+        verdicts[key] = _judge_column(ref_all[:, i], cand_all[:, i], reduced, tolerance, ratio)
+    figures = dict(verdicts[keys[0]][2])
+    if len(keys) > 1:
+        figures["keys"] = {k: v[2] for k, v in verdicts.items()}
+    order = ("rejected", "inconclusive", "accepted")
+    key, (verdict, reason, _) = min(verdicts.items(), key=lambda kv: order.index(kv[1][0]))
+    if reason and len(keys) > 1:
+        reason = f"{key}: {reason}"
+    figures["verdict"] = verdict
+    if verdict in ("accepted", "inconclusive") and len(reference) > 1:
+        reason = _validation(reference, candidate, _limits(reduced, tolerance).rel, figures)
+        verdict = "rejected" if reason else verdict
+        figures["verdict"] = verdict
+    return {"accepted": verdict != "rejected", "reason": reason, "guard": figures}
+
+
+def loss_keys(outputs: list[Any]) -> list[str]:
+    """The keys a worker's guard outputs hold values of (``["loss"]`` when it names none)."""
+    if len(outputs) > 3 and len(outputs[3]):
+        return [str(k) for k in outputs[3]]
+    return ["loss"]
+
+
+def _columns(values: Any, keys: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).reshape(-1, keys)
+
+
+def _limits(reduced: bool, tolerance: TrainTolerance) -> Limits:
+    return tolerance.reduced if reduced else tolerance.fp32
+
+
+def _judge_column(
+    ref_all: np.ndarray, cand_all: np.ndarray, reduced: bool, tolerance: TrainTolerance,
+    ratio: float,
+) -> tuple[str, str, dict]:
+    """One key's verdict, reason and figures."""
     m, n = common_steps(ref_all.size, cand_all.size, ratio)
     ref, cand = ref_all[:m], cand_all[:n]
     first, last = _tenths(ref, m) if m else (math.nan, math.nan)
     final = _tenths(cand, n)[1] if n else math.nan
     drop = first - last
-    limits = tolerance.reduced if reduced else tolerance.fp32
+    limits = _limits(reduced, tolerance)
     share = (final - last) / drop if drop > 0 else None
     figures = {
         "steps": int(n),
@@ -150,11 +192,7 @@ def judge(
     }
     verdict, reason = _verdict(ref, cand, drop, share, limits, reduced, tolerance)
     figures["verdict"] = verdict
-    if verdict in ("accepted", "inconclusive") and len(reference) > 1:
-        reason = _validation(reference, candidate, limits.rel, figures)
-        verdict = "rejected" if reason else verdict
-        figures["verdict"] = verdict
-    return {"accepted": verdict != "rejected", "reason": reason, "guard": figures}
+    return verdict, reason, figures
 
 
 def _verdict(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -27,16 +28,28 @@ from tfperf.core.protocol import DEFAULT_GUARD_STEPS
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
+from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
-from tfperf.tuning.space import Space
-from tfperf.tuning.trainguard import MIN_STEPS, TrainTolerance, default_problem, judge
+from tfperf.tuning.space import Space, TrainBaseline, fit_training_space
+from tfperf.tuning.trainguard import (
+    MIN_STEPS,
+    TrainTolerance,
+    default_problem,
+    judge,
+    loss_keys,
+)
+from tfperf.tuning.workers import MAX_CALLS
 
 SLOWER = "not run: clearly slower than the default, dropped after timing"
 TRAIN_BLOCK_S = 0.3
 """Blocks of at least this long: a training step takes tens of milliseconds, and a block of
 one or two steps makes each pair's ratio as noisy as a single step."""
+BLOCK_STEPS = 4
+"""...and of at least this many of the default's steps: a 200 ms step gets 0.8 s blocks, so
+that one slow step's jitter does not decide a pair."""
+MAX_BLOCK_S = 2.0
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 
@@ -79,6 +92,10 @@ class TrainEvaluator(Evaluator):
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
+        self.baseline = TrainBaseline()
+        """The user's own setup, read back by the default worker."""
+        self.default_cost_s = 0.0
+        """What starting the default took: a worker, its first steps and its guard."""
 
     def within_guard(self, space: Space) -> Space:
         """``space`` without the batch sizes the default's guard does not cover: a batch of
@@ -101,11 +118,32 @@ class TrainEvaluator(Evaluator):
         return float((cand.ready.get("train") or {}).get("batch") or default) / float(default)
 
     def start_default(self) -> dict:
+        started = time.monotonic()
         ready = super().start_default()
+        self.default_cost_s = time.monotonic() - started
         problem = default_problem(self.reference or [[]])
         if problem:
             raise UserError(problem[0].upper() + problem[1:])
+        self.baseline = TrainBaseline.from_ready(ready)
+        step = self.step_s()
+        if step:
+            self.workers.block_s = min(MAX_BLOCK_S, max(self.workers.block_s, BLOCK_STEPS * step))
+            default = self.workers.find("default")
+            if default is not None:
+                default.calls = calls_per_block(default.ready, self.workers.block_s, MAX_CALLS)
         return ready
+
+    def step_s(self) -> float | None:
+        """The default's time per training step (its warm-up, over its steps per call)."""
+        ready = self.default_ready or {}
+        tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
+        spe = int((ready.get("train") or {}).get("steps_per_call") or 1)
+        return statistics.median(tail) / spe if tail else None
+
+    def fit_space(self, space: Space) -> Space:
+        """The space once the default ran (:func:`fit_training_space`), without the batch
+        sizes its guard does not cover."""
+        return self.within_guard(fit_training_space(space, self.baseline, self.step_s()))
 
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
@@ -125,6 +163,8 @@ class TrainEvaluator(Evaluator):
             "vs_incumbent": paired_speedup(times[1], times[2], self.threshold),
             "time_ms": statistics.median(times[2]) * cand.unit * 1e3,
         }
+        spe = int((cand.ready.get("train") or {}).get("steps_per_call") or 1)
+        info["step_ms"] = measured["time_ms"] / spe
         if clearly_slower(speed):
             check = {"accepted": True, "reason": "", "guard": {"verdict": SLOWER}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
@@ -140,6 +180,34 @@ class TrainEvaluator(Evaluator):
                        accuracy=check, info=info, **measured)
 
 
+def candidate_cost_s(evaluator: TrainEvaluator) -> float:
+    """About what one candidate costs: a worker started and guarded as the default was, and
+    its rounds (at least ``min_rounds`` of three blocks)."""
+    rounds = evaluator.options.min_rounds * 3 * evaluator.workers.block_s
+    return evaluator.default_cost_s + rounds
+
+
+def train_limits(
+    evaluator: TrainEvaluator, space: Space, options: TuneOptions, progress: Progress
+) -> tuple[int | None, float | None]:
+    """The trial and time limits of a training search: ``--quick``'s grow to one candidate
+    per knob, at the guard's floor of steps (the progress line says so); typed ones stay."""
+    knobs = len(space.knobs())
+    trials, budget = options.max_trials, options.budget_s
+    if not options.quick_budget:
+        return trials, budget
+    trials = max(trials or 0, knobs)
+    need = knobs * candidate_cost_s(evaluator)
+    if budget is not None and need > budget:
+        progress.phase(
+            f"--quick's budget grows from {budget:.0f} s to {need:.0f} s: one candidate for "
+            f"each of {knobs} knobs, each guarded over at least {MIN_STEPS} steps, takes about "
+            f"{candidate_cost_s(evaluator):.0f} s here"
+        )
+        budget = need
+    return trials, budget
+
+
 def clearly_slower(speedup: Mapping[str, Any]) -> bool:
     """Significantly slower, with the whole 95% interval below :data:`CLEARLY_SLOWER`."""
     high = (speedup.get("ci95") or [None, None])[1]
@@ -152,13 +220,17 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     by label; the candidates' ``guard`` keep the figures only), the chosen label, the
     tolerance used, and the code lines the recommendation needs."""
     ready = evaluator.default_ready or {}
+    keys = loss_keys(evaluator.reference or [[]])
     doc["train"] = {
         "default": ready.get("train"),
-        "default_losses": [float(v) for v in (evaluator.reference or [[]])[0]],
+        "baseline": evaluator.baseline.to_dict(),
+        "loss_keys": keys,
+        "default_losses": first_key(evaluator.reference or [[]], len(keys)),
         "tolerance": evaluator.tolerance.to_dict(),
         "note": "a dataset is read as the model's train function reads it; a finite one is "
         "repeated for timing",
     }
+    step_figures(doc, evaluator.baseline.steps_per_execution)
     trajectories = doc["train"]["trajectories"] = {}
     ratios = doc["train"]["batch_ratios"] = {}
     for row in doc.get("candidates", []):
@@ -167,11 +239,11 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
             if guard.get("losses"):
                 trajectories[row["label"]] = guard["losses"]
                 ratios[row["label"]] = guard.get("batch_ratio", 1.0)
-            row["guard"] = {k: v for k, v in guard.items() if k not in _TRAJECTORIES}
+            row["guard"] = without_trajectories(guard)
     rec = doc.get("recommendation") or {}
     doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
     if rec.get("guard"):
-        rec["guard"] = {k: v for k, v in rec["guard"].items() if k not in _TRAJECTORIES}
+        rec["guard"] = without_trajectories(rec["guard"])
     rec["code"] = train_code_lines(rec.get("config") or {})
     if not rec.get("keep_default") and (rec.get("config") or {}).get("batch"):
         rec["notes"] = [*(rec.get("notes") or []), LEARNING_RATE_NOTE]
@@ -179,3 +251,41 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
 
 
 _TRAJECTORIES = ("losses", "default_losses")
+
+
+def without_trajectories(guard: dict) -> dict:
+    """A guard's figures without its per-step values (each key's too)."""
+    out = {k: v for k, v in guard.items() if k not in _TRAJECTORIES}
+    if isinstance(out.get("keys"), dict):
+        out["keys"] = {k: without_trajectories(v) for k, v in out["keys"].items()}
+    return out
+
+
+def first_key(outputs: list[Any], keys: int) -> list[float]:
+    """The first guarded key's per-step values of a worker's guard outputs."""
+    import numpy as np
+
+    values = np.asarray(outputs[0] if outputs else [], dtype=np.float64).reshape(-1, keys)
+    return [float(v) for v in values[:, 0]]
+
+
+def _per_step(ms: float | None, batch: int | None, spe: int) -> dict:
+    if not ms:
+        return {"step_ms": None, "sample_ms": None}
+    return {"step_ms": ms / spe, "sample_ms": ms / batch if batch else None}
+
+
+def step_figures(doc: dict, own_spe: int) -> None:
+    """``step_ms`` and ``sample_ms`` beside every ``time_ms`` (which stays per call): the
+    default, each candidate (its steps per call from its config, else the user's) and the
+    recommendation (its confirmation's figures)."""
+
+    def spe_of(config: Mapping[str, Any] | None) -> int:
+        return int((config or {}).get("steps_per_execution") or own_spe)
+
+    default = doc.get("default") or {}
+    default.update(_per_step(default.get("time_ms"), default.get("batch"), own_spe))
+    for row in doc.get("candidates", []):
+        row.update(_per_step(row.get("time_ms"), row.get("batch"), spe_of(row.get("config"))))
+    rec = doc.get("recommendation") or {}
+    rec.update(_per_step(rec.get("time_ms"), rec.get("batch"), spe_of(rec.get("config"))))

@@ -66,10 +66,12 @@ from tfperf.store import Store
 from tfperf.tuning.conclude import conclude, export_artifact
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.prune import prune
 from tfperf.tuning.search import Outcome, Search, SearchResult, cache_key
 from tfperf.tuning.servertune import tune_server
 from tfperf.tuning.space import (
     DEFAULT_BATCHES,
+    TRAIN_SEARCH_ORDER,
     Space,
     SpaceFacts,
     build_space,
@@ -77,7 +79,13 @@ from tfperf.tuning.space import (
     to_config_dict,
     train_batches,
 )
-from tfperf.tuning.traintune import TrainEvaluator, is_training, train_document
+from tfperf.tuning.traintune import (
+    TrainEvaluator,
+    candidate_cost_s,
+    is_training,
+    train_document,
+    train_limits,
+)
 
 KIND = "tune"
 MAX_CALL_S = 1.0
@@ -185,8 +193,10 @@ def _run(
             stopped=result.stopped,
             trials=len(result.outcomes),
             space_size=space_used.size(),
-            unavailable=space_used.unavailable,
+            unavailable=space_used.unavailable + _unreached(evaluator, result, options),
         )
+        if isinstance(evaluator, TrainEvaluator):
+            doc["recommendation"]["pruned"] = list(result.pruned)
     return _warn_environment(doc, evaluator)
 
 
@@ -232,24 +242,47 @@ def search(
         batches = _batch_ladder(options, evaluator.default_batch, found.facts.train)
         refit = replace(found.facts, batch=evaluator.default_batch, batches=batches)
         space = _restricted(build_space(refit), options.knobs)
-    if isinstance(evaluator, TrainEvaluator):
-        space = evaluator.within_guard(space)
+    training = isinstance(evaluator, TrainEvaluator)
+    if training:
+        space = evaluator.fit_space(space)
     if options.throughput and options.batch_sizes is None:
         space = _cap_batches(space, ready)
     for outcome in cache.values():
         trial = evaluator.run.trial(outcome.label, to_config_dict(outcome.config), "candidate")
         evaluator.finish_trial(trial, outcome)
-    progress.start(options.max_trials, options.budget_s, resumed=len(cache))
+    limits = train_limits(evaluator, space, options, progress) if training else (
+        options.max_trials, options.budget_s)
+    progress.start(limits[0], limits[1], resumed=len(cache))
     result = Search(
         space,
         evaluator,
-        max_trials=options.max_trials,
-        budget_s=options.budget_s,
+        max_trials=limits[0],
+        budget_s=limits[1],
         cache=cache,
         seed=options.seed,
         runtime_first=options.max_trials is not None or options.budget_s is not None,
+        knob_order=TRAIN_SEARCH_ORDER if training else None,
+        reach_first=training,
     ).run(options.strategy)
+    if training:
+        result = prune(result, space, evaluator)
     return result, space, ready
+
+
+def _unreached(evaluator: Evaluator, result: SearchResult, options: TuneOptions) -> list[dict]:
+    """A training search's knobs that the budget (or trial limit) left untried, each with the
+    budget that would reach it (what its candidates cost here, added to the one given)."""
+    if not isinstance(evaluator, TrainEvaluator) or not result.unreached:
+        return []
+    each = candidate_cost_s(evaluator)
+    if result.stopped == "max-trials":
+        why = f"not tried: the trial limit ({options.max_trials}); --max-trials " \
+              f"{len(result.outcomes) + len(result.unreached)} would reach it"
+    else:
+        need = (options.budget_s or 0) + each * len(result.unreached)
+        why = f"not tried: budget; --budget {need:.0f} would reach it (about {each:.0f} s a " \
+              "candidate here)"
+    return [{"knob": k, "value": "any", "reason": why} for k in result.unreached]
 
 
 def _document(

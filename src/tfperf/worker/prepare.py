@@ -77,7 +77,7 @@ def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
 
 
 _TF_ONLY_KNOBS = {
-    "xla": "off",
+    "xla": None,
     "intra_threads": None,
     "inter_threads": None,
     "onednn": None,

@@ -58,6 +58,16 @@ from tfperf.core.workloads import SEED
 from tfperf.worker.fingerprint import describe_arrays, seed_everything
 from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
+from tfperf.worker.trainstate import (
+    LossRecorder,
+    StepCounter,
+    apply_knobs,
+    counter_hint,
+    guarded_keys,
+    model_policy,
+    read_baseline,
+    state_variables,
+)
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 
 DEFAULT_GUARD_SECONDS = 60.0
@@ -91,11 +101,11 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     source = _load_source(workload)
     model = source.model
     _check_compiled(model, workload)
+    baseline = read_baseline(model, policy or "float32")
     if policy:
         _check_policy_reached(model, policy)
-    spe = int(config.get("steps_per_execution") or 1)
-    model.jit_compile = config.get("xla") == "jit"
-    model.steps_per_execution = spe
+    knob_notes = apply_knobs(model, config, baseline)
+    spe = int(model.steps_per_execution or 1)
     own_batches, own, rows = _own_batches(source, workload)
     dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
     if workload.get("tile_to"):
@@ -109,48 +119,46 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     if config.get("train_lr_scale"):
         lr = model.optimizer.learning_rate
         model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
-    model.train_function = None
-    fn = model.make_train_function(force=True) or model.train_function
+    counter = StepCounter(model, workload.get("steps_counter"))
     own_batches = own_batches or batches[:4]
     fingerprint = {"inputs": describe_arrays(_flat(own_batches)), "weights": _weights(model)}
     initial = _snapshot(model)
     timing = iter(dataset)
-    first_steps_s = _first_call(fn, timing, model, spe)
-    guard = _Guard(model, fn, guard_data, initial, spe, workload, steps)
-    counter = _Counter(model, spe)
+    first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
+    if first.fallback:
+        baseline = baseline.with_note(first.fallback, jit_compile=False)
+        knob_notes = [n for n in knob_notes if not n.startswith("XLA")] + [first.fallback]
+    keys = guarded_keys(first.logs, tuple(workload.get("loss_keys") or ()))
+    fn = first.fn
+    guard = _Guard(model, initial, keys, workload, steps, guard_data)
+    timed = _Timed(counter, spe)
 
     def call() -> None:
-        fn(timing)["loss"].numpy()
-        counter.steps += spe
+        fn(timing)[keys[0]].numpy()
+        timed.steps += spe
 
-    share = _input_wait_share(fn, timing, dataset, model, spe)
-    counter.reset()
+    share = _input_wait_share(fn, timing, dataset, spe, keys[0])
+    timed.reset()
     batch = _batch_rows(batches[0])
     return TrainPrepared(
         call=call,
-        outputs=lambda: counter.around(guard.run),
+        outputs=lambda: timed.around(guard.run),
         batch=batch * spe,
         flops_per_call=None,
         flops_source="unknown",
-        notes=[*source.notes, *notes, *_knob_notes(config, spe)],
+        notes=[*source.notes, *notes, *knob_notes],
         fingerprint=fingerprint,
         train={
             "steps_per_call": spe,
             "batch": batch,
-            "first_steps_s": first_steps_s,
+            "first_steps_s": first.seconds,
             "input_wait_share": share,
-            "policy": policy or "float32",
+            "policy": model_policy(model),
+            "baseline": baseline.to_dict(),
+            "loss_keys": list(keys),
+            "steps_counter": counter.path,
         },
     )
-
-
-def _knob_notes(config: dict[str, Any], spe: int) -> list[str]:
-    notes = []
-    if config.get("xla") == "jit":
-        notes.append("XLA: model.jit_compile = True (the train function compiled by XLA)")
-    if spe > 1:
-        notes.append(f"steps_per_execution {spe}: one timed call runs {spe} training steps")
-    return notes
 
 
 # ---------------------------------------------------------------------------- loading
@@ -354,18 +362,12 @@ def _weights(model: Any) -> dict[str, Any]:
     return describe_arrays([w.numpy() for w in model.weights])
 
 
-def _state_variables(model: Any) -> list[Any]:
-    """The model's variables (weights, batch-norm statistics, seed generators) and the
-    optimizer's (its ``iterations`` and slots)."""
-    return list(model.variables) + list(model.optimizer.variables)
-
-
 def _snapshot(model: Any) -> list[Any]:
-    return [v.numpy() for v in _state_variables(model)]
+    return [v.numpy() for v in state_variables(model)]
 
 
 def _restore(model: Any, values: list[Any]) -> None:
-    for var, value in zip(_state_variables(model), values):  # noqa: B905 (same model)
+    for var, value in zip(state_variables(model), values):  # noqa: B905 (same model)
         var.assign(value)
 
 
@@ -378,22 +380,75 @@ def _build(model: Any, batch: Any) -> None:
         raise UserError(_first_step_error(model, exc)) from None
 
 
-def _first_call(fn: Callable[[Any], Any], it: Any, model: Any, spe: int) -> float:
-    """Run and time the first call (tracing, compilation); its errors as one sentence."""
-    before = int(model.optimizer.iterations.numpy())
+@dataclass(frozen=True)
+class _FirstCall:
+    """The first call of the train function: the function, its logs, its time, and the
+    sentence saying why the user's XLA was turned off (``""`` when it was not)."""
+
+    fn: Any
+    logs: dict[str, float]
+    seconds: float
+    fallback: str = ""
+
+
+def _first_call(
+    model: Any, it: Any, counter: StepCounter, spe: int, xla_fallback: bool
+) -> _FirstCall:
+    """Make the train function, run and time its first call (tracing, compilation); its
+    errors as one sentence. With ``xla_fallback`` (the user's own jit_compile, not a
+    candidate's), an XLA compilation that fails at the first call is retried without XLA."""
+    before = counter.read()
+    fn = _train_function(model)
     t0 = time.perf_counter()
+    fallback = ""
     try:
-        loss = float(fn(it)["loss"].numpy())
+        logs = _numpy_logs(fn(it))
     except Exception as exc:
-        raise UserError(_first_step_error(model, exc)) from None
+        if not (xla_fallback and model.jit_compile):
+            raise UserError(_first_step_error(model, exc)) from None
+        fallback = (f"XLA: your jit_compile=True failed at the first step here "
+                    f"({first_line(exc)[:160]}): the baseline runs without XLA")
+        model.jit_compile = False
+        fn = _train_function(model)
+        t0 = time.perf_counter()
+        try:
+            logs = _numpy_logs(fn(it))
+        except Exception as again:
+            raise UserError(_first_step_error(model, again)) from None
     elapsed = time.perf_counter() - t0
-    if not math.isfinite(loss):
+    bad = {k: v for k, v in logs.items() if "loss" in k.lower() and not math.isfinite(v)}
+    if bad:
+        key, value = next(iter(bad.items()))
         raise UserError(
-            f"The loss is {loss} at the first training step: check the labels, the loss and "
+            f"The {key} is {value} at the first training step: check the labels, the loss and "
             "the learning rate before tuning."
         )
-    _check_iterations(model, before + spe)
-    return elapsed
+    counted = counter.read() - before
+    if counted != spe:
+        raise UserError(
+            f"{counter.path} counted {counted} of the {spe} training step(s) run: name the "
+            "iterations of the optimizer your train_step applies with --steps-counter "
+            f"(e.g. {counter_hint(model, counter.path)})."
+        )
+    return _FirstCall(fn, logs, elapsed, fallback)
+
+
+def _train_function(model: Any) -> Any:
+    model.train_function = None
+    return model.make_train_function(force=True) or model.train_function
+
+
+def _numpy_logs(logs: Any) -> dict[str, float]:
+    """A train function's logs as floats (scalars only: a metric of several values is
+    left out)."""
+    import numpy as np
+
+    out = {}
+    for key, value in dict(logs).items():
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        if array.size == 1:
+            out[key] = float(array.reshape(()))
+    return out
 
 
 def _first_step_error(model: Any, exc: BaseException) -> str:
@@ -409,8 +464,8 @@ def _first_step_error(model: Any, exc: BaseException) -> str:
     )
 
 
-def _check_iterations(model: Any, expected: int) -> None:
-    got = int(model.optimizer.iterations.numpy())
+def _check_iterations(counter: StepCounter, expected: int) -> None:
+    got = counter.read()
     if got != expected:
         raise RuntimeError(
             f"the optimizer ran {got} steps where {expected} were timed: the train function "
@@ -418,35 +473,35 @@ def _check_iterations(model: Any, expected: int) -> None:
         )
 
 
-class _Counter:
-    """The steps timed since the last reset, checked against the optimizer's ``iterations``."""
+class _Timed:
+    """The steps timed since the last reset, checked against the step counter."""
 
-    def __init__(self, model: Any, spe: int) -> None:
-        self.model = model
+    def __init__(self, counter: StepCounter, spe: int) -> None:
+        self.counter = counter
         self.steps = 0
         self.start = 0
 
     def reset(self) -> None:
         self.steps = 0
-        self.start = int(self.model.optimizer.iterations.numpy())
+        self.start = self.counter.read()
 
     def around(self, run: Callable[[], Any]) -> Any:
         """Check the steps timed so far, ``run()`` (which resets the optimizer), count anew."""
-        _check_iterations(self.model, self.start + self.steps)
+        _check_iterations(self.counter, self.start + self.steps)
         result = run()
         self.reset()
         return result
 
 
-def _input_wait_share(fn: Any, timing: Any, dataset: Any, model: Any, spe: int) -> float | None:
+def _input_wait_share(fn: Any, timing: Any, dataset: Any, spe: int, key: str) -> float | None:
     """1 - (time per call on one cached batch) / (time per call on the user's dataset)."""
     cached = iter(dataset.take(spe).cache().repeat())
 
     def per_call(it: Any) -> float:
-        fn(it)["loss"].numpy()  # the first call on a new iterator may trace
+        fn(it)[key].numpy()  # the first call on a new iterator may trace
         n, t0 = 0, time.perf_counter()
         while n < 3 or time.perf_counter() - t0 < INPUT_PROBE_S:
-            fn(it)["loss"].numpy()
+            fn(it)[key].numpy()
             n += 1
         return (time.perf_counter() - t0) / n
 
@@ -458,53 +513,55 @@ def _input_wait_share(fn: Any, timing: Any, dataset: Any, model: Any, spe: int) 
 
 
 class _Guard:
-    """K steps from the initial state on the cached batches (see the module docstring)."""
+    """K steps from the initial state on the cached batches, run by a train function of the
+    steps per call that is timed, with the same XLA setting, each step's own value of every
+    guarded key recorded (:class:`~tfperf.worker.trainstate.LossRecorder`)."""
 
     def __init__(
-        self, model: Any, fn: Any, data: Any, initial: list[Any], spe: int, workload: dict,
-        steps: int,
+        self, model: Any, initial: list[Any], keys: tuple[str, ...], workload: dict,
+        steps: int, data: Any,
     ) -> None:
-        self.model, self.fn, self.data, self.initial, self.spe = model, fn, data, initial, spe
-        self.steps = steps
+        self.model, self.initial, self.keys, self.steps, self.data = (
+            model, initial, keys, steps, data)
         self.seconds = float(workload.get("guard_seconds") or DEFAULT_GUARD_SECONDS)
         self.validation = workload.get("validation")
-        self.per_step: Any = None
+        self.recorder: LossRecorder | None = None
 
     def run(self) -> list[Any]:
-        """The guard's outputs; the model runs one step per call meanwhile (Keras reads
-        ``steps_per_execution`` when it traces), its own setting restored after."""
-        if self.spe == 1:
-            return self._steps(self.fn)
-        if self.per_step is None:
-            self.per_step = self.model._make_function(self.model.train_step)
-        self.model.steps_per_execution = 1
-        try:
-            return self._steps(self.per_step)
-        finally:
-            self.model.steps_per_execution = self.spe
-
-    def _steps(self, fn: Any) -> list[Any]:
+        """``[per-step values (steps x keys), validation metrics, their names, the keys]``."""
         import numpy as np
 
+        if self.recorder is None:
+            spe = int(self.model.steps_per_execution or 1)
+            self.recorder = LossRecorder(self.model, self.keys, spe)
         _restore(self.model, self.initial)
-        it = iter(self.data)
-        losses: list[float] = []
-        t0 = time.perf_counter()
-        while len(losses) < self.steps:
-            if len(losses) >= MIN_GUARD_STEPS and time.perf_counter() - t0 > self.seconds:
-                break
-            self.model.reset_metrics()
-            try:
-                logs = fn(it)
-            except StopIteration:
-                break
-            losses.append(float(logs["loss"].numpy()))
+        rows = self._steps(self.recorder, iter(self.data))
         metrics = self._evaluate() if self.validation else {}
         return [
-            np.asarray(losses[: self.steps], dtype=np.float64),
+            np.asarray(rows[: self.steps], dtype=np.float64).reshape(-1, len(self.keys)),
             np.asarray(list(metrics.values()), dtype=np.float64),
             np.asarray(list(metrics), dtype=str),
+            np.asarray(list(self.keys), dtype=str),
         ]
+
+    def _steps(self, recorder: LossRecorder, it: Any) -> list[list[float]]:
+        import tensorflow as tf
+
+        rows: list[list[float]] = []
+        t0 = time.perf_counter()
+        recorder.take()
+        while len(rows) < self.steps:
+            if len(rows) >= MIN_GUARD_STEPS and time.perf_counter() - t0 > self.seconds:
+                break
+            try:
+                recorder.function(it)
+            except (StopIteration, tf.errors.OutOfRangeError):
+                break
+            got = recorder.take()
+            if not got:
+                break
+            rows.extend(got)
+        return rows
 
     def _evaluate(self) -> dict[str, float]:
         import numpy as np

@@ -1,0 +1,69 @@
+"""The fewest changes that keep the speed: each knob of a search's answer removed in turn.
+
+Contract: :func:`prune` ``(result, space, evaluate) -> SearchResult`` takes a search's answer of
+two knobs or more and tries it without each of them, measured against the answer, interleaved
+(``evaluate(smaller, answer, None)``: the same evaluator, guard and verdict rule as every step
+of the search). A knob stays only where removing it makes the answer *significantly* slower
+(verdict ``"slower"``: significant and beyond the size threshold); otherwise it goes, and the
+smaller answer is the one the next removal starts from. Reduced precision is tried first, then
+the changes to the user's code, then the environment's: when two answers are within the
+threshold, fp32 and fewer code changes win. The result's ``pruned`` lists each knob removed
+with the measurement that allowed it; its outcomes include every removal tried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tfperf.core.knobs import KNOBS, show_value
+from tfperf.tuning.search import MEASURED, Evaluate, Outcome, SearchResult
+from tfperf.tuning.space import Space
+
+REMOVAL_ORDER = ("precision", "batch", "steps_per_execution", "xla", "input_pipeline")
+"""Knobs tried for removal first (the rest follow in the table's order): reduced precision
+changes what the model learns; the others are lines of the user's code."""
+
+
+def removal_order(answer: dict) -> list[str]:
+    """The answer's knobs in the order their removal is tried."""
+    first = [k for k in REMOVAL_ORDER if k in answer]
+    return first + [k for k in KNOBS if k in answer and k not in first]
+
+
+def prune(result: SearchResult, space: Space, evaluate: Evaluate) -> SearchResult:
+    """``result`` with the knobs its answer does not need removed (module docstring)."""
+    answer = space.canonical(result.incumbent)
+    outcomes = list(result.outcomes)
+    pruned: list[dict[str, Any]] = []
+    for knob in removal_order(answer):
+        if len(answer) < 2 or knob not in answer:
+            continue  # one knob left: the confirmation against the default judges it
+        smaller = space.canonical({k: v for k, v in answer.items() if k != knob})
+        outcome = evaluate(smaller, dict(answer), None)
+        outcomes.append(outcome)
+        if removable(outcome):
+            pruned.append(_entry(knob, answer[knob], outcome))
+            answer = smaller
+    return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned))
+
+
+def removable(outcome: Outcome) -> bool:
+    """Measured without the knob and not significantly slower than the answer with it."""
+    verdict = (outcome.vs_incumbent or {}).get("verdict")
+    return outcome.status == MEASURED and verdict is not None and verdict != "slower"
+
+
+def _entry(knob: str, value: Any, outcome: Outcome) -> dict[str, Any]:
+    vs = outcome.vs_incumbent or {}
+    low, high = (vs.get("ci95") or [None, None])[:2]
+    interval = "" if low is None else f" [{low:.2f}-{high:.2f}]"
+    return {
+        "knob": knob,
+        "value": show_value(value),
+        "without": outcome.label,
+        "speed_without": vs,
+        "why": (f"without {knob}={show_value(value)} the answer ran "
+                f"{vs.get('median', float('nan')):.2f}x{interval} its speed with it "
+                f"({vs.get('verdict')}): not significantly slower, so it is not needed"),
+    }

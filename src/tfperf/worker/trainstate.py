@@ -1,0 +1,214 @@
+"""Worker side: what the user's model already does, and the state a training guard resets.
+
+Contract:
+
+- :func:`read_baseline` ``(model, set_policy) -> Baseline``: the model as the user compiled it,
+  read back from Keras before tfperf changes anything: ``jit_compile`` as Keras resolved it
+  (``"auto"`` resolved on this machine; a ``jit_compile=True`` that Keras refused reads
+  ``False``), ``steps_per_execution`` and the dtype policy of its layers. ``policy_source`` is
+  ``"factory"`` when the model's policy is not the one tfperf set before the factory ran (the
+  factory, or a ``.keras`` file, sets its own: precision cannot be tried from outside).
+- :func:`apply_knobs` ``(model, config, baseline) -> list[str]``: a knob left at its default
+  (``xla`` / ``steps_per_execution`` of ``None``) keeps the user's value; any other value is
+  set. Returns the notes that say what runs.
+- :func:`optimizers` finds every optimizer the model holds (a GAN's ``d_optimizer`` and
+  ``g_optimizer`` beside ``model.optimizer``) and builds the unbuilt ones, so that
+  :func:`state_variables` (weights, batch-norm statistics, seed generators and every
+  optimizer's iterations and slots) is complete before the initial state is snapshot.
+- :class:`StepCounter` reads the training steps run from an attribute path on the model
+  (``--steps-counter``, default ``optimizer.iterations``); a path that does not resolve to a
+  counter is a :class:`UserError` naming the attributes that would.
+- :class:`LossRecorder` wraps the model's ``train_step`` so that a train function of
+  ``steps_per_execution`` N steps writes each step's own value of every guarded key into a
+  buffer variable (Keras' logs are means since the last metric reset: the recorder resets the
+  metrics before each step, inside the function, so each step's value is its own batch's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tfperf.core.errors import UserError
+
+DEFAULT_COUNTER = "optimizer.iterations"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The model as the user compiled it (see the module docstring)."""
+
+    jit_compile: bool
+    steps_per_execution: int
+    policy: str
+    policy_source: str
+    """``"tfperf"`` (the policy tfperf set before the factory ran) or ``"factory"``."""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["notes"] = list(self.notes)
+        return out
+
+    def with_note(self, note: str, **changes: Any) -> Baseline:
+        values = {**asdict(self), **changes, "notes": (*self.notes, note)}
+        return Baseline(**values)
+
+
+def model_policy(model: Any) -> str:
+    """The dtype policy of the model (its own, else its first layer's)."""
+    policy = getattr(model, "dtype_policy", None)
+    name = getattr(policy, "name", None)
+    if name:
+        return str(name)
+    for layer in getattr(model, "layers", []):
+        name = getattr(getattr(layer, "dtype_policy", None), "name", None)
+        if name:
+            return str(name)
+    return "float32"
+
+
+def read_baseline(model: Any, set_policy: str) -> Baseline:
+    """What the user compiled (module docstring); ``set_policy`` is what tfperf set."""
+    policy = model_policy(model)
+    layer_policies = {
+        getattr(getattr(layer, "dtype_policy", None), "name", None) for layer in model.layers
+    } - {None}
+    source = "tfperf" if policy == set_policy and layer_policies <= {set_policy} else "factory"
+    return Baseline(
+        jit_compile=bool(model.jit_compile),
+        steps_per_execution=int(model.steps_per_execution or 1),
+        policy=policy,
+        policy_source=source,
+    )
+
+
+def apply_knobs(model: Any, config: Mapping[str, Any], baseline: Baseline) -> list[str]:
+    """Set the knobs the config names; keep the user's values for the others."""
+    notes = []
+    xla = config.get("xla")
+    if xla in ("jit", "off"):
+        model.jit_compile = xla == "jit"
+        if xla == "jit" and not model.jit_compile:
+            notes.append("XLA: Keras refused jit_compile=True for this model (a layer does "
+                         "not support it): the train function runs without XLA")
+    spe = config.get("steps_per_execution")
+    if spe:
+        model.steps_per_execution = int(spe)
+    if model.jit_compile:
+        own = " (as you compiled it)" if baseline.jit_compile and xla is None else ""
+        notes.append(f"XLA: model.jit_compile = True{own} (the train function compiled by XLA)")
+    steps = int(model.steps_per_execution or 1)
+    if steps > 1:
+        notes.append(f"steps_per_execution {steps}: one timed call runs {steps} training steps")
+    return notes
+
+
+def optimizers(model: Any) -> list[Any]:
+    """Every optimizer the model holds, ``model.optimizer`` first, each built."""
+    import keras
+
+    found: dict[int, Any] = {}
+    main = getattr(model, "optimizer", None)
+    if isinstance(main, keras.optimizers.Optimizer):
+        found[id(main)] = main
+    for value in list(vars(model).values()):
+        if isinstance(value, keras.optimizers.Optimizer):
+            found.setdefault(id(value), value)
+    for opt in found.values():
+        if not opt.built:
+            # a GAN's own optimizers build at their first apply: built now, their state exists
+            # before the initial snapshot, and restoring it starts them afresh
+            opt.build(model.trainable_variables)
+    return list(found.values())
+
+
+def state_variables(model: Any) -> list[Any]:
+    """The model's variables and every optimizer's (its ``iterations`` and slots)."""
+    seen: dict[int, Any] = {}
+    for var in list(model.variables) + [v for o in optimizers(model) for v in o.variables]:
+        seen.setdefault(id(var), var)
+    return list(seen.values())
+
+
+class StepCounter:
+    """The training steps run, read from an attribute path on the model."""
+
+    def __init__(self, model: Any, path: str | None) -> None:
+        self.path = path or DEFAULT_COUNTER
+        value: Any = model
+        for part in self.path.split("."):
+            value = getattr(value, part, None)
+        if value is None or not hasattr(value, "numpy"):
+            raise UserError(
+                f"--steps-counter {self.path} is not a counter of the model: name the "
+                f"iterations of the optimizer your train_step applies, e.g. "
+                f"{counter_hint(model, self.path)}."
+            )
+        self.variable = value
+
+    def read(self) -> int:
+        return int(self.variable.numpy())
+
+
+def counter_hint(model: Any, tried: str = DEFAULT_COUNTER) -> str:
+    """The counters a ``--steps-counter`` could name, other than ``tried``."""
+    import keras
+
+    names = [
+        f"{name}.iterations"
+        for name, value in vars(model).items()
+        if isinstance(value, keras.optimizers.Optimizer) and not name.startswith("_")
+        and f"{name}.iterations" != tried
+    ]
+    return " or ".join(names) or DEFAULT_COUNTER
+
+
+def guarded_keys(logs: Mapping[str, Any], asked: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys of a train step's logs the guard compares: ``asked`` (``--loss-key``), else
+    every key whose name contains ``loss``."""
+    if asked:
+        missing = [k for k in asked if k not in logs]
+        if missing:
+            raise UserError(
+                f"--loss-key {missing[0]} is not among the keys your train_step returns "
+                f"({', '.join(sorted(logs)) or 'none'}): name one of them."
+            )
+        return tuple(asked)
+    keys = tuple(k for k in logs if "loss" in k.lower())
+    if not keys:
+        raise UserError(
+            f"Your train_step returns no key with 'loss' in its name "
+            f"({', '.join(sorted(logs)) or 'none'}): name the one to guard with --loss-key."
+        )
+    return keys
+
+
+class LossRecorder:
+    """A train function that records each step's own value of ``keys`` (module docstring)."""
+
+    def __init__(self, model: Any, keys: tuple[str, ...], steps: int) -> None:
+        import tensorflow as tf
+
+        self.model, self.keys = model, keys
+        self.buffer = tf.Variable(tf.zeros([max(1, steps), len(keys)]), trainable=False)
+        self.filled = tf.Variable(0, trainable=False)
+        own_step = model.train_step
+
+        def recording_step(data: Any) -> Any:
+            model.reset_metrics()
+            logs = own_step(data)
+            row = tf.stack([tf.cast(tf.reshape(logs[k], []), tf.float32) for k in keys])
+            self.buffer.scatter_nd_update([[self.filled]], [row])
+            self.filled.assign_add(1)
+            return logs
+
+        self.function = model._make_function(recording_step)
+
+    def take(self) -> list[list[float]]:
+        """The rows written since the last take (one per step), and start again."""
+        n = int(self.filled.numpy())
+        rows = self.buffer.numpy()[:n].tolist()
+        self.filled.assign(0)
+        return rows

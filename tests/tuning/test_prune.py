@@ -1,0 +1,61 @@
+"""The fewest changes that keep the speed (``tfperf.tuning.prune``), on scripted measurements.
+
+Each removal is measured against the answer, as the evaluator does it for real; a knob stays
+only where removing it makes the answer significantly slower. Reduced precision goes first.
+"""
+
+from __future__ import annotations
+
+from tfperf.core.knobs import label
+from tfperf.tuning.prune import prune
+from tfperf.tuning.search import MEASURED, Outcome, SearchResult
+from tfperf.tuning.space import Space
+
+SPACE = Space({"steps_per_execution": (None, 32), "precision": ("fp32", "bf16"),
+               "intra_threads": (None, 1)})
+
+
+def verdict(median: float, low: float, high: float) -> dict:
+    word = "faster" if low > 1.03 else "slower" if high < 1 / 1.03 else "same"
+    return {"median": median, "ci95": [low, high], "verdict": word}
+
+
+class Scripted:
+    """Removals measured against the answer: ``ratios[(without, answer)]``."""
+
+    def __init__(self, ratios: dict) -> None:
+        self.ratios, self.calls = ratios, []
+
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        key = (label(config), label(incumbent))
+        self.calls.append(key)
+        return Outcome(config, MEASURED, vs_incumbent=verdict(*self.ratios[key]),
+                       incumbent=incumbent)
+
+
+ANSWER = {"steps_per_execution": 32, "precision": "bf16", "intra_threads": 1}
+
+
+def test_a_knob_whose_removal_keeps_the_speed_is_pruned_and_fp32_is_tried_first():
+    evaluate = Scripted({
+        # without bf16: the same speed within the noise -> pruned (fp32 preferred)
+        ("steps_per_execution=32,intra_threads=1", label(ANSWER)): (0.99, 0.95, 1.03),
+        # then without steps per call: much slower -> kept
+        ("intra_threads=1", "steps_per_execution=32,intra_threads=1"): (0.55, 0.5, 0.6),
+        # then without the thread count: slower, significantly -> kept
+        ("steps_per_execution=32", "steps_per_execution=32,intra_threads=1"):
+            (0.85, 0.8, 0.9),
+    })
+    result = prune(SearchResult(dict(ANSWER), [], "converged"), SPACE, evaluate)
+    assert evaluate.calls[0][0] == "steps_per_execution=32,intra_threads=1"  # bf16 first
+    assert result.incumbent == {"steps_per_execution": 32, "intra_threads": 1}
+    (entry,) = result.pruned
+    assert entry["knob"] == "precision" and entry["value"] == "bf16"
+    assert "not significantly slower" in entry["why"] and "0.99x" in entry["why"]
+    assert len(result.outcomes) == 3  # every removal tried is an outcome of the tune
+
+
+def test_a_single_knob_answer_is_left_to_the_confirmation():
+    evaluate = Scripted({})
+    result = prune(SearchResult({"steps_per_execution": 32}, [], "converged"), SPACE, evaluate)
+    assert result.incumbent == {"steps_per_execution": 32} and not evaluate.calls

@@ -1,0 +1,47 @@
+"""A training search's limits: ``--quick`` grows to one guarded candidate per knob and says so;
+a budget the user typed stays as typed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tfperf.tuning.evaluate import Progress
+from tfperf.tuning.options import options_from_args
+from tfperf.tuning.space import SpaceFacts, build_space
+from tfperf.tuning.traintune import train_limits
+
+
+class Said(Progress):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def phase(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def slow_step_evaluator(options):
+    # a default that took 40 s to start and guard (a slow step), blocks of 0.8 s
+    return SimpleNamespace(default_cost_s=40.0, options=options,
+                           workers=SimpleNamespace(block_s=0.8))
+
+
+SPACE = build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train=True,
+                               allocators={"tcmalloc": "/lib/libtcmalloc.so.4"}))
+
+
+def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tmp_path):
+    options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
+    said = Said()
+    trials, budget = train_limits(slow_step_evaluator(options), SPACE, options, said)
+    knobs = len(SPACE.knobs())
+    assert trials >= knobs and budget > options.budget_s
+    assert budget >= knobs * 40
+    (line,) = said.lines
+    assert line.startswith("--quick's budget grows from 120 s to") and "at least 50 steps" in line
+
+
+def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
+    options = options_from_args(quick=True, budget=30.0, store=str(tmp_path / "s.db"))
+    said = Said()
+    assert train_limits(slow_step_evaluator(options), SPACE, options, said) == (8, 30.0)
+    assert not said.lines
