@@ -10,15 +10,18 @@ model before saving it, which catches inputs fed in the wrong order. A converter
 process (full-int8 conversion of a recurrent model can) is a ``"crashed"`` row, and the child is
 started again after it.
 
-Every runtime runs on the factory; the saved forms run the fp32 runtimes (``SAVED_RUNTIMES``),
-where an input-order mistake shows as a large error rather than as quantisation noise.
+Every converting runtime runs on the factory; the saved forms run the fp32 runtimes
+(``SAVED_RUNTIMES``), where an input-order mistake shows as a large error rather than as
+quantisation noise. With ``--every-runtime`` the factory also runs the rest of what tune can pick
+(``OTHER_RUNTIMES``: bf16 TensorFlow, OpenVINO in bf16, XLA AOT), which costs more (XLA AOT
+compiles the model with a C++ toolchain).
 
-Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]`` (DIR as
-written by ``save.py``). Prints one JSON line per (model, form, runtime): ``{"model", "form",
-"runtime", "status": "ok" | "failed" | "crashed", "max_rel_error", "max_abs_error",
-"top1_agreement", "accepted", "guard_reason", "reason"}``: ``accepted`` and ``guard_reason``
-are the verdict of tune's accuracy guard (``tfperf.accuracy.guard``, default tolerance) on a
-conversion that ran.
+Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]
+[--every-runtime]`` (DIR as written by ``save.py``). Prints one JSON line per (model, form,
+runtime): ``{"model", "form", "runtime", "status": "ok" | "failed" | "crashed",
+"max_rel_error", "max_abs_error", "top1_agreement", "accepted", "guard_reason", "reason"}``:
+``accepted`` and ``guard_reason`` are the verdict of tune's accuracy guard
+(``tfperf.accuracy.guard``, default tolerance) on a conversion that ran.
 """
 
 from __future__ import annotations
@@ -33,11 +36,14 @@ HERE = Path(__file__).resolve().parent
 RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
 """The runtimes that convert the model to another format (LiteRT, OpenVINO), where a converter
 can change what the model computes."""
+OTHER_RUNTIMES = ("tf-bf16", "openvino-bf16", "xla-aot")
+"""The rest of what tune can pick for inference on a CPU: TensorFlow in bf16 (``precision=bf16``),
+OpenVINO in bf16, and the model compiled ahead of time by XLA."""
 SAVED_RUNTIMES = ("litert", "openvino-f32")
 
 
 def config_of(runtime: str) -> dict:
-    return {"precision": "bf16"} if runtime == "bf16" else {"runtime": runtime}
+    return {"precision": "bf16"} if runtime == "tf-bf16" else {"runtime": runtime}
 
 
 def forms(name: str, saved: Path, tiny: bool) -> dict[str, dict]:
@@ -56,11 +62,12 @@ def forms(name: str, saved: Path, tiny: bool) -> dict[str, dict]:
     return found
 
 
-def plan(name: str, saved: Path, tiny: bool) -> list[tuple[str, str]]:
-    """(form, runtime) pairs to check, in order."""
+def plan(name: str, saved: Path, tiny: bool, every: bool = False) -> list[tuple[str, str]]:
+    """(form, runtime) pairs to check, in order (``every``: ``OTHER_RUNTIMES`` too)."""
     pairs = []
+    factory = (*RUNTIMES, *(OTHER_RUNTIMES if every else ()))
     for form in forms(name, saved, tiny):
-        runtimes = RUNTIMES if form == "factory" else ("tf", *SAVED_RUNTIMES)
+        runtimes = factory if form == "factory" else ("tf", *SAVED_RUNTIMES)
         pairs += [(form, r) for r in runtimes]
     return pairs
 
@@ -78,7 +85,7 @@ def row(model, form, runtime, status, comparison=None, reason="") -> dict:
     }
 
 
-def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
+def child(name: str, saved: Path, tiny: bool, skip: set[str], every: bool) -> None:
     """Check one model in this process; print a ``start`` line before each conversion."""
     import numpy as np
 
@@ -88,7 +95,7 @@ def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
     loaded_forms: dict[str, tuple] = {}
     with np.load(saved / f"{name}.reference.npz") as npz:
         before_saving = [npz[k] for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))]
-    for form, runtime in plan(name, saved, tiny):
+    for form, runtime in plan(name, saved, tiny, every):
         key = f"{form}/{runtime}"
         if key in skip:
             continue
@@ -110,13 +117,14 @@ def child(name: str, saved: Path, tiny: bool, skip: set[str]) -> None:
         print(json.dumps(row(name, form, runtime, "ok", guard(reference, outputs))))
 
 
-def check(name: str, saved: Path, tiny: bool):
+def check(name: str, saved: Path, tiny: bool, every: bool = False):
     """Yield the rows for model ``name``, each conversion in a child process that is started
     again after one crashes."""
     skip: set[str] = set()
     while True:
         cmd = [sys.executable, __file__, name, "--saved", str(saved), "--child"]
         cmd += ["--tiny"] if tiny else []
+        cmd += ["--every-runtime"] if every else []
         cmd += [a for key in sorted(skip) for a in ("--skip", key)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         current = None
@@ -143,14 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="+")
     parser.add_argument("--saved", required=True, type=Path)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--every-runtime", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.names[0], args.saved, args.tiny, set(args.skip))
+        child(args.names[0], args.saved, args.tiny, set(args.skip), args.every_runtime)
         return 0
     for name in args.names:
-        for found in check(name, args.saved, args.tiny):
+        for found in check(name, args.saved, args.tiny, args.every_runtime):
             print(json.dumps(found), flush=True)
     return 0
 

@@ -182,16 +182,23 @@ def workload_from_args(
 ) -> dict[str, Any]:
     """The workload dict for a command given ``--workload NAME`` or a ``MODEL`` argument.
 
-    Exactly one of ``workload`` and ``model`` must be given; ``inputs`` (an ``.npz``) applies to
-    a model only. A model is checked by :func:`tfperf.modelref.resolve_model` (parent side, no
-    TensorFlow). Bad input raises :class:`UserError`.
+    Exactly one of ``workload`` and ``model`` must be given; ``inputs`` (an ``.npz``) and
+    ``unsafe`` apply to a model only, ``size`` to a built-in only. A model is checked by
+    :func:`tfperf.modelref.resolve_model` (parent side, no TensorFlow). Bad input raises
+    :class:`UserError`.
     """
     if (workload is None) == (model is None):
         raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
     if workload is not None:
         if inputs:
             raise UserError("--inputs applies to your own MODEL, not to a built-in --workload.")
+        if unsafe:
+            raise UserError("--unsafe lets your own .keras MODEL run code on load; a built-in "
+                            "--workload needs no trust: leave it out.")
         return builtin_workload(workload, size=size, batch=batch)
+    if size != "standard":
+        raise UserError(f"--size {size} sizes a built-in --workload; your own MODEL has its own "
+                        "size: leave it out.")
     return resolve_model(model, unsafe=unsafe, inputs=inputs, batch=batch)  # type: ignore[arg-type]
 
 

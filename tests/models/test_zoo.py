@@ -4,7 +4,10 @@ Each is an unseeded factory a user could have written, also saved as a ``.keras`
 the ``tf.Module``) and a SavedModel with its inputs. For each: every converting runtime tune can
 pick (LiteRT and its quantized models, OpenVINO) converts the factory's model (the fp32 ones
 within 1e-4 of TensorFlow, fp16 within 2%) and tune's accuracy guard accepts exactly the
-conversions the documented tolerance allows, int8 and dynamic-range int8 included; the saved
+conversions the documented tolerance allows, int8 and dynamic-range int8 included; on one model
+(:data:`EVERY_RUNTIME_MODEL`, to keep the module's cost) the rest of what tune can pick runs
+too, TensorFlow in bf16, OpenVINO in bf16 and XLA AOT, so that every runtime tune can pick
+meets the guard on at least one model of the zoo; the saved
 forms load to the same outputs and convert on the fp32 runtimes (an input fed in the wrong
 order would show there), and ``tfperf tune`` ends with a recommendation or a stated reason.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, run_cli
+from tfperf.core.knobs import INTERPRETERS
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -35,6 +39,11 @@ NAMES = (
     "tf_module",
 )
 RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
+TUNE_PICKS = {*INTERPRETERS, "tf-bf16"}
+"""Every runtime an inference tune can pick besides TensorFlow's default (on a CPU)."""
+EVERY_RUNTIME_MODEL = "attention"
+"""The model that runs every one of :data:`TUNE_PICKS` (a transformer: bf16 moves its
+LayerNorm and softmax, and XLA AOT compiles it in seconds)."""
 FP32_LIMIT = 1e-4
 FP16_LIMIT = 0.02
 KNOWN_FAILURES = {
@@ -64,9 +73,11 @@ def cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
-def conversions(name: str, saved: Path, cache: Path) -> list[dict]:
+def conversions(name: str, saved: Path, cache: Path, every: bool = False) -> list[dict]:
+    every_runtime = ["--every-runtime"] if every else []
     proc = subprocess.run(
-        [sys.executable, str(ZOO / "conversions.py"), name, "--tiny", "--saved", str(saved)],
+        [sys.executable, str(ZOO / "conversions.py"), name, "--tiny", "--saved", str(saved),
+         *every_runtime],
         capture_output=True, text=True, timeout=600, env={**_env(), "TFPERF_CACHE_DIR": str(cache)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -75,6 +86,14 @@ def conversions(name: str, saved: Path, cache: Path) -> list[dict]:
 
 def _env() -> dict:
     return dict(os.environ)
+
+
+def _share_runtime_archive(archive: Path, cache: Path) -> None:
+    """XLA AOT links this install's runtime archive, built once per install into tfperf's cache
+    (minutes): the module's own cache gets it, not a build of its own."""
+    shared = archive.parents[2]  # <cache>/xla-aot-runtime/<install>/build/libtf_xla_runtime.a
+    if not (cache / shared.name).exists():
+        (cache / shared.name).symlink_to(shared, target_is_directory=True)
 
 
 def documented_verdict(row: dict) -> bool:
@@ -86,13 +105,17 @@ def documented_verdict(row: dict) -> bool:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_runtime_converts_every_form_and_the_guard_follows_the_tolerance(
-    name, saved, cache
+    name, saved, cache, request
 ):
-    rows = conversions(name, saved, cache)
+    every = name == EVERY_RUNTIME_MODEL
+    if every:
+        _share_runtime_archive(request.getfixturevalue("aot_runtime"), cache)
+    rows = conversions(name, saved, cache, every)
     forms = {r["form"] for r in rows}
     assert forms == ({"factory", "savedmodel"} if name == "tf_module" else
                      {"factory", "keras", "savedmodel"})
-    assert {r["runtime"] for r in rows if r["form"] == "factory"} == set(RUNTIMES)
+    factory = {r["runtime"] for r in rows if r["form"] == "factory"}
+    assert factory == (TUNE_PICKS if every else set(RUNTIMES))
     for row in rows:
         where = (row["model"], row["form"], row["runtime"])
         if where in KNOWN_FAILURES:
@@ -103,7 +126,7 @@ def test_every_runtime_converts_every_form_and_the_guard_follows_the_tolerance(
         assert row["status"] == "ok", row
         error = row["max_rel_error"]
         assert error is not None and math.isfinite(error), row
-        if row["runtime"] in ("tf", "litert", "openvino-f32"):
+        if row["runtime"] in ("tf", "litert", "openvino-f32", "xla-aot"):
             assert error <= FP32_LIMIT, row  # the same computation: inputs in the right order
         elif row["runtime"] == "litert-fp16":
             assert error <= FP16_LIMIT, row

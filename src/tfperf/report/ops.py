@@ -24,6 +24,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+OPS_SECONDS = 1.0
+"""Seconds of calls a worker profiles for ``--ops`` (and as many again unprofiled, to measure
+the profiler's overhead): bench's, tune's and a load run's."""
+
 
 def _reading(entry: dict[str, Any], peak_gflops: float | None, bandwidth: float | None,
              ridge: float | None) -> None:

@@ -252,6 +252,10 @@ class LoadResult:
     memory: Memory | None = None
     """A served layout's memory: the sum over its instances after the sweep (``None`` for a
     remote server, whose processes tfperf cannot see)."""
+    batch: int | None = None
+    """Samples in each request (the model's batch), where the server under test says."""
+    ops: Mapping[str, Any] | None = None
+    """The op profile of one instance after the levels (``bench --ops`` under load)."""
 
     def label(self) -> str:
         """The layout's label, or the remote target's."""
@@ -271,4 +275,6 @@ class LoadResult:
             "notes": list(self.notes),
             "memory": self.memory.to_dict() if self.memory else None,
             "infer_requests": list(self.infer_requests),
+            "batch": self.batch,
+            **({"ops": dict(self.ops)} if self.ops is not None else {}),
         }

@@ -27,6 +27,11 @@ Contract:
   server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. A level
   where the generator itself may have been the limit
   (:func:`tfperf.serving.levels.generator_limited`) adds a note saying so.
+- With ``ops_s``, :func:`measure_load` asks the layout's first live instance for its op profile
+  (:func:`profile_after_levels`, the worker protocol's ``profile``) once the levels are over
+  and the memory read, so no level runs under a profiler; the result's ``ops`` holds it, or
+  ``{"available": False, "reason"}``. ``batch`` is the samples in each request, as the server
+  under test reports it.
 - ``recorder`` (a :class:`tfperf.runner.recorder.RunRecorder`) records a trial for the layout
   and one ``load`` block per level as soon as it is measured (its latencies in seconds, the
   level's dict as the block's info), so a run stopped later keeps every finished level.
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,6 +51,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
+from tfperf.runner.handle import WorkerFailed
 from tfperf.serving.generator import ClosedLoop, OpenLoop, Server, run_level
 from tfperf.serving.harness import OPENVINO_PREFIX, Harness
 from tfperf.serving.levels import LoadLevel, LoadResult, generator_limited, level_of, slo_answer
@@ -259,6 +266,7 @@ def measure_on(
         notes=tuple(sweep.notes),
         memory=harness.memory(),
         infer_requests=tuple(getattr(harness, "infer_requests", tuple)()),
+        batch=sweep.info().get("batch"),
     )
     if recorder is not None:
         recorder.finish_trial(sweep.trial_id, "ok", {**sweep.info(), "result": result.to_dict()})
@@ -287,9 +295,12 @@ def measure_load(
     timeout_s: float = 120.0,
     memory_limit_bytes: int | None = None,
     environ: Mapping[str, str] | None = None,
+    ops_s: float | None = None,
 ) -> LoadResult:
     """Serve ``workload`` under ``config`` with ``layout`` and offer it ``scenario``'s load
-    (module docstring). ``timeout_s`` bounds each instance's start."""
+    (module docstring). ``timeout_s`` bounds each instance's start; with ``ops_s``, the
+    result's ``ops`` is one instance's op profile of about that many seconds of calls, taken
+    after the levels (and after the memory was read)."""
     check_layout(config, layout)
     if not scenario.concurrency and not scenario.rates and scenario.slo_ms is None:
         scenario = dataclasses.replace(scenario, concurrency=(1,))
@@ -302,7 +313,33 @@ def measure_load(
         environ=environ,
     )
     with harness:
-        return measure_on(harness, scenario, progress=progress, recorder=recorder)
+        result = measure_on(harness, scenario, progress=progress, recorder=recorder)
+        if ops_s:
+            result = dataclasses.replace(result, ops=profile_after_levels(harness, ops_s))
+        return result
+
+
+def profile_after_levels(harness: Harness, seconds: float) -> dict[str, Any]:
+    """The op profile of about ``seconds`` of calls in the first live instance, once it has
+    answered every request it held (an answer arriving during the profile would be read as
+    the profile's); ``{"available": False, "reason"}`` where it cannot be had."""
+    live = [inst for inst in harness.instances if inst.alive]
+    if not live:
+        return _no_profile("no instance was alive after the levels")
+    inst = live[0]
+    deadline = time.monotonic() + harness.timeout_s
+    while inst.held and inst.alive and time.monotonic() < deadline:
+        harness.poll(0.1)  # the levels are over: these answers are counted nowhere
+    if inst.held or not inst.alive:
+        return _no_profile(f"instance {inst.index} did not finish the levels' requests")
+    try:
+        return inst.worker.profile(seconds)
+    except WorkerFailed as exc:
+        return _no_profile(f"the profile failed: {exc.reason}")
+
+
+def _no_profile(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason, "ops": [], "op_types": []}
 
 
 def search_slo(
