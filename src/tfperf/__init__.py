@@ -24,6 +24,7 @@ API_NAMES = (
     "BenchRow",
     "CompareResult",
     "DoctorResult",
+    "FailOnTriggered",
     "HistoryResult",
     "LoadResult",
     "PipelineResult",

@@ -84,7 +84,7 @@ from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import above_peak_warning, get_peak, recheck_peak, share_of_peak
 from tfperf.report.export import RunResult, TrialResult
 from tfperf.report.load_compare import compare_load
-from tfperf.report.ops import ops_side_by_side, read_roofline
+from tfperf.report.ops import OPS_SECONDS, ops_side_by_side, read_roofline
 from tfperf.runner.identity import model_digests
 from tfperf.runner.measure import Listener, Measurement, Settings, Trial, measure
 from tfperf.runner.recorder import MeasureRecorder, RunRecorder
@@ -132,11 +132,6 @@ def workload_fingerprint(workload: Mapping[str, Any]) -> str:
                 for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
                     digest.update(chunk)
     return digest.hexdigest()[:12]
-
-
-OPS_SECONDS = 1.0
-"""Seconds of calls each worker profiles for ``--ops`` (and as many again unprofiled, to
-measure the profiler's overhead)."""
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,36 @@
-"""``tfperf bench`` under load from the command line: its JSON, its record, and bad input."""
+"""``tfperf bench`` under load from the command line: its JSON, its record, every option
+applied or refused, and bad input."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
-from helpers import run_cli
+from helpers import require, run_cli
+from serving.restserver import MODEL, summing_server
 
 SHORT = ("--level-requests", "100", "--level-seconds", "0.3")
 LEVEL_KEYS = {"achieved_qps", "p50_ms", "p90_ms", "p99_ms", "sent", "completed", "failed",
               "timed_out"}
+PRICE = 3.6
+"""Dollars an hour: a million requests answered at R per second cost PRICE / 3600 / R * 1e6."""
 
 
 @pytest.fixture(scope="module")
 def load_run(tmp_path_factory):
-    store = str(tmp_path_factory.mktemp("cli-load") / "s.sqlite")
+    folder = tmp_path_factory.mktemp("cli-load")
+    store = str(folder / "s.sqlite")
     res = run_cli(
-        "bench", "--workload", "mlp", "--size", "tiny", "--concurrency", "2", "--rate", "100",
-        "--slo-ms", "1000", "--instances", "2", "--pin", *SHORT, "--json", "--store", store,
+        "bench", "--workload", "mlp", "--size", "tiny", "--batch", "2", "--concurrency", "2",
+        "--rate", "100", "--slo-ms", "1000", "--instances", "2", "--pin",
+        "--threads-per-instance", "1", "--set", "inter_threads=1", "--env", "OMP_NUM_THREADS=1",
+        "--timeout", "100", "--request-timeout", "30", "--price-per-hour", str(PRICE), "--ops",
+        *SHORT, "--json", "--store", store, "--export", str(folder / "run.json"),
     )
     assert res.returncode == 0, res.stderr[-2000:]
     return json.loads(res.stdout), store
@@ -32,7 +44,9 @@ def test_json_prints_each_level_and_the_slo_answer(load_run):
     assert closed["concurrency"] == 2 and opened["offered_qps"] == 100.0
     for level in (closed, opened):
         assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
-        assert level["layout"] == "2x pinned"
+        assert level["layout"] == "2x1t pinned"
+        floor = level["harness_floor_ms"]  # beside every level of a layout tfperf serves
+        assert 0 < floor["p50"] <= floor["p99"] and level["harness_floor_requests"] >= 1
     assert doc["max_qps_at_slo"] == opened["achieved_qps"]
     assert doc["layouts"][0]["layout"]["cores"]
     assert "load generator" in doc["generator"]
@@ -47,7 +61,8 @@ def test_the_levels_are_in_the_store_for_report_and_history(load_run):
     assert section["max_qps_at_slo"] == doc["max_qps_at_slo"]
     text = run_cli("report", str(doc["run_id"]), "--store", store)
     assert text.returncode == 0, text.stderr
-    assert "Layout 2x pinned" in text.stdout and "achieved/s" in text.stdout
+    assert "Layout 2x1t pinned" in text.stdout and "achieved/s" in text.stdout
+    assert "floor p50/p99 ms" in text.stdout
     history = run_cli("history", "--json", "--store", store)
     (run,) = json.loads(history.stdout)["runs"]
     assert run["kind"] == "load" and run["summary"]["max_qps_at_slo"] == doc["max_qps_at_slo"]
@@ -113,3 +128,150 @@ def test_openvino_is_served_by_its_asynchronous_requests(tmp_path, flags, layout
     (requests,) = doc["layouts"][0]["infer_requests"]
     # THROUGHPUT asks for as many as OpenVINO's streams for this machine: one or more
     assert requests == in_flight if in_flight else requests >= 1
+
+
+def test_a_price_gives_each_level_and_the_slo_answer_a_cost_per_request_and_sample(load_run):
+    doc, _ = load_run
+    layout_levels = [lv for layout in doc["layouts"] for lv in layout["levels"]]
+    for level in doc["levels"] + layout_levels:
+        priced = level["cost"]
+        per_request = PRICE / 3600 / level["achieved_qps"] * 1e6
+        assert priced["per_million_requests"] == pytest.approx(per_request)
+        assert priced["per_million_samples"] == pytest.approx(per_request / 2)  # --batch 2
+        assert priced["batch"] == 2 and priced["basis"] == "achieved_qps"
+    at_slo = doc["cost"]
+    assert at_slo["basis"] == "max_qps_at_slo"
+    assert at_slo["per_million_requests"] == pytest.approx(PRICE / 3600 / doc["max_qps_at_slo"]
+                                                           * 1e6)
+
+
+def test_ops_profiles_one_instance_after_the_levels_against_the_peak(load_run):
+    require(importlib.util.find_spec("xprof") is not None, "xprof is not installed")
+    doc, _ = load_run
+    ops = doc["layouts"][0]["ops"]
+    assert ops["available"] and ops["source"].startswith("tensorflow-profiler"), ops
+    assert sum(t["self_share"] for t in ops["op_types"]) == pytest.approx(1.0)
+    assert ops["roofline"]["peak_gflops"] > 0 and ops["roofline"]["bandwidth_gbs"] > 0
+    assert any(o.get("flops") and o.get("bound") for o in ops["ops"])
+
+
+def test_the_instances_run_the_layout_and_config_asked_for(load_run):
+    doc, _ = load_run
+    (layout,) = doc["layouts"]
+    # --threads-per-instance is each TensorFlow instance's intra-op pool
+    assert layout["config"]["intra_threads"] == 1 and layout["config"]["inter_threads"] == 1
+    assert layout["config"]["env"] == {"OMP_NUM_THREADS": "1"} and layout["batch"] == 2
+    assert doc["scenario"]["timeout_s"] == 30.0
+    assert json.loads((Path(load_run[1]).parent / "run.json").read_text())["run"]["id"] == \
+        doc["run_id"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [(("--memory-limit", "0.05"), "memory limit"), (("--timeout", "0.5"), "0.5 s timeout")],
+)
+def test_memory_limit_and_timeout_bound_each_instance_of_a_load_run(tmp_path, flags, said):
+    """An instance over the limit, or slower to start than the timeout, is stopped: the layout
+    is a note and no level is measured."""
+    res = run_cli("bench", "--workload", "mlp", "--size", "tiny", "--concurrency", "1", *SHORT,
+                  *flags, "--json", "--store", str(tmp_path / "s.sqlite"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    assert doc["levels"] == [] and said in doc["notes"][0], doc["notes"]
+
+
+URL_SHORT = ("--level-requests", "20", "--level-seconds", "0.2")
+
+
+def test_a_url_run_prices_each_request_of_its_batch(tmp_path):
+    with summing_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/models/{MODEL}"
+        res = run_cli("bench", "--url", url, "--batch", "2", "--rest-format", "columnar",
+                      "--price-per-hour", str(PRICE), "--rate", "40", "--slo-ms", "1000",
+                      *URL_SHORT, "-q", "--json", "--store", str(tmp_path / "s.sqlite"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stderr == ""  # -q
+    doc = json.loads(res.stdout)
+    (level,) = doc["levels"]
+    assert level["completed"] == level["sent"] > 0
+    assert set(server.rows) == {(2, "columnar")}  # every request: 2 rows, columnar
+    per_request = PRICE / 3600 / level["achieved_qps"] * 1e6
+    assert level["cost"]["per_million_requests"] == pytest.approx(per_request)
+    assert level["cost"]["per_million_samples"] == pytest.approx(per_request / 2)
+    assert doc["cost"]["per_million_requests"] == pytest.approx(
+        PRICE / 3600 / doc["max_qps_at_slo"] * 1e6)
+
+
+# Each option of `tfperf bench` a load run applies, and where that is shown; every other option
+# must be refused with one sentence naming it (the walk below types each one).
+APPLIED_LOCAL = {
+    "workload": "load_run", "size": "load_run", "batch": "load_run (the cost's batch)",
+    "sets": "load_run", "envs": "load_run", "timeout": "the limit test above",
+    "memory_limit": "the limit test above", "price_per_hour": "the price test above",
+    "ops": "the ops test above", "store": "load_run", "as_json": "load_run",
+    "export": "load_run", "concurrency": "load_run", "rate": "load_run", "slo_ms": "load_run",
+    "instances": "load_run", "threads_per_instance": "load_run", "pin": "load_run",
+    "max_batch": "tests/serving/test_load.py", "max_delay_ms": "tests/serving/test_load.py",
+    "streams": "the OpenVINO test above", "hint": "the OpenVINO test above",
+    "level_requests": "load_run", "level_seconds": "load_run", "request_timeout": "load_run",
+    "quiet": "tests/cli/test_verbosity.py", "verbose": "tests/cli/test_verbosity.py",
+}
+APPLIED_URL = {
+    "inputs": "tests/serving/remote/test_kserve.py", "batch": "the url price test above",
+    "price_per_hour": "the url price test above", "store": "every url run",
+    "as_json": "every url run", "export": "tests/serving/remote/test_kserve.py",
+    "concurrency": "tests/serving/remote/test_kserve.py", "rate": "the url price test above",
+    "slo_ms": "the url price test above", "level_requests": "every url run",
+    "level_seconds": "every url run", "request_timeout": "tests/serving/remote/test_kserve.py",
+    "url": "every url run", "protocol": "tests/serving/remote/test_target.py",
+    "model_name": "tests/serving/remote/test_target.py",
+    "rest_format": "the url price test above", "header": "tests/serving/remote",
+    "cacert": "tests/serving/remote", "quiet": "the url price test above",
+    "verbose": "tests/cli/test_verbosity.py",
+}
+
+
+def _typed(param: click.Option, folder) -> list[str]:
+    """``param`` as a user would type it, with a value its type takes."""
+    flag = max(param.opts, key=len)
+    if param.is_flag:
+        return [flag]
+    if isinstance(param.type, click.Choice):
+        return [flag, next(str(c) for c in param.type.choices if c != param.default)]
+    if isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
+        return [flag, "2"]
+    if isinstance(param.type, click.Path):
+        path = folder / "some.npz"
+        path.write_bytes(b"")
+        return [flag, str(path)]
+    return [flag, "x=y"]
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "url"])
+def test_every_bench_option_is_applied_to_a_load_run_or_refused(tmp_path, monkeypatch, remote):
+    """Every option of the command itself (one added later too), typed beside a load run: the
+    ones not shown applied above must be refused, each in one sentence that names it, before
+    anything starts or is stored. The MODEL argument is refused with --url by its own test."""
+    from tfperf.cli import app
+    from tfperf.core.errors import UserError
+
+    monkeypatch.chdir(tmp_path)  # no configuration file: only what is typed
+    store = tmp_path / "s.sqlite"
+    server = ["--url", "http://127.0.0.1:9/v1/models/m"] if remote else [
+        "--workload", "mlp", "--size", "tiny"]
+    base = ["bench", *server, "--concurrency", "1", *SHORT, "--store", str(store)]
+    applied = APPLIED_URL if remote else APPLIED_LOCAL
+    walked = []
+    for param in app.commands["bench"].params:
+        if not isinstance(param, click.Option) or param.name in applied:
+            continue
+        typed = _typed(param, tmp_path)
+        result = CliRunner().invoke(app, [*base, *typed])
+        refusal = result.exception
+        assert isinstance(refusal, UserError), (typed, result.output, refusal)
+        assert typed[0] in str(refusal) and "\n" not in str(refusal), (typed, str(refusal))
+        walked.append(typed[0])
+    assert not store.exists()
+    assert {"--budget", "--precision", "--threshold", "--processes", "--parallel-start",
+            "--labels"} <= set(walked)
+    assert ("--ops" in walked) == remote and ("--protocol" in walked) == (not remote)

@@ -23,7 +23,7 @@ from tfperf.api.results import (
     TuneResult,
 )
 from tfperf.api.runs import apply, history, report
-from tfperf.core.errors import UserError
+from tfperf.core.errors import FailOnTriggered, UserError
 
 # The same names as tfperf.API_NAMES (the package root cannot import this module to read them:
 # tests/api/test_api.py checks that the two lists agree).
@@ -33,6 +33,7 @@ __all__ = [
     "BenchRow",
     "CompareResult",
     "DoctorResult",
+    "FailOnTriggered",
     "HistoryResult",
     "LoadResult",
     "PipelineResult",

@@ -28,7 +28,7 @@ from typing import Any
 
 from tfperf.api import load
 from tfperf.api.load import Levels
-from tfperf.api.models import train_workload_for, workload_for
+from tfperf.api.models import inputs_file, train_workload_for, workload_for
 from tfperf.api.results import (
     BenchResult,
     CompareResult,
@@ -37,7 +37,7 @@ from tfperf.api.results import (
     PipelineResult,
     TuneResult,
 )
-from tfperf.core.errors import UserError
+from tfperf.core.errors import FailOnTriggered, UserError
 
 PathLike = str | os.PathLike
 
@@ -78,7 +78,8 @@ def bench(
     instances: Levels = 1, threads_per_instance: int | None = None, pin: bool = False,
     max_batch: int = 1, max_delay_ms: float = 0.0, streams: int | None = None,
     hint: str | None = None, level_requests: int | None = None, level_seconds: float | None = None,
-    request_timeout: float | None = None,
+    request_timeout: float | None = None, url: str | None = None, protocol: str | None = None,
+    model_name: str | None = None, rest_format: str = "row",
     store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
     ops: bool = False, train: bool = False, labels: Any = None, guard_steps: int | None = None,
     price_per_hour: float | None = None,
@@ -87,40 +88,82 @@ def bench(
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
     ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
     the layout the layout options describe instead, and return a :class:`LoadResult`
-    (``tfperf bench --concurrency ...``, docs/serving.md). ``ops=True`` also profiles each
-    config's ops (``tfperf bench --ops``, docs/ops.md); ``price_per_hour`` gives each result the
-    cost of a million samples (docs/memory.md). ``train=True`` measures its training step
-    (``tfperf bench --train``): ``model`` is a TARGET string or a compiled Keras model with
-    ``inputs`` and ``labels`` arrays (a dataset object cannot cross into a worker: return it
-    from a ``module:function`` factory)."""
-    from tfperf.core.config import Config
+    (``tfperf bench --concurrency ...``, docs/serving.md); with ``url``, a server you run
+    (``tfperf bench --url``); a keyword a load run cannot apply is refused as the command line
+    refuses it. ``ops=True`` profiles each config's ops (``tfperf bench --ops``, docs/ops.md);
+    ``price_per_hour`` prices a million samples (docs/memory.md). ``train=True``: the training
+    step (``tfperf bench --train``) of a TARGET string or a compiled Keras model with
+    ``inputs`` and ``labels`` arrays (a dataset: from a ``module:function`` factory)."""
+    given = _given(bench, locals())  # first: the keywords as the caller passed them
     from tfperf.progress import NORMAL, QUIET, at_level
 
     args = load.LoadArgs(concurrency, rate, slo_ms, instances, threads_per_instance, pin,
                          max_batch, max_delay_ms, streams, hint)
-    under_load = args.wanted()
-    if under_load and mlflow:
-        raise UserError("mlflow= does not take a load run yet; leave it out.")
+    under_load = url is not None or args.wanted()
+    if under_load:
+        load.refuse(given, remote=url is not None)
     _mlflow_ready(mlflow)
-    given = _configured("bench", budget=budget, processes=processes, store=store,
-                        level_requests=level_requests, level_seconds=level_seconds,
-                        request_timeout=request_timeout, price_per_hour=price_per_hour)
-    store = given.pop("store")
-    candidate = Config.parse(_knob_args(set), _knob_args(env))
-    with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch:
+    configured = _configured("bench", budget=budget, processes=processes, store=store,
+                             level_requests=level_requests, level_seconds=level_seconds,
+                             request_timeout=request_timeout, price_per_hour=price_per_hour)
+    store = configured.pop("store")
+    with tempfile.TemporaryDirectory(prefix="tfperf-api-") as scratch, \
+            at_level(NORMAL if progress else QUIET):
+        if under_load:
+            scenario = load.scenario_of(args, {k: configured[k] for k in load.LEVEL_DEFAULTS})
+            options = _load_options(configured, timeout, memory_limit, ops, no_peak)
+        if url is not None:
+            return LoadResult(load.measure_remote(
+                load.RemoteArgs(url, protocol, model_name, rest_format),
+                inputs_file(inputs, Path(scratch)), batch, scenario, options.price_per_hour,
+                store=_path(store), progress=_note))
         wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch),
                        train=train, labels=labels, guard_steps=guard_steps, validation=None)
-        with at_level(NORMAL if progress else QUIET):
-            if under_load:
-                limits = {k: given[k] for k in load.LEVEL_DEFAULTS}
-                return LoadResult(load.measure(wl, candidate, args, limits, store=_path(store),
-                                               progress=_note, timeout=timeout))
-            options = _bench_options(_or_default(given["budget"], 30.0), precision, threshold,
-                                     timeout, memory_limit, no_peak, parallel_start,
-                                     given["processes"])
-            options = dataclasses.replace(options, ops=ops, price_per_hour=given["price_per_hour"])
-            doc = _steady(wl, candidate, options, store)
+        if under_load:
+            return LoadResult(load.measure(wl, _candidate(set, env), args, scenario, options,
+                                           store=_path(store), progress=_note))
+        doc = _steady(wl, _candidate(set, env), _bench_options(
+            configured, precision, threshold, timeout, memory_limit, no_peak, parallel_start,
+            ops), store)
     return _logged(BenchResult(doc), mlflow, store)
+
+
+def _given(fn: Any, values: Mapping[str, Any]) -> set[str]:
+    """The keywords of ``fn`` whose value in ``values`` differs from their default: what the
+    caller asked for (a value equal to the default asks for nothing)."""
+    import inspect
+
+    defaults = {n: p.default for n, p in inspect.signature(fn).parameters.items()}
+    return {n for n, v in values.items()
+            if n in defaults and v is not defaults[n] and not _equal(v, defaults[n])}
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an array or a model object: not a default
+        return False
+
+
+def _candidate(sets: Any, envs: Any) -> Any:
+    """The config ``set=`` and ``env=`` describe."""
+    from tfperf.core.config import Config
+
+    return Config.parse(_knob_args(sets), _knob_args(envs))
+
+
+def _load_options(configured: Mapping[str, Any], timeout: float, memory_limit: float | None,
+                  ops: bool, no_peak: bool) -> Any:
+    """A load run's :class:`~tfperf.serving.run.LoadRunOptions` from ``bench``'s keywords."""
+    from tfperf.serving.run import LoadRunOptions
+
+    if memory_limit is not None and memory_limit <= 0:
+        raise UserError(f"memory_limit= must be a positive number of GiB, not {memory_limit}.")
+    return LoadRunOptions(
+        timeout_s=timeout,
+        memory_limit_bytes=None if memory_limit is None else int(memory_limit * 2**30),
+        price_per_hour=configured["price_per_hour"], ops=ops, peak=not no_peak,
+    )
 
 
 def _steady(wl: Mapping[str, Any], candidate: Any, options: Any, store: PathLike | None) -> dict:
@@ -155,11 +198,15 @@ def _workload(model: Any, workload: str | None, inputs: Any, unsafe: bool, batch
                               batch=None if batch == 1 else batch, scratch=scratch, **training)
 
 
-def _bench_options(budget: float, precision: float, threshold: float, timeout: float,
-                   memory_limit: float | None, no_peak: bool, parallel_start: bool,
-                   processes: int | None) -> Any:
+def _bench_options(configured: Mapping[str, Any], precision: float, threshold: float,
+                   timeout: float, memory_limit: float | None, no_peak: bool,
+                   parallel_start: bool, ops: bool) -> Any:
+    """A steady-state run's :class:`~tfperf.benchmark.BenchOptions` from ``bench``'s keywords
+    (``configured``: those the configuration file may set)."""
     from tfperf.benchmark import BenchOptions, default_processes
 
+    budget = _or_default(configured["budget"], 30.0)
+    processes = configured["processes"]
     return BenchOptions(
         budget_s=budget,
         precision=precision,
@@ -169,6 +216,8 @@ def _bench_options(budget: float, precision: float, threshold: float, timeout: f
         peak=not no_peak,
         parallel_start=parallel_start,
         processes=default_processes(budget) if processes is None else processes,
+        ops=ops,
+        price_per_hour=configured["price_per_hour"],
     )
 
 
@@ -237,18 +286,32 @@ def _train_tolerance(train: bool, tolerance: str | float | None) -> dict[str, An
 
 def compare(
     a: int | str | PathLike, b: int | str | PathLike, *, store: PathLike | None = None,
-    threshold: float = 0.03,
+    threshold: float = 0.03, fail_on_memory_growth: float | None = None,
 ) -> CompareResult:
     """Compare run (or result file) ``b`` against ``a``, config by config (``tfperf compare A
-    B``); ``result.regressions`` lists B's configs significantly slower than A's."""
-    from tfperf.benchmark import compare_runs
+    B``); ``result.regressions`` lists B's configs significantly slower than A's. With
+    ``fail_on_memory_growth=PCT`` (``--fail-on-memory-growth``), a config whose peak memory in
+    ``b`` is more than PCT percent above ``a``'s raises :class:`FailOnTriggered` with the
+    command's sentence (its exit 1); the exception's ``result`` is the comparison."""
+    from tfperf.benchmark import compare_runs, memory_growth_in
     from tfperf.report.export import load_result
 
     if threshold < 0:
         raise UserError(f"threshold must be 0 or more, not {threshold}.")
+    if fail_on_memory_growth is not None and not fail_on_memory_growth >= 0:
+        raise UserError("fail_on_memory_growth= must be 0 or more percent, not "
+                        f"{fail_on_memory_growth:g}.")
     store = _configured("compare", store=store)["store"]
     first, second = (load_result(str(_ref(ref)), _path(store)) for ref in (a, b))
-    return CompareResult(compare_runs(first, second, threshold))
+    result = CompareResult(compare_runs(first, second, threshold))
+    if fail_on_memory_growth is not None:
+        grown = memory_growth_in(result.doc, fail_on_memory_growth)
+        if grown:
+            failed = FailOnTriggered(f"memory grew over {fail_on_memory_growth:g}%: "
+                                     f"{', '.join(grown)}.")
+            failed.result = result  # type: ignore[attr-defined]
+            raise failed
+    return result
 
 
 def pipeline(

@@ -3,12 +3,15 @@
 Contract: :class:`LoadArgs` holds ``tfperf bench``'s scenario and layout options under their
 command-line names (``--concurrency`` is ``concurrency=``, ``--threads-per-instance`` is
 ``threads_per_instance=``; lists may be given as the command line's ``"1,2,4"`` or as Python
-sequences). :meth:`LoadArgs.wanted` says whether they ask for a load measurement (layout options
-alone are the command line's mistake and its sentence); :func:`measure` runs it with
-:func:`tfperf.serving.run.run_load`, as ``tfperf bench --concurrency ...`` does, and returns
-the document that command prints with ``--json``. The level limits left at ``None`` take the
-configuration file's values (keyword > environment > file > default). Nothing here imports
-TensorFlow.
+sequences), and :class:`RemoteArgs` its ``--url`` options. :meth:`LoadArgs.wanted` says whether
+they ask for a load measurement (layout options alone are the command line's mistake and its
+sentence). :func:`refuse` refuses, as the command line does, each keyword given that a load run
+cannot apply (:func:`tfperf.serving.run.refuse_dropped`, spelled ``name=``). :func:`measure`
+runs a local load with :func:`tfperf.serving.run.run_load` and :func:`measure_remote` one
+against ``url=`` with :func:`tfperf.serving.remote.run_remote`, as ``tfperf bench
+--concurrency ...`` and ``tfperf bench --url ...`` do, and each returns the document that
+command prints with ``--json``. The level limits left at ``None`` take the configuration
+file's values (keyword > environment > file > default). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -60,6 +63,34 @@ class LoadArgs:
         return False
 
 
+@dataclass(frozen=True)
+class RemoteArgs:
+    """``tfperf bench --url``'s options: the server the user runs and how to talk to it."""
+
+    url: str | None = None
+    protocol: str | None = None
+    model_name: str | None = None
+    rest_format: str = "row"
+
+
+SERVED_HERE = ("model", "workload", "set", "env", "unsafe", "instances", "threads_per_instance",
+               "pin", "max_batch", "max_delay_ms", "streams", "hint")
+"""Keywords that describe a server tfperf starts: refused with ``url=``."""
+
+
+def refuse(given: set[str], remote: bool) -> None:
+    """One sentence (:class:`UserError`) for the first keyword in ``given`` a load run cannot
+    apply (module docstring)."""
+    from tfperf.serving.run import refuse_dropped
+
+    served = [f"{name}=" for name in SERVED_HERE if name in given] if remote else []
+    if served:
+        raise UserError(
+            f"url= measures the server you run as it is: leave out {', '.join(served)}."
+        )
+    refuse_dropped(given, remote=remote, spell=lambda name: f"{name}=")
+
+
 def _levels(value: Levels, kind: type, name: str) -> tuple[Any, ...]:
     """``"1,2,4"``, ``4`` or ``[1, 2, 4]`` as a tuple of ``kind``."""
     if value is None:
@@ -74,25 +105,33 @@ def _levels(value: Levels, kind: type, name: str) -> tuple[Any, ...]:
         ) from None
 
 
-def measure(
-    workload: Mapping[str, Any], config: Any, args: LoadArgs, limits: Mapping[str, Any], *,
-    store: str | None, progress: Callable[[str], None], timeout: float,
-) -> dict[str, Any]:
-    """Measure ``workload`` under ``config`` served by each layout ``args`` names."""
-    from tfperf.core.paths import resolve_store_path
-    from tfperf.core.serving import ServingLayout
-    from tfperf.serving import LoadScenario, pinned
-    from tfperf.serving.load import check_layout
-    from tfperf.serving.run import run_load
-    from tfperf.store import Store
+def scenario_of(args: LoadArgs, limits: Mapping[str, Any]) -> Any:
+    """The :class:`~tfperf.serving.LoadScenario` of ``args``, each level limit left at ``None``
+    at the command line's default."""
+    from tfperf.serving import LoadScenario
 
     got = {k: v if v is not None else LEVEL_DEFAULTS[k] for k, v in limits.items()}
-    scenario = LoadScenario(
+    return LoadScenario(
         concurrency=_levels(args.concurrency, int, "concurrency"),
         rates=_levels(args.rate, float, "rate"), slo_ms=args.slo_ms,
         requests=got["level_requests"], seconds=got["level_seconds"],
         max_seconds=max(10 * got["level_seconds"], 1.0), timeout_s=got["request_timeout"],
     )
+
+
+def measure(
+    workload: Mapping[str, Any], config: Any, args: LoadArgs, scenario: Any, options: Any, *,
+    store: str | None, progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """Measure ``workload`` under ``config`` served by each layout ``args`` names, with the
+    run's :class:`~tfperf.serving.run.LoadRunOptions` ``options``."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.core.serving import ServingLayout
+    from tfperf.serving import pinned
+    from tfperf.serving.load import check_layout
+    from tfperf.serving.run import run_load
+    from tfperf.store import Store
+
     layouts = []
     for k in _levels(args.instances, int, "instances") or (1,):
         layout = ServingLayout(instances=k, threads=args.threads_per_instance,
@@ -104,4 +143,29 @@ def measure(
     config.worker_env({})  # a missing allocator is a user error before anything starts
     with Store.open(resolve_store_path(store)) as db:
         return run_load(workload, config, layouts, scenario, store=db,
-                        command="tfperf.bench()", progress=progress, timeout_s=timeout)
+                        command="tfperf.bench()", progress=progress, options=options)
+
+
+def measure_remote(
+    remote: RemoteArgs, inputs: str | None, batch: int, scenario: Any,
+    price_per_hour: float | None, *, store: str | None, progress: Callable[[str], None],
+) -> dict[str, Any]:
+    """Measure the server ``remote.url`` names (``tfperf bench --url``)."""
+    from tfperf.core.paths import resolve_store_path
+    from tfperf.store import Store
+
+    if batch < 1:
+        raise UserError(f"batch= must be 1 or more, not {batch}.")
+    try:
+        from tfperf.serving.remote import parse_target, prepare, run_remote
+    except ImportError as exc:
+        raise UserError(
+            f"url= needs the HTTP and gRPC clients ({exc.name} is missing): "
+            "pip install 'tfperf[remote]'."
+        ) from None
+    target = parse_target(remote.url, remote.protocol, remote.model_name, remote.rest_format)
+    prepared = prepare(target, inputs, batch)
+    progress(f"{target.label()}: request body {prepared.source}")
+    with Store.open(resolve_store_path(store)) as db:
+        return run_remote(prepared, scenario, store=db, command="tfperf.bench()",
+                          progress=progress, price_per_hour=price_per_hour)

@@ -104,6 +104,11 @@ def _save_inputs(inputs: Any, names: Sequence[str] | None, scratch: Path) -> str
     return str(path)
 
 
+def inputs_file(inputs: Any, scratch: Path) -> str | None:
+    """Sample inputs as an ``.npz`` path: arrays the caller gave are saved under ``scratch``."""
+    return _save_inputs(inputs, None, scratch)
+
+
 def _is_dataset(obj: Any) -> bool:
     return any(
         c.__module__.startswith("tensorflow") and "Dataset" in c.__name__

@@ -22,6 +22,7 @@ from tfperf.cli.costs import cost_line, memory_line, price_option
 from tfperf.cli.export import export_option, export_run, export_table, export_target
 from tfperf.cli.load import (
     load_options,
+    memory_limit_bytes,
     render_load,
     render_load_comparison,
     run_load_command,
@@ -53,14 +54,6 @@ def _open_store(path: str | None) -> Any:
     from tfperf.store import Store
 
     return Store.open(resolve_store_path(path))
-
-
-def _memory_limit(gib: float | None) -> int | None:
-    if gib is None:
-        return None
-    if gib <= 0:
-        raise UserError(f"--memory-limit must be a positive number of GiB, not {gib}.")
-    return int(gib * 2**30)
 
 
 def _fmt(value: float | None, spec: str = ".3g") -> str:
@@ -327,7 +320,7 @@ def _run(
         precision=opts["precision"],
         threshold=opts["threshold"],
         timeout_s=opts["timeout"],
-        memory_limit_bytes=_memory_limit(opts["memory_limit"]),
+        memory_limit_bytes=memory_limit_bytes(opts["memory_limit"]),
         peak=not opts["no_peak"],
         ops=bool(opts.get("ops")),
         price_per_hour=opts.get("price_per_hour"),
@@ -401,6 +394,7 @@ def register(group: click.Group) -> None:
             if opts["train"]:
                 raise UserError("--train measures training steps, not a served model: leave "
                                 "out --url.")
+            refuse_train_only(opts)
             command = shlex.join(["tfperf", *sys.argv[1:]])
             doc = run_remote_command(opts, model, command)
             _emit(doc, opts["as_json"], render_load)

@@ -4,6 +4,11 @@
 ``--slo-ms X`` (the highest rate whose p99 is within X ms) turn ``bench`` into a load
 measurement of the layout the layout options describe (``--instances 1,2`` measures each
 instance count in turn). The library behind it is :func:`tfperf.serving.run.run_load`.
+Every option typed on the command line is applied to a load run or refused in one sentence
+(:func:`refuse_dropped`, :func:`tfperf.serving.run.refuse_dropped`): ``--timeout``,
+``--memory-limit``, ``--price-per-hour``, ``--ops`` and ``--no-peak`` become the run's
+:class:`~tfperf.serving.run.LoadRunOptions`; a value from the configuration file is a
+default, not a request, and applies only where it can.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from tfperf.core.errors import UserError
 
@@ -126,6 +132,44 @@ def check_remote(opts: dict[str, Any], model: str | None) -> None:
         raise UserError(f"--url measures the model its server serves: leave out {what}.")
 
 
+TYPED = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+"""Where an option comes from when the user asked for it (not a default or the file's)."""
+
+
+def typed_options() -> set[str]:
+    """The options of the running command the user typed (:data:`TYPED`)."""
+    ctx = click.get_current_context()
+    return {p.name for p in ctx.command.params
+            if p.name and ctx.get_parameter_source(p.name) in TYPED}
+
+
+def refuse_dropped(remote: bool) -> None:
+    """Refuse, in one sentence and before anything starts, a typed option a load run cannot
+    apply (:func:`tfperf.serving.run.refuse_dropped`)."""
+    from tfperf.serving.run import refuse_dropped as refuse
+
+    refuse(typed_options(), remote=remote, spell=lambda name: "--" + name.replace("_", "-"))
+
+
+def memory_limit_bytes(gib: float | None) -> int | None:
+    """``--memory-limit`` in bytes; a limit that is not positive is one sentence."""
+    if gib is None:
+        return None
+    if gib <= 0:
+        raise UserError(f"--memory-limit must be a positive number of GiB, not {gib}.")
+    return int(gib * 2**30)
+
+
+def run_options(opts: dict[str, Any]) -> Any:
+    """The :class:`~tfperf.serving.run.LoadRunOptions` of a local load run's options."""
+    from tfperf.serving.run import LoadRunOptions
+
+    return LoadRunOptions(
+        timeout_s=opts["timeout"], memory_limit_bytes=memory_limit_bytes(opts["memory_limit"]),
+        price_per_hour=opts["price_per_hour"], ops=bool(opts["ops"]), peak=not opts["no_peak"],
+    )
+
+
 def run_remote_command(opts: dict[str, Any], model: str | None, command: str) -> dict[str, Any]:
     """``tfperf bench --url``: the document of :func:`tfperf.serving.remote.run_remote`."""
     from tfperf.core.paths import resolve_store_path
@@ -133,7 +177,9 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
     from tfperf.store import Store
 
     check_remote(opts, model)
+    refuse_dropped(remote=True)
     scenario = scenario_of(opts)
+    price = run_options(opts).price_per_hour  # checked as a local run's
     if opts["batch"] < 1:
         raise UserError(f"--batch must be 1 or more, not {opts['batch']}.")
     try:
@@ -153,7 +199,7 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
     with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
         return run_remote(
             prepared, scenario, store=store, command=command,
-            progress=lambda line: note(line, markup=False),
+            progress=lambda line: note(line, markup=False), price_per_hour=price,
         )
 
 
@@ -219,7 +265,9 @@ def run_load_command(
     from tfperf.serving.run import run_load
     from tfperf.store import Store
 
+    refuse_dropped(remote=False)
     scenario = scenario_of(opts)
+    options = run_options(opts)
     layouts = layouts_of(opts)
     for layout in layouts:
         check_layout(config, layout)
@@ -237,7 +285,7 @@ def run_load_command(
             store=store,
             command=command,
             progress=progress,
-            timeout_s=opts["timeout"],
+            options=options,
         )
 
 

@@ -6,7 +6,9 @@ Contract: :func:`profile_answer` runs after the confirmation, on the live worker
 and of the profiled candidate (the winner, else the best measured candidate), each profiling
 about :data:`tfperf.benchmark.OPS_SECONDS` of calls under its runtime's own profiler
 (``docs/ops.md``); it sets ``recommendation["ops"]`` to ``{"candidate", "default", "answer",
-"families", "moved"}`` and appends ``moved`` to the recommendation's ``reason``. A worker that
+"families", "moved"}`` and appends ``moved`` to the recommendation's ``reason``. Each profile is
+read against this machine's measured peak at its config's precision, as ``bench --ops`` reads
+its own (:func:`tfperf.report.ops.read_roofline`, :func:`tfperf.peak.get_peak`). A worker that
 fails while profiling leaves ``{"error"}`` there and the answer as it was.
 """
 
@@ -14,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfperf.benchmark import OPS_SECONDS
+from tfperf.core.config import Config
 from tfperf.core.knobs import label
-from tfperf.report.ops import align_types, moved_text, read_roofline
+from tfperf.peak import get_peak
+from tfperf.report.ops import OPS_SECONDS, align_types, moved_text, read_roofline
 from tfperf.runner.handle import WorkerFailed
 from tfperf.tuning.search import MEASURED
 
@@ -33,7 +36,8 @@ def _profiled_config(result: Any, winner: dict, candidates: list[dict]) -> dict 
 
 def profile_answer(evaluator: Any, result: Any, winner: dict, candidates: list[dict],
                    recommendation: dict, peak: dict | None = None) -> None:
-    """Profile the default and the answer (see the module docstring)."""
+    """Profile the default and the answer (see the module docstring); ``peak`` is this
+    machine's (:func:`tfperf.peak.get_peak`'s, probed when not given)."""
     config = _profiled_config(result, winner, candidates)
     if config is None:
         return
@@ -45,10 +49,11 @@ def profile_answer(evaluator: Any, result: Any, winner: dict, candidates: list[d
         recommendation["ops"] = {"candidate": label(config), "error": exc.reason}
         return
     moved = moved_text(default, answer)
+    peak = peak if peak is not None else get_peak()
     recommendation["ops"] = {
         "candidate": label(config),
-        "default": read_roofline(default, peak),
-        "answer": read_roofline(answer, peak),
+        "default": read_roofline(default, peak, Config().precision),
+        "answer": read_roofline(answer, peak, Config.from_dict(config).precision),
         "families": align_types(default, answer),
         "moved": moved,
     }
