@@ -8,7 +8,7 @@ from tfperf.core.serving import ServingLayout
 from tfperf.core.stats import quantile_ci
 from tfperf.serving import LoadLevel, pinned
 from tfperf.serving.generator import LevelRecord
-from tfperf.serving.levels import level_of, slo_answer
+from tfperf.serving.levels import HarnessFloor, floor_note, level_of, slo_answer
 
 
 def _record(latencies_ms, *, failed=0, waited_ms=(), duration_s=1.0) -> LevelRecord:
@@ -59,6 +59,21 @@ def test_the_answer_is_the_achieved_rate_of_the_highest_offered_level_within_the
     low = level_of(_record([1.0] * 100, duration_s=1.0), offered_qps=100.0)
     high = level_of(_record([1.0] * 100, duration_s=0.5), offered_qps=250.0)
     assert slo_answer([high, low], 5.0) == high.achieved_qps == 200.0
+
+
+def test_a_level_keeps_its_harness_floor_and_notes_it_above_a_tenth_of_its_p50():
+    floor = HarnessFloor(p50_ms=0.3, p99_ms=0.9, requests=80)
+    slow = level_of(_record(range(1, 101)), concurrency=1, harness_floor=floor)  # p50 50.5 ms
+    assert slow.to_dict()["harness_floor_ms"] == {"p50": 0.3, "p99": 0.9}
+    assert slow.to_dict()["harness_floor_requests"] == 80
+    assert LoadLevel.from_dict(slow.to_dict()) == slow
+    assert floor_note(slow) is None
+    fast = level_of(_record([1.0, 2.0, 3.0]), offered_qps=200.0, harness_floor=floor)
+    note = floor_note(fast)
+    assert note.startswith("offered 200/s:") and "15% of this level's 2 ms" in note
+    bare = level_of(_record([1.0, 2.0, 3.0]), offered_qps=200.0)  # a server tfperf did not start
+    assert bare.to_dict()["harness_floor_ms"] is None and floor_note(bare) is None
+    assert LoadLevel.from_dict(bare.to_dict()) == bare
 
 
 def test_quantile_interval_brackets_the_quantile_and_narrows_with_more_samples():

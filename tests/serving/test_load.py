@@ -10,6 +10,7 @@ from tfperf.core.errors import UserError
 from tfperf.core.serving import ServingLayout
 from tfperf.runner.recorder import RunRecorder
 from tfperf.serving import LoadScenario, measure_load, pinned, search_slo
+from tfperf.serving.levels import floor_note
 from tfperf.store import Store
 
 TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
@@ -52,7 +53,23 @@ def test_closed_and_open_levels_are_measured_with_real_requests_and_add_up(swept
         assert 0 < level.p50_ms <= level.p90_ms <= level.p99_ms <= level.p999_ms
         assert level.p99_ci_ms[0] <= level.p99_ms <= level.p99_ci_ms[1]
         assert level.generator_cpu > 0
-    assert len([line for line in lines if "load generator" not in line]) == 3
+    levels = [line for line in lines if "load generator" not in line and "own floor" not in line]
+    assert len(levels) == 3
+
+
+def test_each_level_carries_the_harness_floor_of_its_load_and_a_note_where_it_is_large(swept):
+    result, stored, lines = swept
+    for level, block in zip(result.levels, stored["trials"][0]["blocks"], strict=False):
+        floor = level.harness_floor  # null requests through the same instances, same load
+        assert floor is not None and floor.requests >= 1
+        assert 0 < floor.p50_ms <= floor.p99_ms
+        assert block["info"]["harness_floor_ms"] == {"p50": floor.p50_ms, "p99": floor.p99_ms}
+        note = floor_note(level)
+        assert (note is not None) == (floor.p50_ms > 0.1 * level.p50_ms)
+        assert note is None or (note in result.notes and note in lines)
+    assert sum("harness floor p50" in line for line in lines) == len(result.levels)
+    # the tiny MLP's call is a sliver of a request: the harness is a real share of its p50
+    assert any(floor_note(level) for level in result.levels)
 
 
 def test_the_slo_answer_is_the_achieved_rate_of_the_level_within_it(swept):

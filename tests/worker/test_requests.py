@@ -74,3 +74,39 @@ def test_a_call_that_raises_answers_its_requests_with_the_error_and_serving_goes
     first, second = _collect(answers, 2)
     assert first["ids"] == [0] and first["error"] == "RuntimeError: inputs do not fit"
     assert second["ids"] == [1] and second["error"] is None
+
+
+def test_null_requests_are_answered_the_same_way_without_the_model_call():
+    answers: queue.Queue = queue.Queue()
+    calls: list[int] = []
+    started, gate = threading.Event(), threading.Event()
+
+    def run() -> None:
+        calls.append(1)
+        started.set()
+        gate.wait(10)  # holds the executor while the rest queue up behind it
+
+    server = RequestServer({1: lambda: run, 2: lambda: run}, Batching(max_batch=2), answers.put)
+    server.submit(0)  # a real request: the executor calls the model, held at the gate
+    assert started.wait(10)
+    server.submit(1, null=True)
+    server.submit(2, null=True)  # 1 and 2 wait together: a batch of nulls, no call
+    server.submit(3, null=True)
+    server.submit(4)  # 3 and 4: a batch with one real request calls the model
+    gate.set()
+    got = _collect(answers, 5)
+    assert [m["ids"] for m in got] == [[0], [1, 2], [3, 4]]
+    assert len(calls) == 2 and all(m["error"] is None for m in got)
+
+
+def test_a_traced_answer_stamps_each_request_in_order_on_the_generator_s_clock():
+    import time
+
+    answers: queue.Queue = queue.Queue()
+    server = RequestServer({1: lambda: lambda: None}, Batching(trace=True), answers.put)
+    read = time.monotonic()
+    server.submit(7, null=False, read_at=read)
+    (msg,) = _collect(answers, 1)
+    trace = msg["trace"]
+    assert trace["read"] == [read]
+    assert read <= trace["taken"] <= trace["call"][0] <= trace["call"][1] <= time.monotonic()

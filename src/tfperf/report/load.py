@@ -9,6 +9,8 @@ Contract:
   mid-sweep shows every level it finished; the SLO answer is the finished trial's, ``None``
   before). :func:`tfperf.report.html.build_report` puts them under ``load``.
 - :data:`LOAD_COLUMNS` and :func:`load_rows`: an exported load run's rows, one per level.
+- Each level shows its harness floor's p50 and p99 (``harness_floor_ms``; ``-`` where none
+  was measured: a server tfperf did not start, or a run stored before floors were).
 - :func:`load_table` is a rich table of one section's (or one ``LoadResult.to_dict()``'s)
   levels; :func:`load_lines` the plain lines of a whole report's load sections;
   :func:`load_html` the HTML tables of the report page.
@@ -71,11 +73,16 @@ def _level_row(level: Mapping[str, Any]) -> list[str]:
         str(level.get("failed")),
         str(level.get("timed_out")),
         _fmt(level.get("generator_cpu"), ".2f"),
+        _floor(level.get("harness_floor_ms")),
     ]
 
 
+def _floor(floor: Mapping[str, Any] | None) -> str:
+    return "-" if not floor else f"{_fmt(floor.get('p50'))} / {_fmt(floor.get('p99'))}"
+
+
 COLUMNS = ("load", "achieved/s", "p50 ms", "p90 ms", "p99 ms [95% CI]", "p99.9 ms",
-           "completed", "failed", "timed out", "gen CPU")
+           "completed", "failed", "timed out", "gen CPU", "floor p50/p99 ms")
 
 
 def load_table(section: Mapping[str, Any]) -> Any:
@@ -101,7 +108,8 @@ def load_table(section: Mapping[str, Any]) -> Any:
 LOAD_COLUMNS = (
     "server", "scenario", "concurrency", "offered_qps", "achieved_qps", "p50_ms", "p90_ms",
     "p99_ms", "p99_low_ms", "p99_high_ms", "p999_ms", "sent", "completed", "failed",
-    "timed_out", "generator_cpu", "slo_ms", "max_qps_at_slo",
+    "timed_out", "generator_cpu", "harness_floor_p50_ms", "harness_floor_p99_ms", "slo_ms",
+    "max_qps_at_slo",
 )
 """The CSV / Markdown columns of an exported load run: one row per level."""
 
@@ -113,8 +121,10 @@ def load_rows(sections: Any) -> tuple[dict[str, Any], ...]:
         for level in section.get("levels", []):
             lo, hi = [*(level.get("p99_ci_ms") or []), None, None][:2]
             row = {k: level.get(k) for k in LOAD_COLUMNS}
+            floor = level.get("harness_floor_ms") or {}
             row.update(
                 server=section.get("layout_label"), p99_low_ms=lo, p99_high_ms=hi,
+                harness_floor_p50_ms=floor.get("p50"), harness_floor_p99_ms=floor.get("p99"),
                 slo_ms=section.get("slo_ms"), max_qps_at_slo=section.get("max_qps_at_slo"),
             )
             rows.append(row)

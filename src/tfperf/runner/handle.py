@@ -324,9 +324,11 @@ class Worker:
         """The pipe the worker answers on (to ``select`` on), ``None`` once closed."""
         return self._res_fd
 
-    def request(self, request_id: int) -> None:
-        """Send one request to a serving worker; its answer comes through :meth:`answers`."""
-        self._send({"op": "request", "id": int(request_id)})
+    def request(self, request_id: int, null: bool = False) -> None:
+        """Send one request to a serving worker; its answer comes through :meth:`answers`. A
+        ``null`` one is answered without its model call (:mod:`tfperf.worker.requests`)."""
+        self._send({"op": "request", "id": int(request_id), "null": True} if null
+                   else {"op": "request", "id": int(request_id)})
 
     def answers(self) -> list[dict[str, Any]]:
         """The ``response`` messages that have arrived, without waiting for more."""

@@ -22,6 +22,11 @@ Contract:
   With no instance alive, a request fails at once.
 - For the load sweep it offers ``label``, ``sweep_info`` and ``saturating_concurrency``
   (twice what the instances serve at once), as every server under test does.
+- ``submit(id, null=True)`` sends a request its instance answers without the model call (the
+  harness's own floor, :mod:`tfperf.serving.floor`). With ``trace``, every instance stamps
+  its answers (:mod:`tfperf.worker.requests`) and :attr:`Harness.traced` keeps, per request
+  id, when ``submit`` began and had written it, the instance's stamps, when ``poll`` woke to
+  its answer and when it had read it (``time.monotonic()``).
 - :func:`pinned` gives a layout core sets of its own: this process's CPUs split evenly
   between the instances (round robin when there are more instances than CPUs).
 """
@@ -32,6 +37,7 @@ import dataclasses
 import os
 import select
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -111,6 +117,7 @@ class Harness:
         memory_limit_bytes: int | None = None,
         python: str = sys.executable,
         environ: Mapping[str, str] | None = None,
+        trace: bool = False,
     ) -> None:
         self.workload = dict(workload)
         self.config = instance_config(config, layout)
@@ -124,6 +131,8 @@ class Harness:
         self.faults: list[str] = []
         self._identity = SameModel("the serving instances")
         self._failed_now: list[Answer] = []
+        self.trace = trace
+        self.traced: dict[int, dict[str, Any]] = {}
         self._memory = LayoutMemory()
 
     # -- life ---------------------------------------------------------------------------------
@@ -139,6 +148,7 @@ class Harness:
             "executors": EXECUTORS,
             "streams": layout.streams if openvino else None,
             "hint": layout.hint if openvino else None,
+            "trace": self.trace,
         }
 
     def _worker(self, index: int) -> Worker:
@@ -243,17 +253,20 @@ class Harness:
         alive = self._alive()
         return not alive or any(len(inst.held) < self.capacity() for inst in alive)
 
-    def submit(self, request_id: int) -> None:
+    def submit(self, request_id: int, null: bool = False) -> None:
         alive = [inst for inst in self._alive() if len(inst.held) < self.capacity()]
         if not alive:
             self._failed_now.append(Answer(request_id, False, "no instance alive"))
             return
         inst = min(alive, key=lambda i: (len(i.held), i.index))
         inst.held.add(request_id)
+        began = time.monotonic() if self.trace else 0.0
         try:
-            inst.worker.request(request_id)
+            inst.worker.request(request_id, null)
         except WorkerFailed as exc:
             self._failed_now += self._died(inst, exc)
+        if self.trace:
+            self.traced[request_id] = {"submit": began, "written": time.monotonic()}
 
     def poll(self, timeout_s: float) -> list[Answer]:
         answers, self._failed_now = self._failed_now, []
@@ -266,12 +279,15 @@ class Harness:
         ready, _, _ = select.select(list(fds), [], [], timeout_s)
         for fd in ready:
             inst = fds[fd]
+            woke = time.monotonic() if self.trace else 0.0
             try:
                 messages = inst.worker.answers()
             except WorkerFailed as exc:
                 answers += self._died(inst, exc)
                 continue
             answers += self._answers(inst, messages)
+            if self.trace:
+                self._stamp(messages, woke)
         late, self._failed_now = self._failed_now, []
         return answers + late
 
@@ -283,6 +299,16 @@ class Harness:
                 inst.held.discard(rid)
                 out.append(Answer(int(rid), ok, msg.get("error"), inst.index))
         return out
+
+    def _stamp(self, messages: list[dict[str, Any]], woke: float) -> None:
+        read = time.monotonic()
+        for msg in messages:
+            stamps = msg.get("trace") or {}
+            for i, rid in enumerate(msg.get("ids", [])):
+                self.traced.setdefault(int(rid), {}).update(
+                    {k: v for k, v in stamps.items() if k != "read"},
+                    received=stamps["read"][i] if stamps else None, woke=woke, read=read,
+                )
 
     def _died(self, inst: _Instance, exc: WorkerFailed) -> list[Answer]:
         inst.alive = False

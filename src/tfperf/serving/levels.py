@@ -20,6 +20,11 @@ Contract:
   share of one core (it runs in the ``tfperf`` process, on the same cores as the instances);
   ``generator_lag_p99_ms`` (open loop) is how late it noticed its arrivals: its own share of
   the latencies, which a saturated generator would make large.
+- ``harness_floor`` (a :class:`HarnessFloor`, ``None`` where none was measured: a server
+  tfperf did not start) is the same load offered to the same instances with every model call
+  skipped (:mod:`tfperf.serving.floor`): the latency that tfperf's harness and this machine's
+  wake-ups alone give at that level. :func:`floor_note` says so when its p50 is more than
+  :data:`FLOOR_SHARE` of the level's.
 - :meth:`LoadLevel.within` is the SLO rule: p99 point estimate within ``slo_ms`` and at most
   1% of the requests failed.
 - :func:`generator_limited` is the warning of a level where the generator may have been the
@@ -46,6 +51,16 @@ from tfperf.serving.generator import LevelRecord
 
 MAX_FAILED_SHARE = 0.01
 """A level with more failed requests than this share is never within an SLO."""
+
+
+@dataclass(frozen=True)
+class HarnessFloor:
+    """The harness's own latency at one level: its p50 and p99 (ms, from each request's
+    scheduled arrival, as the level's) over ``requests`` null requests."""
+
+    p50_ms: float
+    p99_ms: float
+    requests: int
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class LoadLevel:
     """The 95% interval of each percentile: ``{"p50", "p90", "p99", "p99.9"}``."""
     generator_lag_p99_ms: float | None = None
     """Open loop: p99 of how late the generator itself noticed an arrival."""
+    harness_floor: HarnessFloor | None = None
     retried: int = 0
     """Requests the client sent again because the server cannot have read them whole (a
     server the user runs, :mod:`tfperf.serving.remote.rest`); each still counts once."""
@@ -111,6 +127,7 @@ class LoadLevel:
             "duration_s": self.duration_s,
             "generator_cpu": self.generator_cpu,
             "retried": self.retried,
+            **_floor_dict(self.harness_floor),
         }
 
     @classmethod
@@ -139,8 +156,25 @@ class LoadLevel:
             failures=dict(data.get("failures") or {}),
             ci_ms={k: (v[0], v[1]) for k, v in (data.get("ci_ms") or {}).items()},
             generator_lag_p99_ms=data.get("generator_lag_p99_ms"),
+            harness_floor=_floor_of(data),
             retried=int(data.get("retried") or 0),
         )
+
+
+def _floor_dict(floor: HarnessFloor | None) -> dict[str, Any]:
+    if floor is None:
+        return {"harness_floor_ms": None, "harness_floor_requests": None}
+    return {
+        "harness_floor_ms": {"p50": floor.p50_ms, "p99": floor.p99_ms},
+        "harness_floor_requests": floor.requests,
+    }
+
+
+def _floor_of(data: Mapping[str, Any]) -> HarnessFloor | None:
+    ms = data.get("harness_floor_ms")
+    if not ms:
+        return None
+    return HarnessFloor(float(ms["p50"]), float(ms["p99"]), int(data["harness_floor_requests"]))
 
 
 def _ms(values: np.ndarray, q: float) -> float | None:
@@ -161,7 +195,11 @@ def _intervals(lat_s: np.ndarray) -> dict[str, tuple[float | None, float | None]
 
 
 def level_of(
-    record: LevelRecord, *, concurrency: int | None = None, offered_qps: float | None = None
+    record: LevelRecord,
+    *,
+    concurrency: int | None = None,
+    offered_qps: float | None = None,
+    harness_floor: HarnessFloor | None = None,
 ) -> LoadLevel:
     """The :class:`LoadLevel` of one measured level (closed with ``concurrency``, open with
     ``offered_qps``)."""
@@ -191,6 +229,7 @@ def level_of(
         failures=dict(record.failures),
         ci_ms=intervals,
         generator_lag_p99_ms=_ms(np.asarray(record.lags_s, dtype=float), 0.99),
+        harness_floor=harness_floor,
     )
 
 
@@ -201,14 +240,16 @@ GENERATOR_LAG_LIMIT_MS = 1.0
 when that lag is also more than a tenth of the level's p99."""
 
 
+def _what(level: LoadLevel) -> str:
+    if level.scenario == "closed":
+        return f"concurrency {level.concurrency}"
+    return f"offered {level.offered_qps:.4g}/s"
+
+
 def generator_limited(level: LoadLevel) -> str | None:
     """A warning when the load generator rather than the server may have set a level's figures
     (more than half a core busy, or its arrival lag a real share of the p99), else ``None``."""
-    what = (
-        f"concurrency {level.concurrency}"
-        if level.scenario == "closed"
-        else f"offered {level.offered_qps:.4g}/s"
-    )
+    what = _what(level)
     if level.generator_cpu > GENERATOR_CPU_LIMIT:
         return (
             f"{what}: the load generator used {level.generator_cpu:.0%} of a core, so it may "
@@ -221,6 +262,23 @@ def generator_limited(level: LoadLevel) -> str | None:
             "a real share of the latency: the generator may be the limit, not the server"
         )
     return None
+
+
+FLOOR_SHARE = 0.1
+"""A level whose harness floor's p50 is above this share of its own p50 carries a note."""
+
+
+def floor_note(level: LoadLevel) -> str | None:
+    """A note when the harness's own floor is a real share of the level's p50, else ``None``."""
+    floor = level.harness_floor
+    if floor is None or not level.p50_ms or floor.p50_ms <= FLOOR_SHARE * level.p50_ms:
+        return None
+    return (
+        f"{_what(level)}: the harness's own floor (the same load with every model call "
+        f"skipped) has a p50 of {floor.p50_ms:.3g} ms, {floor.p50_ms / level.p50_ms:.0%} of "
+        f"this level's {level.p50_ms:.3g} ms: that share is tfperf's dispatch and this "
+        "machine's wake-ups, not the model"
+    )
 
 
 def slo_answer(levels: Sequence[LoadLevel], slo_ms: float) -> float | None:

@@ -27,6 +27,10 @@ Contract:
   server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. A level
   where the generator itself may have been the limit
   (:func:`tfperf.serving.levels.generator_limited`) adds a note saying so.
+- With ``floor`` (the default), each level of a :class:`Harness` is preceded by its harness
+  floor (:func:`tfperf.serving.floor.measure_floor`, once per distinct load), kept as the
+  level's ``harness_floor``, with a note where it is a real share of the level's p50
+  (:func:`tfperf.serving.levels.floor_note`). A server tfperf did not start has none.
 - With ``ops_s``, :func:`measure_load` asks the layout's first live instance for its op profile
   (:func:`profile_after_levels`, the worker protocol's ``profile``) once the levels are over
   and the memory read, so no level runs under a profiler; the result's ``ops`` holds it, or
@@ -52,9 +56,18 @@ from tfperf.core.errors import UserError
 from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
 from tfperf.runner.handle import WorkerFailed
+from tfperf.serving.floor import measure_floor
 from tfperf.serving.generator import ClosedLoop, OpenLoop, Server, run_level
 from tfperf.serving.harness import OPENVINO_PREFIX, Harness
-from tfperf.serving.levels import LoadLevel, LoadResult, generator_limited, level_of, slo_answer
+from tfperf.serving.levels import (
+    HarnessFloor,
+    LoadLevel,
+    LoadResult,
+    floor_note,
+    generator_limited,
+    level_of,
+    slo_answer,
+)
 
 SEARCH_STEPS = 5
 """Open-loop levels of the SLO search after its capacity probe (1/32 of the capacity apart)."""
@@ -75,6 +88,8 @@ class LoadScenario:
     seed: int = 0
     confirm_misses: bool = True
     """The SLO search measures a level beyond the SLO once more before it lowers the rate."""
+    floor: bool = True
+    """Each level of a served layout is preceded by its harness floor (module docstring)."""
 
     def __post_init__(self) -> None:
         if any(c < 1 for c in self.concurrency):
@@ -141,6 +156,7 @@ class _Sweep:
         self.recorder = recorder
         self.levels: list[LoadLevel] = []
         self.notes: list[str] = []
+        self.floors: dict[tuple[str, float], HarnessFloor | None] = {}
         self.trial_id: int | None = None
         if recorder is not None:
             self.trial_id = recorder.trial(harness.label(), harness.config.to_dict(), ROLE)
@@ -153,11 +169,12 @@ class _Sweep:
         if self.harness.restart_dead():
             self.notes.append("the instances that died were restarted before the next level")
         seen = len(self.harness.faults)
+        floor = self.floor(load)
         record = run_level(self.harness, load, self.scenario.timeout_s)
         if isinstance(load, OpenLoop):
-            level = level_of(record, offered_qps=load.rate)
+            level = level_of(record, offered_qps=load.rate, harness_floor=floor)
         else:
-            level = level_of(record, concurrency=load.concurrency)
+            level = level_of(record, concurrency=load.concurrency, harness_floor=floor)
         retried = getattr(self.harness, "retried", None)  # a remote server's resends
         if retried is not None:
             level = dataclasses.replace(level, retried=retried())
@@ -166,14 +183,21 @@ class _Sweep:
             samples = record.latencies_s + record.waited_s
             self.recorder.block(self.trial_id, samples, "load", level.to_dict())
         self.progress(describe_level(level))
-        limited = generator_limited(level)
-        if limited:
-            self.notes.append(limited)
-            self.progress(limited)
-        for fault in self.harness.faults[seen:]:
-            self.notes.append(fault)
-            self.progress(fault)
+        for note in (generator_limited(level), floor_note(level), *self.harness.faults[seen:]):
+            if note:
+                self.notes.append(note)
+                self.progress(note)
         return level
+
+    def floor(self, load: OpenLoop | ClosedLoop) -> HarnessFloor | None:
+        """The harness floor at ``load``, measured once per distinct load (``None`` without
+        one: a server tfperf did not start, or ``floor`` off)."""
+        if not self.scenario.floor or not isinstance(self.harness, Harness):
+            return None
+        key = ("open", load.rate) if isinstance(load, OpenLoop) else ("closed", load.concurrency)
+        if key not in self.floors:
+            self.floors[key] = measure_floor(self.harness, load, self.scenario.timeout_s)
+        return self.floors[key]
 
     def closed(self, concurrency: int) -> LoadLevel:
         s = self.scenario
@@ -195,11 +219,14 @@ def describe_level(level: LoadLevel) -> str:
     )
     p99 = "-" if level.p99_ms is None else f"{level.p99_ms:.3g}"
     p50 = "-" if level.p50_ms is None else f"{level.p50_ms:.3g}"
+    floor = level.harness_floor
     return (
         f"{what}: achieved {level.achieved_qps:.4g}/s, p50 {p50} ms, p99 {p99} ms, "
         f"{level.completed}/{level.sent} completed, {level.failed} failed, "
         f"{level.timed_out} timed out"
         + (f", {level.retried} retried" if level.retried else "")
+        + ("" if floor is None else
+           f"; harness floor p50 {floor.p50_ms:.3g} ms, p99 {floor.p99_ms:.3g} ms")
     )
 
 

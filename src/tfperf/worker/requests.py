@@ -24,6 +24,15 @@ Contract (the ``request`` op of the worker protocol, ``docs/ARCHITECTURE.md``):
   ``start_async`` waits while all are busy), and each request's callback reads its outputs
   back to host arrays (the timed-call contract, ``docs/timed-call.md``) and answers. One request
   per call: no dynamic batcher.
+- A request with ``"null": true`` goes through the same queue, batcher, executor and answer,
+  but its call (and the testing hook before it) is skipped; a batch calls the model unless
+  every request in it is null. That is the harness's own floor (``docs/serving.md``),
+  measured on the instance as it serves.
+- With ``trace`` in the section, each response also carries ``"trace": {"read": [t, ...],
+  "taken", "call": [t0, t1]}``: ``time.monotonic()`` (the clock the parent's load generator
+  reads, the same in every process on Linux) when the main loop had read each request, when
+  an executor took the batch, and around the call (whose end is just before the answer is
+  written).
 - ``send`` (the worker's one writer of its result pipe) must be safe to call from any thread.
 """
 
@@ -44,6 +53,7 @@ class Batching:
     max_batch: int = 1
     max_delay_s: float = 0.0
     executors: int = 1
+    trace: bool = False
 
     @classmethod
     def from_message(cls, section: dict[str, Any]) -> Batching:
@@ -51,7 +61,12 @@ class Batching:
             max_batch=max(1, int(section.get("max_batch") or 1)),
             max_delay_s=max(0.0, float(section.get("max_delay_ms") or 0.0)) / 1000.0,
             executors=max(1, int(section.get("executors") or 1)),
+            trace=bool(section.get("trace")),
         )
+
+
+Queued = tuple[int, bool, float]
+"""A request waiting for an executor: its id, whether it is null, when it was read."""
 
 
 class RequestServer:
@@ -70,44 +85,56 @@ class RequestServer:
         self.batching = batching
         self.send = send
         self.before_call = before_call
-        self._queue: queue.Queue[int] = queue.Queue()
+        self._queue: queue.Queue[Queued] = queue.Queue()
         for _ in range(batching.executors):
             threading.Thread(target=self._serve, daemon=True).start()
 
-    def submit(self, request_id: int) -> None:
-        self._queue.put(int(request_id))
+    def submit(self, request_id: int, null: bool = False, read_at: float = 0.0) -> None:
+        self._queue.put((int(request_id), null, read_at))
 
-    def _take_batch(self) -> list[int]:
-        ids = [self._queue.get()]
+    def _take_batch(self) -> list[Queued]:
+        taken = [self._queue.get()]
+        if self.batching.max_batch == 1:
+            return taken
         deadline = time.perf_counter() + self.batching.max_delay_s
-        while len(ids) < self.batching.max_batch:
+        while len(taken) < self.batching.max_batch:
             left = deadline - time.perf_counter()
             try:
-                ids.append(self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait())
+                taken.append(
+                    self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+                )
             except queue.Empty:
                 break
-        return ids
+        return taken
 
     def _serve(self) -> None:
         own = {size: make() for size, make in self.calls.items()}
+        trace = self.batching.trace
         while True:
-            ids = self._take_batch()
-            call = own[1] if len(ids) == 1 else own[self.batching.max_batch]
+            taken = self._take_batch()
+            taken_at = time.monotonic() if trace else 0.0
+            call = own[1] if len(taken) == 1 else own[self.batching.max_batch]
             error = None
             t0 = time.perf_counter()
             try:
-                self.before_call()
-                call()
+                if not all(null for _, null, _ in taken):
+                    self.before_call()
+                    call()
             except Exception as exc:  # answered as failed requests; the worker serves on
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            self.send(
-                {
-                    "op": "response",
-                    "ids": ids,
-                    "service_s": time.perf_counter() - t0,
-                    "error": error,
-                }
-            )
+            t1 = time.perf_counter()
+            answer = {"op": "response", "ids": [rid for rid, _, _ in taken],
+                      "service_s": t1 - t0, "error": error}
+            if trace:
+                answer["trace"] = _trace(taken, taken_at, t1 - t0)
+            self.send(answer)
+
+
+def _trace(taken: list[Queued], taken_at: float, call_s: float) -> dict[str, Any]:
+    """The ``trace`` of a response (module docstring); the call ended ``call_s`` after it began,
+    just before this."""
+    now = time.monotonic()
+    return {"read": [at for _, _, at in taken], "taken": taken_at, "call": [now - call_s, now]}
 
 
 class AsyncServer:
@@ -118,45 +145,53 @@ class AsyncServer:
         make_queue: Callable[[], tuple[Any, Any]],
         send: Callable[[dict[str, Any]], None],
         before_call: Callable[[], None] = lambda: None,
+        trace: bool = False,
     ) -> None:
         self.queue, self.inputs = make_queue()
+        self.trace = trace
         self.jobs = len(self.queue)
         """The infer requests in flight at most (what the compiled model asked for)."""
         self.send = send
         self.before_call = before_call
         self.queue.set_callback(self._done)
-        self._pending: queue.Queue[int] = queue.Queue()
+        self._pending: queue.Queue[Queued] = queue.Queue()
         threading.Thread(target=self._dispatch, daemon=True).start()
 
-    def submit(self, request_id: int) -> None:
-        self._pending.put(int(request_id))
+    def submit(self, request_id: int, null: bool = False, read_at: float = 0.0) -> None:
+        self._pending.put((int(request_id), null, read_at))
 
     def _dispatch(self) -> None:
         while True:
-            request_id = self._pending.get()
+            queued = self._pending.get()
             t0 = time.perf_counter()
+            userdata = (queued, t0, time.monotonic())
+            if queued[1]:  # a null request: answered without an infer request
+                self._answer(userdata, None)
+                continue
             try:
                 self.before_call()
-                self.queue.start_async(self.inputs, userdata=(request_id, t0))
+                self.queue.start_async(self.inputs, userdata=userdata)
             except Exception as exc:  # answered as a failed request; the worker serves on
-                self._answer(request_id, t0, f"{type(exc).__name__}: {exc}")
+                self._answer(userdata, f"{type(exc).__name__}: {exc}")
 
-    def _done(self, request: Any, userdata: tuple[int, float]) -> None:
-        request_id, t0 = userdata
+    def _done(self, request: Any, userdata: tuple[Queued, float, float]) -> None:
         error = None
         try:
             for index in range(len(request.model_outputs)):
                 request.get_output_tensor(index).data.copy()  # host arrays out, as timed
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-        self._answer(request_id, t0, error)
+        self._answer(userdata, error)
 
-    def _answer(self, request_id: int, t0: float, error: str | None) -> None:
-        self.send(
-            {
-                "op": "response",
-                "ids": [request_id],
-                "service_s": time.perf_counter() - t0,
-                "error": None if error is None else error.splitlines()[0][:300],
-            }
-        )
+    def _answer(self, userdata: tuple[Queued, float, float], error: str | None) -> None:
+        queued, t0, taken_at = userdata
+        service_s = time.perf_counter() - t0
+        answer = {
+            "op": "response",
+            "ids": [queued[0]],
+            "service_s": service_s,
+            "error": None if error is None else error.splitlines()[0][:300],
+        }
+        if self.trace:
+            answer["trace"] = _trace([queued], taken_at, service_s)
+        self.send(answer)

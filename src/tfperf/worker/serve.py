@@ -10,7 +10,8 @@ applies call-level knobs (thread pools) before its first op, builds the workload
 a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
 ``executors``, ``streams``, ``instance``) makes it one instance of a served model: pinned to
 ``cores`` before TensorFlow starts a thread, it also answers ``request`` messages
-asynchronously (:mod:`tfperf.worker.requests`); its ``ready`` then has ``serving:
+asynchronously (:mod:`tfperf.worker.requests`: a ``null`` request skips the model call,
+``trace`` in the section stamps each answer); its ``ready`` then has ``serving:
 {"cores"}``, the CPUs it may run on, and ``infer_requests`` where OpenVINO serves it
 asynchronously (a ``hint`` or ``streams`` in the section).
 Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
@@ -191,7 +192,7 @@ class Session:
         self.fault = fault
         self.send = send
         self.prepared: Any = None
-        self.server: RequestServer | None = None
+        self.server: RequestServer | AsyncServer | None = None
         self.runtime = "tf"
 
     def init(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +275,7 @@ class Session:
         before = _request_fault(self.fault, serving)
         make_queue = getattr(self.prepared, "async_queue", None)
         if make_queue is not None and (serving.get("hint") or serving.get("streams")):
-            self.server = AsyncServer(make_queue, self.send, before)
+            self.server = AsyncServer(make_queue, self.send, before, bool(serving.get("trace")))
             return
         batching = Batching.from_message(serving)
         calls = {1: _call_maker(self.prepared)}
@@ -295,7 +296,7 @@ class Session:
     def request(self, msg: dict[str, Any]) -> None:
         if self.server is None:
             raise ValueError("request before a serving init")
-        self.server.submit(int(msg["id"]))
+        self.server.submit(int(msg["id"]), bool(msg.get("null")), time.monotonic())
 
     def run(self, msg: dict[str, Any]) -> dict[str, Any]:
         _inject(self.fault, "run")
