@@ -145,6 +145,10 @@ def test_tune_train_starts_from_the_users_compile_and_adds_only_what_changes(tmp
     assert spe["step_ms"] > 0 and spe["time_ms"] > spe["step_ms"]  # a call of several steps
     rec = doc["recommendation"]
     assert "pruned" in rec and rec["step_ms"] > 0
+    fit = rec["fit_speedup"]  # the search found a winner: it was confirmed by model.fit too
+    assert fit is None or (fit["steps"] % 8 == 0 and fit["default_step_ms"] > 0)
+    if doc["train"]["chosen"]:
+        assert fit is not None and fit["median"] > 0
     code = " ".join(rec["code"])
     assert "jit_compile=True" not in code and "steps_per_execution=8" not in code
     if not rec["keep_default"]:  # the machine decides the speed; the lines follow from it

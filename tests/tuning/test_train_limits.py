@@ -45,3 +45,25 @@ def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
     said = Said()
     assert train_limits(slow_step_evaluator(options), SPACE, options, said) == (8, 30.0)
     assert not said.lines
+
+
+def test_a_timed_fit_runs_whole_calls_on_both_sides_for_about_two_seconds():
+    from tfperf.tuning.traintune import fit_steps
+
+    assert fit_steps(0.004, 1, 32) == 512  # 500 steps of 4 ms, in calls of 32
+    assert fit_steps(0.2, 1, 4) == 16  # never fewer than 16 steps
+    assert fit_steps(0.05, 8, 3) == 48
+
+
+def test_an_undecided_confirmation_says_what_more_rounds_would_decide():
+    from tfperf.tuning.traintune import fit_sentence, more_time_sentence
+
+    rec = {"keep_default": True, "reason": "not significantly faster",
+           "speedup": {"median": 1.25, "ci95": [0.93, 1.62]}}
+    more_time_sentence(rec, 21)
+    assert rec["more_time"]["confirm_rounds"] > 21
+    assert "1.25x [0.93-1.62] in 21 rounds: --confirm-rounds" in rec["reason"]
+    answer = {"keep_default": False, "speedup": {"median": 2.0, "ci95": [1.8, 2.2]}}
+    fit_sentence(answer, {"median": 1.1, "ci95": [1.0, 1.2]})
+    assert "model.fit gave 1.10x" in answer["notes"][0]
+    assert answer["fit_speedup"]["median"] == 1.1

@@ -142,3 +142,17 @@ def test_every_guarded_key_is_judged_and_the_one_that_fails_is_named():
     nan = ref.copy()
     nan[3, 1] = np.nan
     assert "g_loss is nan at step 4" in default_problem([nan, empty, empty, keys])
+
+
+def test_a_default_guard_stopped_by_its_time_cap_names_the_seconds_that_would_cover_a_batch():
+    empty = np.asarray([], dtype=float)
+    keys = np.asarray(["loss"])
+    # the default ran 60 of its 200 steps in its 60 s cap: 30 steps of a batch twice as large
+    ref = [LEARNS[:60], empty, empty, keys, np.asarray([61.0, 1.0, 60.0])]
+    cand = [LEARNS[:60:2], empty, empty, keys]
+    result = judge(ref, cand, False, TOL, ratio=2.0)
+    assert not result["accepted"]
+    assert "stopped at its 60 s cap after 60 steps" in result["reason"]
+    assert "--guard-seconds 122 (with --guard-steps 100 or more)" in result["reason"]
+    uncapped = [LEARNS[:60], empty, empty, keys, np.asarray([20.0, 0.0, 60.0])]
+    assert "fewer than 50" in judge(uncapped, cand, False, TOL, ratio=2.0)["reason"]

@@ -105,3 +105,12 @@ def test_a_batch_knob_recuts_the_same_samples_and_guards_them_at_equal_samples(t
     ours, theirs = default.outputs()[0], doubled.outputs()[0]
     assert (ours.size, theirs.size) == (100, 50)  # 3200 samples each
     assert np.isfinite(theirs).all() and theirs[-5:].mean() < theirs[:5].mean()
+
+
+def test_a_keras_2_install_is_told_that_train_needs_keras_3():
+    from tfperf.core.errors import UserError
+    from tfperf.worker.training import require_keras3
+
+    with pytest.raises(UserError, match=r"^--train needs Keras 3; this TensorFlow's Keras is 2\."):
+        require_keras3("2.15.0")
+    require_keras3("3.15.1")

@@ -302,10 +302,14 @@ class Worker:
         self._receive("outputs", self.timeout_s)
         return target
 
-    def extra(self, name: str, calls: int) -> list[float] | None:
-        """Time ``calls`` calls of another way to call the model ("eager", "predict");
-        ``None`` when the workload does not offer it."""
-        self._send({"op": "extra", "name": name, "calls": int(calls)})
+    def extra(self, name: str, calls: int, arg: Any = None) -> list[float] | None:
+        """Time ``calls`` calls of another way to call the model ("eager", "predict", a
+        training step's "fit" of ``arg`` steps); ``None`` when the workload does not offer
+        it."""
+        msg: dict[str, Any] = {"op": "extra", "name": name, "calls": int(calls)}
+        if arg is not None:
+            msg["arg"] = arg
+        self._send(msg)
         msg = self._receive("extra", self.timeout_s)
         return list(msg["samples_s"]) if msg.get("available") else None
 

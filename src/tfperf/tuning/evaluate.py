@@ -343,7 +343,7 @@ class Evaluator:
         if self.run is not None:
             name = f"{label(config)} (confirmation)"
             trial_id = self.run.trial(name, to_config_dict(config), "confirmation")
-        processes = confirm_processes(rounds)
+        processes = self.confirm_processes(rounds)
         times: list[list[float]] = [[], []]
         process_of: list[int] = []
         for k in range(processes):
@@ -370,6 +370,10 @@ class Evaluator:
         if self.run is not None and trial_id is not None:
             self.run.finish_trial(trial_id, "ok", {"confirmation": speedup})
         return speedup
+
+    def confirm_processes(self, rounds: int) -> int:
+        """How many worker pairs share the confirmation's rounds (:func:`confirm_processes`)."""
+        return confirm_processes(rounds)
 
     # ------------------------------------------------------------------ the store
     def _record(

@@ -144,11 +144,30 @@ def judge(
     if reason and len(keys) > 1:
         reason = f"{key}: {reason}"
     figures["verdict"] = verdict
+    if figures["steps"] < MIN_STEPS and verdict == "rejected":
+        reason = _cap_reason(reference, figures, ratio) or reason
     if verdict in ("accepted", "inconclusive") and len(reference) > 1:
         reason = _validation(reference, candidate, _limits(reduced, tolerance).rel, figures)
         verdict = "rejected" if reason else verdict
         figures["verdict"] = verdict
     return {"accepted": verdict != "rejected", "reason": reason, "guard": figures}
+
+
+def _cap_reason(reference: list[Any], figures: dict, ratio: float) -> str:
+    """Where the default's guard stopped at its time cap before covering enough steps of a
+    candidate's batch: the ``--guard-seconds`` (or ``--guard-steps``) that would."""
+    timing = np.asarray(reference[4], dtype=np.float64) if len(reference) > 4 else np.array([])
+    if timing.size < 3 or not timing[1]:
+        return ""
+    took, cap = float(timing[0]), float(timing[2])
+    done = int(figures["default_steps"]) or 1
+    need_steps = math.ceil(MIN_STEPS * ratio)
+    need_s = math.ceil(took / done * need_steps * 1.2)
+    return (
+        f"the default's guard stopped at its {cap:g} s cap after {done} steps, which cover "
+        f"{figures['steps']} steps of this batch, fewer than {MIN_STEPS}: --guard-seconds "
+        f"{need_s} (with --guard-steps {need_steps} or more) would cover them"
+    )
 
 
 def loss_keys(outputs: list[Any]) -> list[str]:

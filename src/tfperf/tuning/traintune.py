@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.knobs import label
 from tfperf.core.protocol import DEFAULT_GUARD_STEPS
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
@@ -96,6 +97,8 @@ class TrainEvaluator(Evaluator):
         """The user's own setup, read back by the default worker."""
         self.default_cost_s = 0.0
         """What starting the default took: a worker, its first steps and its guard."""
+        self.fit_speedup: dict | None = None
+        """The answer's ``fit`` against the default's (:meth:`confirm_fit`)."""
 
     def within_guard(self, space: Space) -> Space:
         """``space`` without the batch sizes the default's guard does not cover: a batch of
@@ -140,6 +143,44 @@ class TrainEvaluator(Evaluator):
         spe = int((ready.get("train") or {}).get("steps_per_call") or 1)
         return statistics.median(tail) / spe if tail else None
 
+    def confirm_processes(self, rounds: int) -> int:
+        """One pair of workers for a slow step (:data:`SLOW_STEP_S` or more): its rounds are
+        long, and a fresh pair costs a worker start and its first steps; more rounds in one
+        pair narrow the interval more than more pairs do."""
+        step = self.step_s()
+        return 1 if step and step >= SLOW_STEP_S else super().confirm_processes(rounds)
+
+    def confirm(self, config: dict, rounds: int) -> dict:
+        """The train function's confirmation, then the answer confirmed the way the user runs
+        it: ``model.fit`` of the same steps in the default's and the answer's workers,
+        interleaved (:attr:`fit_speedup`, per step)."""
+        speedup = super().confirm(config, rounds)
+        self.fit_speedup = self.confirm_fit(config)
+        return speedup
+
+    def confirm_fit(self, config: dict) -> dict | None:
+        """``paired_speedup`` of the answer's ``fit`` over the default's, per step: each side
+        fits ``steps`` steps (a multiple of both sides' steps per call, about
+        :data:`FIT_CALL_S` of the default's steps), one warm-up fit each, then
+        :data:`FIT_ROUNDS` alternating pairs. ``None`` where the workers have no fit."""
+        self.progress.phase(f"timing model.fit of the default and of {label(config)}")
+        base = self.workers.get({}, self.options.candidate_timeout_s)
+        cand = self.workers.get(config, self.options.candidate_timeout_s)
+        steps = fit_steps(self.step_s(), _spe(base), _spe(cand))
+        times: list[list[float]] = [[], []]
+        for round_no in range(FIT_ROUNDS + 1):
+            order = ((0, base), (1, cand)) if round_no % 2 else ((1, cand), (0, base))
+            for side, handle in order:
+                got = handle.worker.extra("fit", 1, arg=steps)
+                if not got:
+                    return None
+                if round_no:  # the first fit of each side warms up (its iterator, callbacks)
+                    times[side].append(got[0] / steps)
+        result = paired_speedup(times[0], times[1], self.threshold)
+        result.update(steps=steps, default_step_ms=statistics.median(times[0]) * 1e3,
+                      candidate_step_ms=statistics.median(times[1]) * 1e3)
+        return result
+
     def fit_space(self, space: Space) -> Space:
         """The space once the default ran (:func:`fit_training_space`), without the batch
         sizes its guard does not cover."""
@@ -173,11 +214,31 @@ class TrainEvaluator(Evaluator):
         ratio = self._rows_ratio(cand)
         check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance,
                       ratio)
-        if not check["accepted"] and ratio != 1.0:
+        if not check["accepted"] and ratio != 1.0 and "--guard-seconds" not in check["reason"]:
             check["reason"] += f"; {LEARNING_RATE_NOTE}"
         status = MEASURED if check["accepted"] else REJECTED
         return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
                        accuracy=check, info=info, **measured)
+
+
+SLOW_STEP_S = 0.05
+FIT_CALL_S = 2.0
+"""A timed ``fit`` runs about this long of the default's steps..."""
+FIT_MIN_STEPS = 16
+"""...and at least this many steps."""
+FIT_ROUNDS = 6
+
+
+def _spe(handle: Any) -> int:
+    return int((handle.ready.get("train") or {}).get("steps_per_call") or 1)
+
+
+def fit_steps(step_s: float | None, *spes: int) -> int:
+    """The steps of one timed ``fit``: about :data:`FIT_CALL_S` of steps, at least
+    :data:`FIT_MIN_STEPS`, a whole number of calls on either side."""
+    unit = math.lcm(*spes) if spes else 1
+    want = max(FIT_MIN_STEPS, round(FIT_CALL_S / step_s) if step_s else FIT_MIN_STEPS)
+    return unit * max(1, math.ceil(want / unit))
 
 
 def candidate_cost_s(evaluator: TrainEvaluator) -> float:
@@ -245,12 +306,47 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     if rec.get("guard"):
         rec["guard"] = without_trajectories(rec["guard"])
     rec["code"] = train_code_lines(rec.get("config") or {})
+    fit_sentence(rec, evaluator.fit_speedup)
+    more_time_sentence(rec, evaluator.options.confirm_rounds)
     if not rec.get("keep_default") and (rec.get("config") or {}).get("batch"):
         rec["notes"] = [*(rec.get("notes") or []), LEARNING_RATE_NOTE]
     return doc
 
 
 _TRAJECTORIES = ("losses", "default_losses")
+
+
+def more_time_sentence(rec: dict, rounds: int) -> None:
+    """A default kept because the answer's confirmation was not decided: the rounds that would
+    decide it at the interval measured (its half-width shrinks as one over the square root of
+    the rounds), instead of "no candidate was faster"."""
+    speed = rec.get("speedup") or {}
+    low, high = (speed.get("ci95") or [None, None])[:2]
+    median = speed.get("median")
+    if not rec.get("keep_default") or low is None or not median or median <= 1.0 or low > 1.0:
+        return
+    half = (high - low) / 2
+    need = math.ceil(rounds * (half / (median - 1.0)) ** 2 * 1.2)
+    rec["more_time"] = {"confirm_rounds": need, "median": median, "ci95": [low, high]}
+    rec["reason"] = (
+        f"{rec.get('reason', '')}; the answer measured {median:.2f}x [{low:.2f}-{high:.2f}] "
+        f"in {rounds} rounds: --confirm-rounds {need} would decide it at that spread"
+    ).lstrip("; ")
+
+
+def fit_sentence(rec: dict, fit: dict | None) -> None:
+    """``recommendation.fit_speedup``, and a note where ``fit``'s speedup and the train
+    function's disagree beyond their intervals."""
+    rec["fit_speedup"] = fit
+    speed = rec.get("speedup") or {}
+    if not fit or not fit.get("ci95") or not speed.get("ci95"):
+        return
+    (lo, hi), (flo, fhi) = speed["ci95"][:2], fit["ci95"][:2]
+    if fhi < lo or flo > hi:
+        rec["notes"] = [*(rec.get("notes") or []), (
+            f"model.fit gave {fit['median']:.2f}x [{flo:.2f}-{fhi:.2f}] per step where the "
+            f"train function gave {speed['median']:.2f}x [{lo:.2f}-{hi:.2f}]: what fit does "
+            "around the steps (its iterator, callbacks, syncing) is part of your answer")]
 
 
 def without_trajectories(guard: dict) -> dict:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import importlib
 import json
 import os
@@ -325,6 +326,8 @@ class Session:
     def extra(self, msg: dict[str, Any]) -> dict[str, Any]:
         name = msg["name"]
         fn = self.prepared.extra.get(name)
+        if fn is not None and msg.get("arg") is not None:
+            fn = functools.partial(fn, msg["arg"])
         samples = _timed(fn, int(msg["calls"])) if fn is not None else []
         return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
 

@@ -71,6 +71,8 @@ from tfperf.worker.trainstate import (
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 
 DEFAULT_GUARD_SECONDS = 60.0
+FIT_STEPS = 64
+"""Steps of one timed ``fit`` (the ``"fit"`` extra) when the parent names none."""
 INPUT_PROBE_S = 0.25
 """Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
 POLICIES = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
@@ -96,6 +98,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     """The user's train function, ready to time (see the module docstring)."""
     import keras
 
+    require_keras3(keras.__version__)
     policy = POLICIES.get(config.get("precision") or "fp32")
     keras.mixed_precision.set_global_policy(policy or "float32")
     source = _load_source(workload)
@@ -138,6 +141,13 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
         timed.steps += spe
 
     share = _input_wait_share(fn, timing, dataset, spe, keys[0])
+
+    def fit(steps: int = FIT_STEPS) -> None:
+        # what the user runs: Keras' fit over the same (repeated) dataset, its callbacks and
+        # its epoch iterator included; the guard restores the state it changes
+        model.fit(dataset, steps_per_epoch=int(steps), epochs=1, verbose=0)
+        timed.steps += int(steps)
+
     timed.reset()
     batch = _batch_rows(batches[0])
     return TrainPrepared(
@@ -148,6 +158,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
         flops_source="unknown",
         notes=[*source.notes, *notes, *knob_notes],
         fingerprint=fingerprint,
+        extra={"fit": fit},
         train={
             "steps_per_call": spe,
             "batch": batch,
@@ -159,6 +170,17 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
             "steps_counter": counter.path,
         },
     )
+
+
+def require_keras3(version: str) -> None:
+    """``--train`` times Keras 3's train function (its ``steps_per_execution``, its state):
+    a TensorFlow whose Keras is 2.x gets one sentence."""
+    major = version.split(".", 1)[0]
+    if not major.isdigit() or int(major) < 3:
+        raise UserError(
+            f"--train needs Keras 3; this TensorFlow's Keras is {version}: install "
+            "TensorFlow 2.16 or newer (or pip install 'keras>=3')."
+        )
 
 
 # ---------------------------------------------------------------------------- loading
@@ -528,20 +550,25 @@ class _Guard:
         self.recorder: LossRecorder | None = None
 
     def run(self) -> list[Any]:
-        """``[per-step values (steps x keys), validation metrics, their names, the keys]``."""
+        """``[per-step values (steps x keys), validation metrics, their names, the keys,
+        [seconds taken, 1 if the time cap stopped it, the cap]]``."""
         import numpy as np
 
         if self.recorder is None:
             spe = int(self.model.steps_per_execution or 1)
             self.recorder = LossRecorder(self.model, self.keys, spe)
         _restore(self.model, self.initial)
+        t0 = time.perf_counter()
         rows = self._steps(self.recorder, iter(self.data))
+        took = time.perf_counter() - t0
+        capped = len(rows) < self.steps and took > self.seconds
         metrics = self._evaluate() if self.validation else {}
         return [
             np.asarray(rows[: self.steps], dtype=np.float64).reshape(-1, len(self.keys)),
             np.asarray(list(metrics.values()), dtype=np.float64),
             np.asarray(list(metrics), dtype=str),
             np.asarray(list(self.keys), dtype=str),
+            np.asarray([took, float(capped), self.seconds], dtype=np.float64),
         ]
 
     def _steps(self, recorder: LossRecorder, it: Any) -> list[list[float]]:
