@@ -47,23 +47,37 @@ def two_input_model(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def kserve(kserve_python, two_input_model) -> Iterator[tuple[int, int]]:
-    yield from start_kserve(kserve_python, two_input_model)
+@pytest.fixture(scope="session")
+def text_model(tmp_path_factory) -> Path:
+    """A Keras model of one string input (two strings a row), hashed into an embedding."""
+    keras = pytest.importorskip("keras")
+    text = keras.Input((2,), name="text", dtype="string")
+    hashed = keras.layers.Hashing(num_bins=16)(text)
+    out = keras.layers.Dense(1)(keras.layers.Flatten()(keras.layers.Embedding(16, 4)(hashed)))
+    path = tmp_path_factory.mktemp("model") / "text.keras"
+    keras.Model(text, out).save(path)
+    return path
 
 
 @pytest.fixture(scope="module")
-def tfserving_grpc(two_input_model) -> Iterator[int]:
-    """The loopback PredictionService of ``servers/tfserving_grpc.py``: yields its port."""
+def kserve(kserve_python, two_input_model, text_model) -> Iterator[tuple[int, int]]:
+    """KServe serving ``two`` and, beside it, ``text`` (a string input)."""
+    yield from start_kserve(kserve_python, two_input_model, "--also", f"text={text_model}")
+
+
+@pytest.fixture(scope="module")
+def tfserving_grpc(two_input_model, text_model) -> Iterator[int]:
+    """The loopback PredictionService of ``servers/tfserving_grpc.py`` serving ``two`` and
+    ``text``: yields its port."""
     pytest.importorskip("tensorflow_serving")
     port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
             str(SERVERS / "tfserving_grpc.py"),
-            str(two_input_model),
-            "two",
             str(port),
+            f"two={two_input_model}",
+            f"text={text_model}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -55,13 +55,20 @@ def test_errors_are_counted_by_status_with_the_first_message(failing, tmp_path):
         (level,) = doc["levels"]
         assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
         assert level["failed"] >= level["sent"] // 4 - 2 and level["completed"] > 0
-        assert len(level["failures"]) == 1, level["failures"]  # one status, its first message
-        (key,) = level["failures"]
+        failures = dict(level["failures"])
+        assert sum(failures.values()) == level["failed"]
         if url.startswith("http"):
+            # KServe (uvicorn) closes the connection an error answer went on, unannounced: the
+            # request sent next on it may find it gone, after it was written. That one failed
+            # too, on its connection; it is never sent again and counted as completed.
+            dropped = [k for k in failures if k.startswith("connection: ")]
+            assert all("after the request was sent" in k for k in dropped), failures
+            (key,) = set(failures) - set(dropped)  # one status, its first message
             assert key.startswith("HTTP 500: ") and "injected failure of request" in key
+            assert level["retried"] == 0
         else:
+            (key,) = failures
             assert key.startswith("gRPC INTERNAL: ")  # KServe's gRPC hides the message
-        assert level["failures"][key] == level["failed"]
 
 
 def test_a_stalled_request_times_out_and_the_level_still_ends(stalling, tmp_path):

@@ -230,3 +230,21 @@ def test_ctrl_c_keeps_the_levels_measured_names_the_run_and_exits_130(kserve, tm
     url = f"http://127.0.0.1:{http}/v2/models/two"
     args = ["bench", "--url", url, "--concurrency", "1,1,1,1,1,1", *TINY]
     assert_load_interrupted(args, tmp_path / "s.sqlite", "concurrency 1:")
+
+
+def test_string_inputs_on_every_protocol_row_and_columnar(kserve, tmp_path):
+    """``text`` takes two strings a row (v2 BYTES): generated from its metadata over v1 REST,
+    row and columnar (columnar keeps the batch's shape, or the model refuses it), and read
+    from an .npz of text (not ASCII) over v2 REST and v2 gRPC."""
+    http, grpc = kserve
+    words = tmp_path / "words.npz"
+    np.savez(words, text=np.array([["héllo", "wörld"], ["a", "b"]]))
+    for url, args in (
+        (f"http://127.0.0.1:{http}/v1/models/text", ("--batch", "2")),
+        (f"http://127.0.0.1:{http}/v1/models/text", ("--batch", "2", "--rest-format", "columnar")),
+        (f"http://127.0.0.1:{http}/v2/models/text", ("--inputs", str(words))),
+        (f"grpc://127.0.0.1:{grpc}", ("--model-name", "text", "--inputs", str(words))),
+    ):
+        doc, _ = bench_url(url, "--concurrency", "1", *args, store=tmp_path / "s.sqlite")
+        assert doc["inputs"]["inputs"] == ["text object[Nx2]"]
+        _adds_up(doc)

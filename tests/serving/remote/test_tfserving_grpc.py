@@ -50,3 +50,14 @@ def test_the_serving_api_loads_without_tensorflow_s_runtime():
         "assert not [m for m in sys.modules if m.startswith('tensorflow.python')]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_predict_with_a_string_input(tfserving_grpc, tmp_path):
+    """``text`` takes DT_STRING: its inputs generated from the signature, two rows of two."""
+    res = _bench(tfserving_grpc, "text", tmp_path, "--concurrency", "1", "--batch", "2",
+                 "--level-requests", "20", "--level-seconds", "0.2", "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["inputs"]["inputs"] == ["text object[Nx2]"]
+    (level,) = doc["levels"]
+    assert level["sent"] == level["completed"] >= 20

@@ -2,13 +2,15 @@
 Python): v1 REST, v2 REST and v2 gRPC on the ports given.
 
     python kserve_keras.py MODEL.keras NAME HTTP_PORT GRPC_PORT [--fail-every N]
-        [--fail-first N] [--stall-every N --stall-s S] [--tf-function]
+        [--fail-first N] [--stall-every N --stall-s S] [--tf-function] [--also NAME=PATH]
 
 ``--tf-function`` calls the model through a ``tf.function`` (as tfperf's worker does) rather
 than eagerly; ``--fail-every N`` answers every Nth request with an error, ``--fail-first N``
 the first N requests; ``--stall-every N``
 holds every Nth request ``--stall-s`` seconds before answering: the faults the load tests
-inject.
+inject. ``--also NAME=PATH`` serves another .keras model beside it (repeatable). v1 requests
+are row (``instances``) or columnar (``inputs``); a string input (``BYTES``) is fed to the
+model as it came.
 """
 
 import argparse
@@ -26,6 +28,7 @@ parser.add_argument("--fail-first", type=int, default=0)
 parser.add_argument("--stall-every", type=int, default=0)
 parser.add_argument("--stall-s", type=float, default=0.0)
 parser.add_argument("--tf-function", action="store_true", help="call the model in a tf.function")
+parser.add_argument("--also", action="append", default=[], help="NAME=PATH of another model")
 ARGS = parser.parse_args()
 sys.argv = sys.argv[:1]  # kserve reads its own options from the command line when imported
 
@@ -33,7 +36,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer  # noqa: E402
 
-V2 = {"float32": "FP32", "int32": "INT32", "int64": "INT64", "float64": "FP64"}
+V2 = {"float32": "FP32", "int32": "INT32", "int64": "INT64", "float64": "FP64", "string": "BYTES"}
 
 
 class KerasModel(Model):
@@ -79,8 +82,13 @@ class KerasModel(Model):
         if isinstance(payload, (bytes, str)):
             payload = json.loads(payload)
         rows = payload.get("instances")
+        if rows is None and "inputs" in payload:  # columnar: the arrays as they are
+            columns = payload["inputs"]
+            if len(self.names) == 1:
+                return {self.names[0]: np.asarray(columns)}
+            return {n: np.asarray(columns[n]) for n in self.names}
         if rows is None:
-            raise ValueError("expected 'instances'")
+            raise ValueError("expected 'instances' or 'inputs'")
         if len(self.names) == 1:
             return {self.names[0]: np.asarray(rows)}
         return {n: np.asarray([row[n] for row in rows]) for n in self.names}
@@ -97,7 +105,7 @@ class KerasModel(Model):
         if missing:
             raise ValueError(f"missing inputs {sorted(missing)}")
         pairs = zip(self.names, self.model.inputs, strict=True)
-        feed = [arrays[n].astype(t.dtype) for n, t in pairs]
+        feed = [arrays[n] if t.dtype == "string" else arrays[n].astype(t.dtype) for n, t in pairs]
         x = feed if len(feed) > 1 else feed[0]
         out = np.asarray(self.call(x) if ARGS.tf_function else self.model(x, training=False))
         if isinstance(payload, InferRequest):
@@ -109,10 +117,11 @@ class KerasModel(Model):
 
 
 if __name__ == "__main__":
-    model = KerasModel(ARGS.name, ARGS.model)
+    models = [KerasModel(ARGS.name, ARGS.model)]
+    models += [KerasModel(*also.split("=", 1)) for also in ARGS.also]
     ModelServer(
         http_port=ARGS.http_port,
         grpc_port=ARGS.grpc_port,
         enable_docs_url=False,
         enable_latency_logging=False,
-    ).start([model])
+    ).start(models)
