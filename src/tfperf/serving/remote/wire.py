@@ -8,9 +8,9 @@ Contract:
   model's inputs as the server publishes them (``None`` when it publishes none) and where they
   came from; ``encode(arrays)`` builds the request once (every request of a run sends the same
   body, as perf_analyzer does); ``await call(conn, body, timeout_s)`` sends it, returns when
-  the answer is read whole and checked (:meth:`check`: a 200 whose body is not the protocol's
-  response is a failure, ``bad answer``, with its first bytes), and says how many times the
-  request was sent again (only ever when the server cannot have read it whole: REST's rule).
+  the answer is read whole and checked (an answer that is not the protocol's is a failure,
+  ``bad answer``, with its first bytes), and returns how many times the request was sent again
+  (only ever where the server cannot have read it whole: REST's rule).
 - A server's error answer raises :class:`CallFailed` with ``status`` (``HTTP 500``,
   ``gRPC UNAVAILABLE``, ``timeout``, ``connection``, ``bad answer``), its message and the
   resends it had; an address that refuses or does not answer raises :class:`Unreachable`
