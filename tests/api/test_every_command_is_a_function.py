@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -89,14 +90,57 @@ def test_apply_gives_each_format_the_command_prints(tmp_path):
 def test_bench_under_load_returns_the_load_document(tmp_path):
     store = tmp_path / "s.sqlite"
     result = tfperf.bench(workload="mlp", size="tiny", concurrency=[1, 2], slo_ms=1000,
-                          level_requests=20, level_seconds=0.2, store=store, progress=False)
+                          level_requests=20, level_seconds=0.2, store=store, progress=False,
+                          price_per_hour=3.6, ops=True, no_peak=True)
     assert isinstance(result, tfperf.LoadResult)
     doc = result.to_dict()
     assert doc["kind"] == "load" and doc["scenario"]["concurrency"] == [1, 2]
     assert [lv["concurrency"] for lv in doc["levels"][:2]] == [1, 2]
     assert all(lv["completed"] >= 20 for lv in doc["levels"][:2])
     assert result.max_qps_at_slo is not None and "requests/s" in repr(result)
+    # price_per_hour=, ops= and no_peak= as the command applies them: each level priced, one
+    # instance profiled after the levels, its roofline without a peak
+    assert all(lv["cost"]["per_million_requests"] == pytest.approx(
+        3.6 / 3600 / lv["achieved_qps"] * 1e6) for lv in doc["levels"])
+    assert doc["cost"]["basis"] == "max_qps_at_slo"
+    ops = doc["layouts"][0]["ops"]
+    assert ops["roofline"]["peak_gflops"] is None and ops["roofline"]["bandwidth_gbs"] is None
     shown = tfperf.history(store=store)
     assert shown.runs[0]["id"] == result.run_id and shown.runs[0]["kind"] == "load"
     with pytest.raises(tfperf.UserError, match="describe a server under load"):
         tfperf.bench(workload="mlp", size="tiny", max_batch=4, store=store, progress=False)
+
+
+def test_bench_refuses_a_keyword_its_run_would_ignore_as_the_command_does(tmp_path):
+    store = tmp_path / "s.sqlite"
+    refused = [
+        ({"concurrency": 1, "budget": 5}, "budget= is a steady-state measurement's length"),
+        ({"concurrency": 1, "protocol": "v2-rest"}, "protocol= describes the server url="),
+        ({"url": "http://127.0.0.1:9/v1/models/m", "workload": "mlp"},
+         "url= measures the server you run as it is: leave out workload="),
+        ({"url": "http://127.0.0.1:9/v1/models/m", "ops": True}, "ops= profiles the instances"),
+        ({"workload": "mlp", "level_seconds": 1}, "level_seconds= describes a load level"),
+    ]
+    for kwargs, said in refused:
+        with pytest.raises(tfperf.UserError, match=re.escape(said)):
+            tfperf.bench(**kwargs, store=store, progress=False)
+    assert not store.exists()  # refused before anything ran
+
+
+def test_bench_measures_a_server_you_run_with_url(tmp_path):
+    """url=, protocol=, model_name=, rest_format= and batch= as ``tfperf bench --url`` takes
+    them, against a TensorFlow Serving REST server on loopback."""
+    from serving.restserver import MODEL, summing_server
+
+    with summing_server() as server:
+        result = tfperf.bench(
+            url=f"http://127.0.0.1:{server.server_address[1]}", protocol="tfserving-rest",
+            model_name=MODEL, rest_format="columnar", batch=2, concurrency=1,
+            level_requests=20, level_seconds=0.2, store=tmp_path / "s.sqlite", progress=False,
+        )
+    assert isinstance(result, tfperf.LoadResult)
+    doc = result.to_dict()
+    assert doc["target"]["model"] == MODEL and not doc["target"]["protocol_guessed"]
+    (level,) = doc["levels"]
+    assert level["completed"] == level["sent"] > 0 and len(server.rows) > level["sent"]  # + warm-up
+    assert set(server.rows) == {(2, "columnar")}

@@ -96,6 +96,14 @@ def test_compare_reports_the_memory_change_and_gates_on_its_growth(tmp_path):
     assert "memory grew over 5%: default +" in gated.stderr
     relaxed = run_cli("compare", *ids, "--fail-on-memory-growth", "500", "--store", store)
     assert relaxed.returncode == 0, relaxed.stderr[-2000:]
+    # the library's compare gates the same runs the same way
+    import tfperf
+
+    with pytest.raises(tfperf.FailOnTriggered, match=r"memory grew over 5%: default \+") as gate:
+        tfperf.compare(*ids, store=store, fail_on_memory_growth=5)
+    assert gate.value.result.doc["comparisons"][0]["memory"]["growth"] > 0.05
+    assert isinstance(tfperf.compare(*ids, store=store, fail_on_memory_growth=500),
+                      tfperf.CompareResult)
     exported = tmp_path / "runs.csv"
     run_cli("history", "--store", store, "--export", str(exported))
     header = exported.read_text().splitlines()[0].split(",")

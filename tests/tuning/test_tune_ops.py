@@ -22,6 +22,9 @@ def test_the_answer_names_the_op_types_behind_the_difference(tmp_path):
     for side in ("default", "answer"):
         shares = [t["self_share"] for t in ops[side]["op_types"]]
         assert math.isclose(sum(shares), 1.0, rel_tol=1e-9)
+        # read against this machine's peak, as bench --ops reads its profiles
+        roof = ops[side]["roofline"]
+        assert roof["peak_gflops"] > 0 and roof["bandwidth_gbs"] > 0 and roof["ridge"] > 0
     families = {row["family"]: row for row in ops["families"]}
     assert "FullyConnected" in families["matmul"]["b_types"] and "overhead" in families
     assert ops["moved"] and ops["moved"] in recommendation["reason"]

@@ -79,29 +79,28 @@ def bench(
     max_batch: int = 1, max_delay_ms: float = 0.0, streams: int | None = None,
     hint: str | None = None, level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None, url: str | None = None, protocol: str | None = None,
-    model_name: str | None = None, rest_format: str = "row",
-    store: PathLike | None = None, progress: bool = True, mlflow: bool = False,
-    ops: bool = False, train: bool = False, labels: Any = None, guard_steps: int | None = None,
-    price_per_hour: float | None = None,
+    model_name: str | None = None, rest_format: str = "row", header: Sequence[str] = (),
+    cacert: PathLike | None = None, store: PathLike | None = None, progress: bool = True,
+    mlflow: bool = False, ops: bool = False, train: bool = False, labels: Any = None,
+    guard_steps: int | None = None, price_per_hour: float | None = None,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
     ``concurrency``, ``rate`` or ``slo_ms``, measure the candidate config served under load by
     the layout the layout options describe instead, and return a :class:`LoadResult`
-    (``tfperf bench --concurrency ...``, docs/serving.md); with ``url``, a server you run
-    (``tfperf bench --url``); a keyword a load run cannot apply is refused as the command line
-    refuses it. ``ops=True`` profiles each config's ops (``tfperf bench --ops``, docs/ops.md);
-    ``price_per_hour`` prices a million samples (docs/memory.md). ``train=True``: the training
-    step (``tfperf bench --train``) of a TARGET string or a compiled Keras model with
-    ``inputs`` and ``labels`` arrays (a dataset: from a ``module:function`` factory)."""
+    (``tfperf bench --concurrency ...``, docs/serving.md); with ``url`` (``header``,
+    ``cacert``...), a server you run (``--url``); a keyword a load run cannot apply is refused
+    as the command line refuses it. ``ops=True`` profiles each config's ops (``--ops``,
+    docs/ops.md); ``price_per_hour`` prices a million samples (docs/memory.md).
+    ``train=True``: the training step (``--train``) of a TARGET string or a compiled Keras
+    model with ``inputs`` and ``labels`` arrays (a dataset: from a ``module:function``)."""
     given = _given(bench, locals())  # first: the keywords as the caller passed them
     from tfperf.progress import NORMAL, QUIET, at_level
 
     args = load.LoadArgs(concurrency, rate, slo_ms, instances, threads_per_instance, pin,
                          max_batch, max_delay_ms, streams, hint)
     under_load = url is not None or args.wanted()
-    if under_load:
-        load.refuse(given, remote=url is not None)
+    load.refuse(given, remote=url is not None, under_load=under_load)
     _mlflow_ready(mlflow)
     configured = _configured("bench", budget=budget, processes=processes, store=store,
                              level_requests=level_requests, level_seconds=level_seconds,
@@ -113,10 +112,10 @@ def bench(
             scenario = load.scenario_of(args, {k: configured[k] for k in load.LEVEL_DEFAULTS})
             options = _load_options(configured, timeout, memory_limit, ops, no_peak)
         if url is not None:
-            return LoadResult(load.measure_remote(
-                load.RemoteArgs(url, protocol, model_name, rest_format),
-                inputs_file(inputs, Path(scratch)), batch, scenario, options.price_per_hour,
-                store=_path(store), progress=_note))
+            remote = load.RemoteArgs(url, protocol, model_name, rest_format, _strs(header),
+                                     _path(cacert), inputs_file(inputs, Path(scratch)), batch)
+            return LoadResult(load.measure_remote(remote, scenario, options.price_per_hour,
+                                                  store=_path(store), progress=_note))
         wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch),
                        train=train, labels=labels, guard_steps=guard_steps, validation=None)
         if under_load:
@@ -143,6 +142,11 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # an array or a model object: not a default
         return False
+
+
+def _strs(values: str | Sequence[str]) -> tuple[str, ...]:
+    """One string or several, as a tuple (``header="Authorization: ..."`` is one header)."""
+    return (values,) if isinstance(values, str) else tuple(values)
 
 
 def _candidate(sets: Any, envs: Any) -> Any:

@@ -71,6 +71,12 @@ class RemoteArgs:
     protocol: str | None = None
     model_name: str | None = None
     rest_format: str = "row"
+    header: tuple[str, ...] = ()
+    """``"NAME: VALUE"`` headers sent with every request (gRPC: as metadata)."""
+    cacert: str | None = None
+    inputs: str | None = None
+    """Sample inputs (an ``.npz``) for the request body; else generated from the metadata."""
+    batch: int = 1
 
 
 SERVED_HERE = ("model", "workload", "set", "env", "unsafe", "instances", "threads_per_instance",
@@ -78,10 +84,15 @@ SERVED_HERE = ("model", "workload", "set", "env", "unsafe", "instances", "thread
 """Keywords that describe a server tfperf starts: refused with ``url=``."""
 
 
-def refuse(given: set[str], remote: bool) -> None:
+def refuse(given: set[str], remote: bool, under_load: bool) -> None:
     """One sentence (:class:`UserError`) for the first keyword in ``given`` a load run cannot
-    apply (module docstring)."""
-    from tfperf.serving.run import refuse_dropped
+    apply, or, not ``under_load``, a load keyword a steady-state run cannot (module
+    docstring)."""
+    from tfperf.serving.run import refuse_dropped, refuse_without_load
+
+    if not under_load:
+        refuse_without_load(given, spell=lambda name: f"{name}=")
+        return
 
     served = [f"{name}=" for name in SERVED_HERE if name in given] if remote else []
     if served:
@@ -147,15 +158,15 @@ def measure(
 
 
 def measure_remote(
-    remote: RemoteArgs, inputs: str | None, batch: int, scenario: Any,
-    price_per_hour: float | None, *, store: str | None, progress: Callable[[str], None],
+    remote: RemoteArgs, scenario: Any, price_per_hour: float | None, *, store: str | None,
+    progress: Callable[[str], None],
 ) -> dict[str, Any]:
     """Measure the server ``remote.url`` names (``tfperf bench --url``)."""
     from tfperf.core.paths import resolve_store_path
     from tfperf.store import Store
 
-    if batch < 1:
-        raise UserError(f"batch= must be 1 or more, not {batch}.")
+    if remote.batch < 1:
+        raise UserError(f"batch= must be 1 or more, not {remote.batch}.")
     try:
         from tfperf.serving.remote import parse_target, prepare, run_remote
     except ImportError as exc:
@@ -163,8 +174,9 @@ def measure_remote(
             f"url= needs the HTTP and gRPC clients ({exc.name} is missing): "
             "pip install 'tfperf[remote]'."
         ) from None
-    target = parse_target(remote.url, remote.protocol, remote.model_name, remote.rest_format)
-    prepared = prepare(target, inputs, batch)
+    target = parse_target(remote.url, remote.protocol, remote.model_name, remote.rest_format,
+                          headers=remote.header, cacert=remote.cacert)
+    prepared = prepare(target, remote.inputs, remote.batch)
     progress(f"{target.label()}: request body {prepared.source}")
     with Store.open(resolve_store_path(store)) as db:
         return run_remote(prepared, scenario, store=db, command="tfperf.bench()",

@@ -108,6 +108,9 @@ def wants_load(opts: dict[str, Any]) -> bool:
             "the layout options (--instances, --max-batch, ...) describe a server under load: "
             "add --concurrency N, --rate QPS or --slo-ms X."
         )
+    from tfperf.serving.run import refuse_without_load
+
+    refuse_without_load(typed_options(), _flag)
     return False
 
 
@@ -148,7 +151,12 @@ def refuse_dropped(remote: bool) -> None:
     apply (:func:`tfperf.serving.run.refuse_dropped`)."""
     from tfperf.serving.run import refuse_dropped as refuse
 
-    refuse(typed_options(), remote=remote, spell=lambda name: "--" + name.replace("_", "-"))
+    refuse(typed_options(), remote=remote, spell=_flag)
+
+
+def _flag(name: str) -> str:
+    """Option ``name`` as typed: ``--no-peak``."""
+    return "--" + name.replace("_", "-")
 
 
 def memory_limit_bytes(gib: float | None) -> int | None:

@@ -30,7 +30,8 @@ Contract:
 - :func:`refuse_dropped` is the one rule for options a load run cannot apply (a steady-state
   measurement's, training's, or those of the other kind of server under test): each is one
   sentence (:class:`~tfperf.core.errors.UserError`) naming it, before anything starts, so no
-  option given is ignored.
+  option given is ignored; :func:`refuse_without_load` does the same for a load level's or
+  ``--url``'s options given to a run that is not under load.
 - A layout whose instances cannot start for a reason the user caused raises
   :class:`~tfperf.core.errors.UserError` (the run is stored as ``failed``); one whose
   instances crash at start is a note, and the other layouts are measured. Ctrl-C stores the
@@ -152,6 +153,21 @@ def refuse_dropped(given: Collection[str], *, remote: bool, spell: Callable[[str
             why = refused[name].format_map(_Spelled(spell))
             raise UserError(f"{spell(name)} {why}: leave it out." if "leave it out" not in why
                             else f"{spell(name)} {why}.")
+
+
+_LEVEL_LIMITS = ("level_requests", "level_seconds", "request_timeout")
+
+
+def refuse_without_load(given: Collection[str], spell: Callable[[str], str]) -> None:
+    """Raise :class:`UserError` for a load level's or ``--url``'s option in ``given`` when no
+    load is asked for (a steady-state run would ignore it)."""
+    for name in (*_LEVEL_LIMITS, *_URL_ONLY):
+        if name in given:
+            level = name in _LEVEL_LIMITS
+            template = ("describes a load level: add one of {concurrency}, {rate}, {slo_ms}"
+                        if level else "describes the server {url} names: add {url}")
+            why = template.format_map(_Spelled(spell))
+            raise UserError(f"{spell(name)} {why} or leave it out.")
 
 
 class _Spelled(dict):
