@@ -8,9 +8,18 @@ p50/p99 (ms, from the scheduled arrival) with p99's 95% interval, completed/sent
 and timed out (t), the generator's CPU (share of one core) and, open loop, its own lag
 (p99, ms); then both layouts' SLO answers.
 
+Each level is printed with its harness floor (``floor p50/p99``: the same load with every model
+call skipped). Then, on one instance, the breakdown of a request at ``--breakdown-rate`` (200
+per second by default), from the instance's stamps of each answer
+(:func:`tfperf.serving.floor.breakdown`): the generator's own delay, the request's way to the
+instance, the model call and the answer's way back, each stage's p50 and p99, for the model and
+for the floor; this machine's wake-up latency (:func:`tfperf.machine.wakeup.wakeup_latency`,
+as ``doctor`` measures it); and tfperf's own share: the floor's p50 less the wake-ups every
+request waits for (:data:`WAKEUPS`) at this machine's p50.
+
 Usage: ``python benchmarks/serving_load.py [--workload mlp] [--size standard]
-[--requests 300] [--seconds 2] [--slo-ms X]``. Prints figures; asserts nothing. Measure under the
-/tmp/measuring lock.
+[--requests 300] [--seconds 2] [--slo-ms X] [--breakdown-rate 200] [--breakdown-only]``.
+Prints figures; asserts nothing. Measure under ``flock /tmp/tfperf-measure.lock``.
 """
 
 from __future__ import annotations
@@ -18,21 +27,36 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+
 from tfperf.core.config import Config
 from tfperf.core.serving import ServingLayout
+from tfperf.machine.wakeup import wakeup_latency
 from tfperf.serving import Harness, LoadLevel, LoadScenario, measure_on, pinned
+from tfperf.serving.floor import STAGES, NullCalls, breakdown
+from tfperf.serving.generator import LevelRecord, OpenLoop, run_level
 
 RATE_FRACTIONS = (0.5, 0.8, 1.2, 1.6)
+WAKEUPS = (
+    "the generator's timer at the arrival",
+    "the instance's main thread, asleep on its pipe (it calls the model itself)",
+    "the generator, asleep in select until the answer",
+)
+"""The sleeping threads every request wakes on its way, in order, on one instance of the
+default layout (a batcher or more executors add an executor thread's)."""
 
 
 def _level(level: LoadLevel) -> str:
     offered = "" if level.offered_qps is None else f"off {level.offered_qps:7.1f} "
+    floor = level.harness_floor
+    shown = "" if floor is None else f" floor {floor.p50_ms:.3f}/{floor.p99_ms:.3f}"
     return offered + (
         f"ach {level.achieved_qps:7.1f}/s p50 {level.p50_ms:7.3f} p99 {level.p99_ms:8.3f} "
         f"[{level.p99_ci_ms[0]:.3g},{level.p99_ci_ms[1]:.3g}] "
         f"{level.completed}/{level.sent} f{level.failed} t{level.timed_out} "
         f"cpu {level.generator_cpu:.2f}"
         + ("" if level.generator_lag_p99_ms is None else f" lag {level.generator_lag_p99_ms:.2f}")
+        + shown
     )
 
 
@@ -49,6 +73,51 @@ def _measure(workload: dict, layout: ServingLayout, base: LoadScenario, first: d
     return {"closed": closed, "open": opened, "slo": slo, "capacity": capacity}
 
 
+def _p50_p99(ms: np.ndarray) -> tuple[float, float]:
+    return float(np.quantile(ms, 0.5)), float(np.quantile(ms, 0.99))
+
+
+def _stages(harness: Harness, null: bool, rate: float, requests: int, seconds: float) -> dict:
+    """One traced open-loop level at ``rate`` (null requests for the floor): each stage's
+    p50/p99 in ms, with the generator's own delay and the latency from the arrival."""
+    harness.traced.clear()
+    load = OpenLoop(rate, requests, seconds, 20.0, seed=1)
+    record: LevelRecord = run_level(NullCalls(harness) if null else harness, load, 10.0)
+    latency = np.asarray(record.latencies_s) * 1000.0
+    generator = latency - np.asarray(record.from_send_s) * 1000.0
+    return {"generator": _p50_p99(generator), **breakdown(harness.traced),
+            "latency": _p50_p99(latency)}
+
+
+def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> None:
+    """Where a request's time goes at ``rate`` on one instance (module docstring)."""
+    with Harness(workload, Config(), ServingLayout(), trace=True) as harness:
+        model = _stages(harness, False, rate, requests, seconds)
+        floor = _stages(harness, True, rate, requests, seconds)
+    wake = wakeup_latency(rounds=300, budget_s=1.5)
+    print(f"\nbreakdown of a request at {rate:g}/s, 1 instance (ms, p50 / p99; "
+          f"at least {requests} requests and {seconds:g} s each)")
+    print(f"  {'stage':<13}{'model':>17}{'floor':>17}   what")
+    what = {name: text for name, _, _, text in STAGES}
+    what.update(generator="the generator's own delay: from the scheduled arrival to its send",
+                total="from the send to the answer read",
+                latency="from the scheduled arrival to the answer (the level's latency)")
+    for name in ("generator", *(stage[0] for stage in STAGES), "total", "latency"):
+        pair = [f"{m[name][0]:7.3f} / {m[name][1]:7.3f}" for m in (model, floor)]
+        print(f"  {name:<13}{pair[0]:>17}{pair[1]:>17}   {what[name]}")
+    if wake is None:
+        print("this machine's wake-up latency could not be measured")
+        return
+    print(f"this machine's wake-up latency (a thread asleep on a pipe, woken "
+          f"{'on another CPU' if wake.cross_cpu else 'on its CPU'}): p50 {wake.p50_ms:.3f} ms, "
+          f"p99 {wake.p99_ms:.3f} ms over {wake.samples}")
+    print(f"every request wakes {len(WAKEUPS)} sleeping threads: " + "; ".join(WAKEUPS))
+    share = floor["latency"][0] - len(WAKEUPS) * wake.p50_ms
+    print(f"tfperf's own share: the floor's p50 {floor['latency'][0]:.3f} ms less "
+          f"{len(WAKEUPS)} x {wake.p50_ms:.3f} ms of wake-ups = {share:.3f} ms; the model call "
+          f"{model['model call'][0]:.3f} ms of the level's {model['latency'][0]:.3f} ms p50")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="mlp")
@@ -57,8 +126,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="at least, per level")
     parser.add_argument("--slo-ms", type=float, default=None,
                         help="the SLO (default: 4x the 1-instance single-stream p50)")
+    parser.add_argument("--breakdown-rate", type=float, default=200.0,
+                        help="the rate of the per-request breakdown (0: none)")
+    parser.add_argument("--breakdown-only", action="store_true",
+                        help="print the breakdown alone, without the sweeps")
     args = parser.parse_args()
     workload = {"kind": "builtin", "name": args.workload, "size": args.size, "batch": 1}
+    if args.breakdown_only:
+        _breakdown(workload, args.breakdown_rate, args.requests, args.seconds)
+        return 0
     base = {"requests": args.requests, "seconds": args.seconds, "max_seconds": 20.0}
     layouts = [ServingLayout(), pinned(ServingLayout(instances=2))]
     first: dict = {} if args.slo_ms is None else {"slo_ms": args.slo_ms}
@@ -85,6 +161,8 @@ def main() -> int:
         shown = "none within the SLO" if answer is None else f"{answer:.1f}/s"
         print(f"  {n:<12} capacity (closed, best) {r['capacity']:8.1f}/s   "
               f"max_qps_at_slo {shown}")
+    if args.breakdown_rate > 0:
+        _breakdown(workload, args.breakdown_rate, args.requests, args.seconds)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     return 0
 

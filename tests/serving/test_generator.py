@@ -3,7 +3,9 @@ time the test controls: every property here holds whatever the machine's speed."
 
 from __future__ import annotations
 
+import ctypes
 import heapq
+import sys
 
 import numpy as np
 import pytest
@@ -164,3 +166,20 @@ def test_closed_loop_stops_at_its_maximum_duration_even_before_enough_requests()
     )
     _adds_up(record)
     assert record.sent <= 6 and clock.t < 5.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timer slack is Linux's")
+def test_a_level_runs_with_timers_without_slack_and_gives_the_thread_its_own_back():
+    libc = ctypes.CDLL(None)
+    before = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK
+    clock = SimClock()
+    seen: list[int] = []
+
+    class Watched(SimServer):
+        def poll(self, timeout_s):
+            seen.append(libc.prctl(30, 0, 0, 0, 0))
+            return super().poll(timeout_s)
+
+    run_level(Watched(clock, 0.001), ClosedLoop(1, 5, 0.0, 1.0), 1.0, clock=clock)
+    assert seen and set(seen) == {1}
+    assert libc.prctl(30, 0, 0, 0, 0) == before

@@ -168,6 +168,7 @@ class Worker:
         self._res_fd: int | None = None
         self._buf = b""
         self._psutil_proc: Any = None
+        self._watched_at = 0.0
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -335,15 +336,18 @@ class Worker:
                    else {"op": "request", "id": int(request_id)})
 
     def answers(self) -> list[dict[str, Any]]:
-        """The ``response`` messages that have arrived, without waiting for more."""
+        """The ``response`` messages that have arrived, without waiting for more (what one read
+        returns: more that arrived meanwhile is read by the next call)."""
         if self._closed or self._res_fd is None:
             raise WorkerFailed("worker is closed")
-        while select.select([self._res_fd], [], [], 0)[0]:
+        if select.select([self._res_fd], [], [], 0)[0]:
             chunk = os.read(self._res_fd, 1 << 16)
             if not chunk:
                 raise self._fail(self._exit_reason())
             self._buf += chunk
-        if self.memory_limit_bytes:
+        now = time.monotonic()
+        if self.memory_limit_bytes and now - self._watched_at >= _POLL_S:
+            self._watched_at = now  # a /proc read per answer would cost more than the answer
             self._watch_memory()
         out = []
         while b"\n" in self._buf:

@@ -72,14 +72,16 @@ def measure_floor(
 
 
 STAGES = (
-    ("send", "submit", "written", "the parent writes the request to the instance's pipe"),
-    ("to worker", "written", "received", "pipe, the worker's main thread wakes and reads it"),
-    ("to executor", "received", "taken", "queued, the executor thread wakes and takes it"),
+    ("to worker", "submit", "received",
+     "sent, through the pipe; the instance's main thread wakes and reads it"),
+    ("to executor", "received", "taken", "queued; the executor thread wakes and takes it"),
     ("model call", "call0", "call1", "the model call"),
-    ("answer", "call1", "woke", "the answer written, the parent wakes to it"),
-    ("read", "woke", "read", "the parent reads and parses the answer"),
+    ("answer", "call1", "woke", "the answer written, through the pipe; the generator wakes"),
+    ("read", "woke", "read", "the generator reads and parses the answer"),
 )
-"""Each stage: its name, the stamps it runs between, and what it holds."""
+"""Each stage: its name, the stamps it runs between, and what it holds. Every boundary is
+stamped after what came before it happened (a stamp taken after the parent's write returned
+could come after the instance had already read the request)."""
 
 
 def breakdown(traced: Mapping[int, Mapping[str, Any]]) -> dict[str, tuple[float, float]]:

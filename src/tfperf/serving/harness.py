@@ -25,8 +25,8 @@ Contract:
 - ``submit(id, null=True)`` sends a request its instance answers without the model call (the
   harness's own floor, :mod:`tfperf.serving.floor`). With ``trace``, every instance stamps
   its answers (:mod:`tfperf.worker.requests`) and :attr:`Harness.traced` keeps, per request
-  id, when ``submit`` began and had written it, the instance's stamps, when ``poll`` woke to
-  its answer and when it had read it (``time.monotonic()``).
+  id, when ``submit`` began, the instance's stamps, when ``poll`` woke to its answer and when
+  it had read it (``time.monotonic()``).
 - :func:`pinned` gives a layout core sets of its own: this process's CPUs split evenly
   between the instances (round robin when there are more instances than CPUs).
 """
@@ -266,7 +266,7 @@ class Harness:
         except WorkerFailed as exc:
             self._failed_now += self._died(inst, exc)
         if self.trace:
-            self.traced[request_id] = {"submit": began, "written": time.monotonic()}
+            self.traced[request_id] = {"submit": began}
 
     def poll(self, timeout_s: float) -> list[Answer]:
         answers, self._failed_now = self._failed_now, []

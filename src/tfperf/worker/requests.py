@@ -3,11 +3,16 @@
 Contract (the ``request`` op of the worker protocol, ``docs/ARCHITECTURE.md``):
 
 - A worker started with a ``serving`` section in its ``init`` message (``max_batch``,
-  ``max_delay_ms``, ``executors``) answers ``{"op": "request", "id": N}`` messages
-  asynchronously: the main loop only queues the request, and each of ``executors`` threads
-  takes requests from that queue and answers ``{"op": "response", "ids": [N, ...],
-  "service_s": float, "error": null | "one sentence"}`` once the model call that served them
-  returned (one message per call: a dynamic batch answers all its requests at once).
+  ``max_delay_ms``, ``executors``) answers ``{"op": "request", "id": N}`` messages with
+  ``{"op": "response", "ids": [N, ...], "service_s": float, "error": null | "one
+  sentence"}`` once the model call that served them returned (one message per call: a
+  dynamic batch answers all its requests at once).
+- With one executor and no batcher (the default layout), the main loop serves each request
+  itself as it reads it, the way TensorFlow Serving's request thread runs its session: no
+  second thread to wake per request (each wake-up of a sleeping thread costs what the machine
+  makes it cost, ``docs/serving.md``). The requests sent meanwhile wait in the pipe, in order,
+  as they would wait in a queue. Otherwise the main loop only queues each request, and each
+  of ``executors`` threads takes requests from that queue and answers them.
 - The dynamic batcher (``max_batch`` > 1): an executor that took a request waits at most
   ``max_delay_ms`` for more, up to ``max_batch`` in all, and serves them with one call. A call
   of more than one request runs the model prepared at ``max_batch`` times the workload's batch
@@ -24,15 +29,15 @@ Contract (the ``request`` op of the worker protocol, ``docs/ARCHITECTURE.md``):
   ``start_async`` waits while all are busy), and each request's callback reads its outputs
   back to host arrays (the timed-call contract, ``docs/timed-call.md``) and answers. One request
   per call: no dynamic batcher.
-- A request with ``"null": true`` goes through the same queue, batcher, executor and answer,
-  but its call (and the testing hook before it) is skipped; a batch calls the model unless
-  every request in it is null. That is the harness's own floor (``docs/serving.md``),
-  measured on the instance as it serves.
+- A request with ``"null": true`` goes the same way (queue, batcher, executor) and is
+  answered the same way, but its call (and the testing hook before it) is skipped; a batch
+  calls the model unless every request in it is null. That is the harness's own floor
+  (``docs/serving.md``), measured on the instance as it serves.
 - With ``trace`` in the section, each response also carries ``"trace": {"read": [t, ...],
   "taken", "call": [t0, t1]}``: ``time.monotonic()`` (the clock the parent's load generator
   reads, the same in every process on Linux) when the main loop had read each request, when
-  an executor took the batch, and around the call (whose end is just before the answer is
-  written).
+  an executor took the batch (or the main loop began serving it), and around the call (whose
+  end is just before the answer is written).
 - ``send`` (the worker's one writer of its result pipe) must be safe to call from any thread.
 """
 
@@ -86,16 +91,21 @@ class RequestServer:
         self.send = send
         self.before_call = before_call
         self._queue: queue.Queue[Queued] = queue.Queue()
+        self._inline = None
+        if batching.executors == 1 and batching.max_batch == 1:
+            self._inline = {size: make() for size, make in calls.items()}
+            return
         for _ in range(batching.executors):
             threading.Thread(target=self._serve, daemon=True).start()
 
     def submit(self, request_id: int, null: bool = False, read_at: float = 0.0) -> None:
-        self._queue.put((int(request_id), null, read_at))
+        if self._inline is not None:  # served here, before the main loop reads the next
+            self._answer([(int(request_id), null, read_at)], self._inline)
+        else:
+            self._queue.put((int(request_id), null, read_at))
 
     def _take_batch(self) -> list[Queued]:
         taken = [self._queue.get()]
-        if self.batching.max_batch == 1:
-            return taken
         deadline = time.perf_counter() + self.batching.max_delay_s
         while len(taken) < self.batching.max_batch:
             left = deadline - time.perf_counter()
@@ -109,25 +119,27 @@ class RequestServer:
 
     def _serve(self) -> None:
         own = {size: make() for size, make in self.calls.items()}
-        trace = self.batching.trace
         while True:
-            taken = self._take_batch()
-            taken_at = time.monotonic() if trace else 0.0
-            call = own[1] if len(taken) == 1 else own[self.batching.max_batch]
-            error = None
-            t0 = time.perf_counter()
-            try:
-                if not all(null for _, null, _ in taken):
-                    self.before_call()
-                    call()
-            except Exception as exc:  # answered as failed requests; the worker serves on
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            t1 = time.perf_counter()
-            answer = {"op": "response", "ids": [rid for rid, _, _ in taken],
-                      "service_s": t1 - t0, "error": error}
-            if trace:
-                answer["trace"] = _trace(taken, taken_at, t1 - t0)
-            self.send(answer)
+            self._answer(self._take_batch(), own)
+
+    def _answer(self, taken: list[Queued], own: dict[int, Callable[[], Any]]) -> None:
+        """Serve ``taken`` with one call of ``own`` model calls and answer them."""
+        taken_at = time.monotonic() if self.batching.trace else 0.0
+        call = own[1] if len(taken) == 1 else own[self.batching.max_batch]
+        error = None
+        t0 = time.perf_counter()
+        try:
+            if not all(null for _, null, _ in taken):
+                self.before_call()
+                call()
+        except Exception as exc:  # answered as failed requests; the worker serves on
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        t1 = time.perf_counter()
+        answer = {"op": "response", "ids": [rid for rid, _, _ in taken],
+                  "service_s": t1 - t0, "error": error}
+        if self.batching.trace:
+            answer["trace"] = _trace(taken, taken_at, t1 - t0)
+        self.send(answer)
 
 
 def _trace(taken: list[Queued], taken_at: float, call_s: float) -> dict[str, Any]:
