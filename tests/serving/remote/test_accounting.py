@@ -12,6 +12,8 @@ import pytest
 
 from helpers import run_cli
 from serving.remote.scripted import KSERVE_500, Script, scripted, scripted_grpc
+from tfperf.core.errors import UserError
+from tfperf.serving.remote import parse_target, prepare
 
 LEVEL = ("--level-requests", "30", "--level-seconds", "0.2")
 
@@ -82,6 +84,8 @@ def test_an_answer_that_is_not_the_protocol_s_fails_with_its_first_bytes(protoco
                        KSERVE_500["error"], "the server's own code failed"], "--inputs"),
         ("stall", ("--request-timeout", "0.3"),
          ["gave no answer to the first request", "no answer within 0.3 s"], "--inputs"),
+        ("drop", (), ["the first request to", "failed on its connection",
+                      "after the request was sent, before its answer"], "--inputs"),
     ],
 )
 def test_a_first_request_that_fails_says_what_failed(answer, args, said, not_said, tmp_path):
@@ -91,22 +95,27 @@ def test_a_first_request_that_fails_says_what_failed(answer, args, said, not_sai
     assert res.returncode == 2, res.stderr[-3000:]
     assert all(part in res.stderr for part in said), res.stderr
     assert not_said not in res.stderr and "Traceback" not in res.stderr
-    assert script.done[answer] == (3 if answer == "error" else 1)
+    assert script.done[answer] == {"error": 3, "stall": 1, "drop": 6}[answer]
 
 
 @pytest.mark.parametrize(
     ("metadata", "said"),
     [
-        (b"<html>not json</html>", "answered metadata that is not JSON (b'<html>not json"),
         (json.dumps({"inputs": [{"name": "x", "shape": [-1, 4]}]}).encode(),
          "gives an input without a name or a datatype"),
         (json.dumps({"inputs": [{"name": "x", "datatype": "BF16", "shape": [4]}]}).encode(),
          "is of datatype BF16, which tfperf cannot send"),
     ],
 )
-def test_metadata_that_cannot_be_read_is_one_sentence_and_exit_2(metadata, said, tmp_path):
-    with scripted(Script(metadata=metadata)) as port:
+def test_metadata_without_a_datatype_tfperf_sends_is_one_sentence(metadata, said):
+    with scripted(Script(metadata=metadata)) as port, pytest.raises(UserError, match=said):
+        prepare(parse_target(f"http://127.0.0.1:{port}/v2/models/m"), None)
+
+
+def test_metadata_that_is_not_json_is_one_sentence_and_exit_2(tmp_path):
+    with scripted(Script(metadata=b"<html>not json</html>")) as port:
         res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "10",
                      "--protocol", "v2-rest")
-    assert res.returncode == 2 and said in res.stderr, res.stderr[-3000:]
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "answered metadata that is not JSON (b'<html>not json</html>')" in res.stderr
     assert "Traceback" not in res.stderr and res.stderr.strip().count("\n") == 0

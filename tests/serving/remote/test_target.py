@@ -123,7 +123,7 @@ def test_a_refused_address_is_one_sentence_and_exit_2_before_any_level(tmp_path)
         str(tmp_path / "s.sqlite"),
     )
     assert res.returncode == 2
-    assert f"nothing answers at http://127.0.0.1:{port}" in res.stderr
+    assert f"nothing answers at http://127.0.0.1:{port} (connection refused)" in res.stderr
     assert "offered" not in res.stderr and "Traceback" not in res.stderr
 
 

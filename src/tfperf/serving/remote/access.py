@@ -31,6 +31,7 @@ from tfperf.core.errors import UserError
 
 REDACTED = "<redacted>"
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_VALUE = re.compile(r"[\t\x20-\x7e]*")
 _PEM = b"-----BEGIN CERTIFICATE-----"
 
 
@@ -108,6 +109,11 @@ def parse_header(text: str) -> tuple[str, str]:
         raise UserError(
             "--header takes 'NAME: VALUE' (such as 'Authorization: Bearer TOKEN'); the one "
             f"given {'has no NAME: before its value' if not colon else f'names {name!r}'}."
+        )
+    if not _VALUE.fullmatch(value):
+        raise UserError(
+            f"--header {name}'s value holds characters a header cannot carry (a line break, "
+            "a control character or one beyond ASCII): give it as printable ASCII."
         )
     return name, value.strip()
 

@@ -10,9 +10,9 @@ Contract:
   ``--inputs``, or a first request that fails (one is sent before any level) each raise
   :class:`~tfperf.core.errors.UserError` with one sentence, before any level starts. That
   first request's sentence blames what failed (:func:`first_failure`): no answer within the
-  timeout, its connection, an answer that is not the protocol's, a server error (a 5xx, gRPC
-  INTERNAL/UNKNOWN/UNAVAILABLE: tried :data:`_WARM_TRIES` times first), credentials (401/403),
-  and only a 400/422 or gRPC INVALID_ARGUMENT the inputs.
+  timeout, its connection (gRPC UNAVAILABLE too), an answer that is not the protocol's, a
+  server error (a 5xx, gRPC INTERNAL/UNKNOWN: tried :data:`_WARM_TRIES` times first),
+  credentials (401/403), and only a 400/422 or gRPC INVALID_ARGUMENT the inputs.
 - The command line is stored with each ``--header`` value redacted; the target's record names
   its headers, never their values.
 - :func:`run_remote` measures the target with the same levels, SLO search, statistics and
@@ -185,7 +185,7 @@ def first_failure(prepared: Prepared, exc: CallFailed, tries: int) -> str:
             f"{origin} gave no answer to the first request within the request timeout {said}: "
             "check that the server is up and serving, or raise --request-timeout."
         )
-    if exc.status == "connection":
+    if exc.status in ("connection", "gRPC UNAVAILABLE"):
         return f"the first request to {origin} failed on its connection {said}: check the server."
     if exc.status == "bad answer":
         return (
