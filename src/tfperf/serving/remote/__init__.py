@@ -1,6 +1,7 @@
 """A server the user already runs as the server under test (``tfperf bench --url``).
 
-Modules: ``target`` (the URL, the protocol, guessed or given), ``tensors`` (the model's inputs
+Modules: ``target`` (the URL, the protocol, guessed or given), ``access`` (the headers a server
+asks for and the CA its TLS certificate is trusted by), ``tensors`` (the model's inputs
 and the values sent), ``wire`` (what a protocol's client does), ``rest`` (TensorFlow Serving's
 REST API and the Open Inference Protocol v2 over HTTP, with httpx), ``grpc_wire`` (v2 over gRPC
 and TensorFlow Serving's PredictionService, with grpcio's asyncio API), ``client`` (the
