@@ -1,6 +1,7 @@
 """A scripted v2 REST server on loopback, in the test's own process: it publishes a model's
-metadata and answers each POST as its script says (an answer, a dropped connection, a body
-that is not an answer, a server error, a stall), optionally over TLS, and counts what it did.
+metadata and answers each POST as its script says (``ok``; ``drop``: the connection closed
+after the request was read; ``not-an-answer``: a 200 whose body is HTML; ``error``: KServe's
+500; ``invalid``: a 400; ``stall``), optionally over TLS, and counts what it did.
 
 No TensorFlow: it answers in milliseconds, so the accounting tests stay fast. The model servers
 the protocols are tested against are in ``servers/``.
@@ -32,6 +33,8 @@ ANSWER = {"model_name": "m", "outputs": [{"name": "y", "shape": [1, 1], "datatyp
                                           "data": [0.5]}]}
 KSERVE_500 = {"error": "RuntimeError : the model's own code failed on request"}
 """What KServe answers (HTTP 500) when a model's own Python code raises."""
+INVALID = {"error": "Invalid input: expected shape [-1, 4]"}
+"""A 400: the request's inputs do not fit the model."""
 
 
 @dataclass
@@ -133,8 +136,10 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             if what == "not-an-answer":
                 self._send(200, b"<html><body>Welcome to the proxy</body></html>")
                 return
-            body = KSERVE_500 if what == "error" else ANSWER
-            self._send(500 if what == "error" else 200, json.dumps(body).encode())
+            status, body = {"error": (500, KSERVE_500), "invalid": (400, INVALID)}.get(
+                what, (200, ANSWER)
+            )
+            self._send(status, json.dumps(body).encode())
 
     return Handler
 

@@ -86,6 +86,8 @@ def test_an_answer_that_is_not_the_protocol_s_fails_with_its_first_bytes(protoco
          ["gave no answer to the first request", "no answer within 0.3 s"], "--inputs"),
         ("drop", (), ["the first request to", "failed on its connection",
                       "after the request was sent, before its answer"], "--inputs"),
+        ("invalid", (), ["refused the request built from generated", "HTTP 400",
+                         "give --inputs that fit"], "server error"),
     ],
 )
 def test_a_first_request_that_fails_says_what_failed(answer, args, said, not_said, tmp_path):
@@ -95,7 +97,7 @@ def test_a_first_request_that_fails_says_what_failed(answer, args, said, not_sai
     assert res.returncode == 2, res.stderr[-3000:]
     assert all(part in res.stderr for part in said), res.stderr
     assert not_said not in res.stderr and "Traceback" not in res.stderr
-    assert script.done[answer] == {"error": 3, "stall": 1, "drop": 6}[answer]
+    assert script.done[answer] == {"error": 3, "stall": 1, "drop": 6, "invalid": 1}[answer]
 
 
 @pytest.mark.parametrize(
