@@ -13,15 +13,22 @@ from tfperf.api.results import TuneResult
 from tfperf.cli.runs import report
 from tfperf.cli.tune import render_server
 from tfperf.core.errors import UserError
-from tfperf.core.serving import ServingLayout
+from tfperf.core.serving import DEFAULT_LAYOUT, ServingLayout
+from tfperf.core.workloads import builtin_workload
 from tfperf.profiles import load_profile, render, serving_layout
 from tfperf.serving import LoadScenario
 from tfperf.store import Store
 from tfperf.tuning import tune
 from tfperf.tuning.evaluate import Evaluator
 from tfperf.tuning.options import TuneOptions
-from tfperf.tuning.server import MEASURED, REJECTED, ServerCandidate
-from tfperf.tuning.servertune import ServerEvaluator
+from tfperf.tuning.server import (
+    DEFAULT_CANDIDATE,
+    MEASURED,
+    REJECTED,
+    ServerCandidate,
+    ServerResult,
+)
+from tfperf.tuning.servertune import ServerEvaluator, conclude_server
 
 MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
@@ -108,33 +115,39 @@ def test_bad_server_options_are_one_sentence_and_exit_2(tmp_path):
         with pytest.raises(UserError, match=words):
             options.check()
     assert TuneOptions(objective="throughput").throughput
-    train = {"kind": "builtin", "name": "resnet50-train", "size": "tiny", "batch": 1}
+    train = builtin_workload("cnn-train", "tiny")
     options = TuneOptions(objective="server", slo_ms=5.0, store_path=str(tmp_path / "s.db"))
-    with pytest.raises(UserError, match="training workload"):
+    with pytest.raises(UserError, match="cnn-train is a training workload"):
         tune(train, options)
 
 
 def test_a_ceiling_between_a_litert_layout_and_tensorflow_s_passes_the_litert_layout():
     """Each runtime's instance is projected at the process that serves it: LiteRT's deployed
-    process (the artifact alone), not the TensorFlow worker that converted it. A ceiling at one
-    TensorFlow instance's peak is under two TensorFlow instances and over two LiteRT ones."""
+    process (the artifact alone), not the TensorFlow worker that converted it. A ceiling just
+    under one TensorFlow instance's peak is under two TensorFlow instances and far over two
+    LiteRT ones; the default, over it too, is measured all the same, with a warning."""
     options = TuneOptions(objective="server", slo_ms=50.0, runtimes=("tf", "litert"))
     evaluator = Evaluator(MLP, options)
     two = ServingLayout(instances=2, threads=1)
     try:
-        evaluator.start_default()
-        ceiling = evaluator.default_memory.peak_rss_mb
+        ready = evaluator.start_default()
+        ceiling = evaluator.default_memory.peak_rss_mb - 1
         scenario = LoadScenario(requests=60, seconds=0.2)
         judge = ServerEvaluator(evaluator, replace(options, max_memory_mb=ceiling), scenario)
-        tensorflow = judge(ServerCandidate({}, two), None)
-        litert = judge(ServerCandidate({"runtime": "litert"}, two), None)
+        outcomes = [judge(ServerCandidate(config, layout), None) for config, layout in
+                    (({}, DEFAULT_LAYOUT), ({}, two), ({"runtime": "litert"}, two))]
+        default, tensorflow, litert = outcomes
+        doc = conclude_server(judge, ServerResult(DEFAULT_CANDIDATE, default, outcomes), 1, ready)
     finally:
         evaluator.close()
+    assert default.status == MEASURED and default.max_qps_at_slo, default.reason
+    assert any("default itself is over the memory ceiling" in w for w in doc["warnings"])
     assert tensorflow.status == REJECTED and tensorflow.info["over_ceiling"], tensorflow
     assert tensorflow.info["memory"]["peak_rss_mb"] > ceiling  # projected: never started
     assert tensorflow.info["memory"]["projected"] and tensorflow.load is None
     assert litert.status == MEASURED, litert.reason
-    memory = litert.load["memory"]  # measured after its sweep, summed over its instances
+    row = next(r for r in doc["candidates"] if r["config"].get("runtime") == "litert")
+    memory = row["memory"]  # measured after its sweep, summed over its instances
     assert memory["measured_in"] == "deployed" and memory["instances"] == 2
     assert not memory["projected"] and memory["peak_rss_mb"] <= ceiling
     assert memory["worker_peak_rss_mb"] > ceiling  # what this machine ran to measure it
