@@ -155,6 +155,20 @@ def test_ops_profiles_one_instance_after_the_levels_against_the_peak(load_run):
     assert any(o.get("flops") and o.get("bound") for o in ops["ops"])
 
 
+def test_the_console_says_the_cost_of_each_level_and_the_op_types(load_run):
+    from tfperf.cli.load import render_load
+    from tfperf.report.console import console
+
+    doc, _ = load_run
+    with console().capture() as captured:
+        render_load(doc)
+    text = captured.get()
+    assert f"2x1t pinned: per million requests at ${PRICE:g}/h (2 sample(s) each): " \
+           "concurrency 2 $" in text
+    assert "at max QPS within the SLO: $" in text
+    assert "2x1t pinned: op types (" in text or "2x1t pinned: no op profile" in text
+
+
 def test_the_instances_run_the_layout_and_config_asked_for(load_run):
     doc, _ = load_run
     (layout,) = doc["layouts"]

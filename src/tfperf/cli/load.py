@@ -305,6 +305,8 @@ def render_load(doc: dict[str, Any]) -> None:
     out = console()
     for layout in doc["layouts"]:
         print_table(load_table(layout), out)
+    for line in _cost_and_ops_lines(doc):
+        out.print(line, markup=False, soft_wrap=True)
     if doc["slo_ms"] is not None:
         best = doc["max_qps_at_slo"]
         answer = (
@@ -316,6 +318,35 @@ def render_load(doc: dict[str, Any]) -> None:
     for note in doc["notes"]:
         out.print(f"[yellow]note:[/] {note}", soft_wrap=True)
     out.print(f"[dim]{doc['generator']}; run {doc['run_id']}[/]", soft_wrap=True)
+
+
+def _cost_and_ops_lines(doc: dict[str, Any]) -> list[str]:
+    """Each layout's cost per level (``--price-per-hour``) and op profile (``--ops``), and the
+    cost at the SLO answer."""
+    from tfperf.report.ops import ops_lines
+
+    lines = []
+    for layout in doc["layouts"]:
+        label = layout["layout_label"]
+        priced = [lv for lv in layout["levels"] if lv.get("cost")]
+        if priced:
+            first = priced[0]["cost"]
+            each = ", ".join(f"{_load_of(lv)} ${lv['cost']['per_million_requests']:.3g}"
+                             for lv in priced)
+            lines.append(f"{label}: per million requests at ${first['price_per_hour']:g}/h "
+                         f"({first['batch']} sample(s) each): {each}")
+        lines += ops_lines({"label": label, "ops": layout.get("ops")})
+    best = doc.get("cost")
+    if best:
+        lines.append(f"at max QPS within the SLO: ${best['per_million_requests']:.3g} per "
+                     f"million requests, ${best['per_million_samples']:.3g} per million samples")
+    return lines
+
+
+def _load_of(level: dict[str, Any]) -> str:
+    if level.get("concurrency") is not None:
+        return f"concurrency {level['concurrency']}"
+    return f"{level['offered_qps']:.4g}/s"
 
 
 def render_load_comparison(doc: dict[str, Any]) -> None:
