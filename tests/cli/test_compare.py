@@ -202,3 +202,35 @@ def test_a_run_stored_with_the_former_thread_knob_name_pairs_with_todays(store_p
         "runtime=litert,runtime_threads=2",
     )
     assert comp["speedup"]["verdict"] == "slower"
+
+
+COMPARE_TWO_APPLIES = {"runs", "store", "as_json", "export", "threshold", "fail_on_regression",
+                       "fail_on_memory_growth", "quiet", "verbose"}
+
+
+def test_comparing_two_runs_refuses_every_option_that_would_measure(tmp_path, monkeypatch):
+    """Each option of the command itself that ``compare A B`` does not apply (a measurement's:
+    --budget, --ops, --set ...), typed beside two run ids, is one sentence naming it, before
+    any run is read."""
+    import click
+    from click.testing import CliRunner
+
+    from tfperf.cli import app
+    from tfperf.core.errors import UserError
+
+    monkeypatch.chdir(tmp_path)  # no configuration file
+    command = app.commands["compare"]
+    walked = []
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.name in COMPARE_TWO_APPLIES:
+            continue
+        flag = max(param.opts, key=len)
+        typed = [flag] if param.is_flag else [flag, "2" if param.name != "size" else "tiny"]
+        result = CliRunner().invoke(app, ["compare", "1", "2", *typed,
+                                          "--store", str(tmp_path / "none.sqlite")])
+        assert isinstance(result.exception, UserError), (typed, result.output)
+        said = str(result.exception)
+        # --model and --workload name the other way of comparing
+        assert flag in said or "tfperf compare --workload NAME" in said, (typed, said)
+        walked.append(flag)
+    assert {"--budget", "--ops", "--set", "--price-per-hour", "--no-peak"} <= set(walked)

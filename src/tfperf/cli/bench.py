@@ -27,6 +27,7 @@ from tfperf.cli.load import (
     render_load_comparison,
     run_load_command,
     run_remote_command,
+    typed_options,
     wants_load,
 )
 from tfperf.cli.train import refuse_train_only, render_train, train_options, train_workload
@@ -463,6 +464,11 @@ def register(group: click.Group) -> None:
         _gate(doc, fail_on_regression, fail_on_memory_growth)
 
 
+COMPARE_TWO = {"runs", "store", "as_json", "export", "threshold", "fail_on_regression",
+               "fail_on_memory_growth", "quiet", "verbose"}
+"""The options ``tfperf compare A B`` applies; any other it is given is refused."""
+
+
 def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
     """``tfperf compare A B``: two stored runs or result files, compared and shown."""
     from tfperf.benchmark import compare_runs
@@ -475,6 +481,11 @@ def _compare_two(runs: tuple[str, ...], model: str | None, opts: dict[str, Any])
         )
     if opts["threshold"] < 0:
         raise UserError(f"--threshold must be 0 or more, not {opts['threshold']}.")
+    measuring = sorted(typed_options() - COMPARE_TWO)
+    if measuring:
+        name = "--" + measuring[0].replace("_", "-")
+        raise UserError(f"{name} shapes a measurement, and comparing two runs measures nothing: "
+                        "leave it out.")
     a, b = (load_result(ref, opts["store"]) for ref in runs)
     doc = compare_runs(a, b, opts["threshold"])
     load = doc["kind"] == "compare-load"
