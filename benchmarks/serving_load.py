@@ -9,13 +9,14 @@ and timed out (t), the generator's CPU (share of one core) and, open loop, its o
 (p99, ms); then both layouts' SLO answers.
 
 Each level is printed with its harness floor (``floor p50/p99``: the same load with every model
-call skipped). Then, on one instance, the breakdown of a request at ``--breakdown-rate`` (200
+call skipped). Then, on one instance, where a request's time goes at ``--breakdown-rate`` (200
 per second by default), from the instance's stamps of each answer
 (:func:`tfperf.serving.floor.breakdown`): the generator's own delay, the request's way to the
 instance, the model call and the answer's way back, each stage's p50 and p99, for the model and
-for the floor; this machine's wake-up latency (:func:`tfperf.machine.wakeup.wakeup_latency`,
-as ``doctor`` measures it); and tfperf's own share: the floor's p50 less the wake-ups every
-request waits for (:data:`WAKEUPS`) at this machine's p50.
+for the floor; how busy other processes kept the CPUs meanwhile; tfperf's own work per floor
+request (this process's and the instance's CPU time over the floor level, per request); this
+machine's wake-up latency (:func:`tfperf.machine.wakeup.wakeup_latency`, as ``doctor``
+measures it) and the floor's p50 less the wake-ups every request waits for (:data:`WAKEUPS`).
 
 Usage: ``python benchmarks/serving_load.py [--workload mlp] [--size standard]
 [--requests 300] [--seconds 2] [--slo-ms X] [--breakdown-rate 200] [--breakdown-only]``.
@@ -25,12 +26,16 @@ Prints figures; asserts nothing. Measure under ``flock /tmp/tfperf-measure.lock`
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import time
 
 import numpy as np
+import psutil
 
 from tfperf.core.config import Config
 from tfperf.core.serving import ServingLayout
+from tfperf.machine import contention
 from tfperf.machine.wakeup import wakeup_latency
 from tfperf.serving import Harness, LoadLevel, LoadScenario, measure_on, pinned
 from tfperf.serving.floor import STAGES, NullCalls, breakdown
@@ -77,16 +82,44 @@ def _p50_p99(ms: np.ndarray) -> tuple[float, float]:
     return float(np.quantile(ms, 0.5)), float(np.quantile(ms, 0.99))
 
 
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` (this one: its own usage)."""
+    if pid == os.getpid():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime, usage.ru_stime
+    times = psutil.Process(pid).cpu_times()
+    return times.user, times.system
+
+
 def _stages(harness: Harness, null: bool, rate: float, requests: int, seconds: float) -> dict:
     """One traced open-loop level at ``rate`` (null requests for the floor): each stage's
-    p50/p99 in ms, with the generator's own delay and the latency from the arrival."""
+    p50/p99 in ms, with the generator's own delay and the latency from the arrival; the CPU
+    time per request (us, user and system) of this process and of the instance; and the
+    share of the CPUs other processes kept busy meanwhile."""
     harness.traced.clear()
     load = OpenLoop(rate, requests, seconds, 20.0, seed=1)
+    pids = (os.getpid(), harness.instances[0].worker.pid)
+    cpu0, busy0 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
     record: LevelRecord = run_level(NullCalls(harness) if null else harness, load, 10.0)
+    cpu1, busy1 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
+    per_request = [[(b - a) * 1e6 / record.completed for a, b in zip(c0, c1, strict=True)]
+                   for c0, c1 in zip(cpu0, cpu1, strict=True)]
     latency = np.asarray(record.latencies_s) * 1000.0
     generator = latency - np.asarray(record.from_send_s) * 1000.0
     return {"generator": _p50_p99(generator), **breakdown(harness.traced),
-            "latency": _p50_p99(latency)}
+            "latency": _p50_p99(latency), "cpu_us": per_request,
+            "others": contention.other_cpu_share(busy0, busy1)}
+
+
+def _table(model: dict, floor: dict) -> None:
+    print(f"  {'stage':<13}{'model':>17}{'floor':>17}   what")
+    what = {name: text for name, _, _, text in STAGES}
+    what.update(generator="the generator's own delay: from the scheduled arrival to its send",
+                total="from the send to the answer read",
+                latency="from the scheduled arrival to the answer (the level's latency)")
+    for name in ("generator", *(stage[0] for stage in STAGES), "total", "latency"):
+        pair = [f"{m[name][0]:7.3f} / {m[name][1]:7.3f}" for m in (model, floor)]
+        print(f"  {name:<13}{pair[0]:>17}{pair[1]:>17}   {what[name]}")
 
 
 def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> None:
@@ -97,14 +130,16 @@ def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> No
     wake = wakeup_latency(rounds=300, budget_s=1.5)
     print(f"\nbreakdown of a request at {rate:g}/s, 1 instance (ms, p50 / p99; "
           f"at least {requests} requests and {seconds:g} s each)")
-    print(f"  {'stage':<13}{'model':>17}{'floor':>17}   what")
-    what = {name: text for name, _, _, text in STAGES}
-    what.update(generator="the generator's own delay: from the scheduled arrival to its send",
-                total="from the send to the answer read",
-                latency="from the scheduled arrival to the answer (the level's latency)")
-    for name in ("generator", *(stage[0] for stage in STAGES), "total", "latency"):
-        pair = [f"{m[name][0]:7.3f} / {m[name][1]:7.3f}" for m in (model, floor)]
-        print(f"  {name:<13}{pair[0]:>17}{pair[1]:>17}   {what[name]}")
+    _table(model, floor)
+    others = [m["others"] for m in (model, floor)]
+    print("other processes kept " + " and ".join(
+        "?" if o is None else f"{o:.0%}" for o in others) + " of the CPUs busy meanwhile")
+    (gen_user, gen_sys), (inst_user, inst_sys) = floor["cpu_us"]
+    work = (gen_user + gen_sys + inst_user + inst_sys) / 1000.0
+    print(f"tfperf's own work per floor request (CPU time over the level / requests): "
+          f"generator {gen_user:.0f} us user + {gen_sys:.0f} us system, instance "
+          f"{inst_user:.0f} + {inst_sys:.0f} us: {work:.3f} ms (system time holds the pipes' "
+          "reads and writes and the wake-ups they send)")
     if wake is None:
         print("this machine's wake-up latency could not be measured")
         return
@@ -112,10 +147,11 @@ def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> No
           f"{'on another CPU' if wake.cross_cpu else 'on its CPU'}): p50 {wake.p50_ms:.3f} ms, "
           f"p99 {wake.p99_ms:.3f} ms over {wake.samples}")
     print(f"every request wakes {len(WAKEUPS)} sleeping threads: " + "; ".join(WAKEUPS))
-    share = floor["latency"][0] - len(WAKEUPS) * wake.p50_ms
-    print(f"tfperf's own share: the floor's p50 {floor['latency'][0]:.3f} ms less "
-          f"{len(WAKEUPS)} x {wake.p50_ms:.3f} ms of wake-ups = {share:.3f} ms; the model call "
-          f"{model['model call'][0]:.3f} ms of the level's {model['latency'][0]:.3f} ms p50")
+    rest = floor["latency"][0] - len(WAKEUPS) * wake.p50_ms
+    print(f"the floor's p50 {floor['latency'][0]:.3f} ms less {len(WAKEUPS)} x "
+          f"{wake.p50_ms:.3f} ms of wake-ups: {rest:.3f} ms (tfperf's work, and waiting for "
+          f"CPUs others kept busy); the model call {model['model call'][0]:.3f} ms of the "
+          f"level's {model['latency'][0]:.3f} ms p50")
 
 
 def main() -> int:

@@ -335,12 +335,13 @@ class Worker:
         self._send({"op": "request", "id": int(request_id), "null": True} if null
                    else {"op": "request", "id": int(request_id)})
 
-    def answers(self) -> list[dict[str, Any]]:
+    def answers(self, readable: bool = False) -> list[dict[str, Any]]:
         """The ``response`` messages that have arrived, without waiting for more (what one read
-        returns: more that arrived meanwhile is read by the next call)."""
+        returns: more that arrived meanwhile is read by the next call); ``readable`` when the
+        caller's own ``select`` just said the pipe has something to read."""
         if self._closed or self._res_fd is None:
             raise WorkerFailed("worker is closed")
-        if select.select([self._res_fd], [], [], 0)[0]:
+        if readable or select.select([self._res_fd], [], [], 0)[0]:
             chunk = os.read(self._res_fd, 1 << 16)
             if not chunk:
                 raise self._fail(self._exit_reason())

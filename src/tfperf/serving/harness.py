@@ -133,6 +133,7 @@ class Harness:
         self._failed_now: list[Answer] = []
         self.trace = trace
         self.traced: dict[int, dict[str, Any]] = {}
+        self._capacity: int | None = None
         self._memory = LayoutMemory()
 
     # -- life ---------------------------------------------------------------------------------
@@ -242,8 +243,12 @@ class Harness:
     def capacity(self) -> int:
         """Requests one instance holds at most: twice what it serves at once (its infer
         requests, where OpenVINO serves asynchronously)."""
+        if self._capacity is not None:
+            return self._capacity
         serving = (self.ready[0].get("serving") or {}) if self.ready else {}
         at_once = int(serving.get("infer_requests") or EXECUTORS)
+        if self.ready:  # asked for every request: the first instance's answer, kept
+            self._capacity = 2 * self.layout.max_batch * at_once
         return 2 * self.layout.max_batch * at_once
 
     def _alive(self) -> list[_Instance]:
@@ -281,7 +286,7 @@ class Harness:
             inst = fds[fd]
             woke = time.monotonic() if self.trace else 0.0
             try:
-                messages = inst.worker.answers()
+                messages = inst.worker.answers(readable=True)
             except WorkerFailed as exc:
                 answers += self._died(inst, exc)
                 continue
