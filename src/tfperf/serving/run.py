@@ -8,7 +8,7 @@ Contract:
   the document ``tfperf bench --json`` prints for it::
 
     {"schema_version", "run_id", "kind": "load", "workload", "machine", "config",
-     "scenario", "slo_ms", "max_qps_at_slo", "best_layout",
+     "scenario", "slo_ms", "max_qps_at_slo", "best_layout", "cost",
      "generator": "where the load generator runs",
      "levels": [LoadLevel.to_dict() + {"layout"}],
      "layouts": [LoadResult.to_dict()], "notes": [...]}
@@ -22,7 +22,7 @@ Contract:
   "per_million_samples", "batch", "basis"}``: the price of an hour spread over the requests
   answered in it (a level's achieved rate), each request ``batch`` samples, as the server tune
   prices a layout (:func:`load_cost`); ``None`` where nothing was answered. With ``ops``, each
-  layout's first instance profiles about :data:`tfperf.benchmark.OPS_SECONDS` of calls after
+  layout's first instance profiles about :data:`tfperf.report.ops.OPS_SECONDS` of calls after
   its levels (the worker that served them, its runtime already prepared; its memory was read
   before), and the layout's ``ops`` is that profile read against this machine's peak
   (:func:`tfperf.report.ops.read_roofline`; without ``peak``, no peak is probed and the
