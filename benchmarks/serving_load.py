@@ -14,9 +14,10 @@ per second by default), from the instance's stamps of each answer
 (:func:`tfperf.serving.floor.breakdown`): the generator's own delay, the request's way to the
 instance, the model call and the answer's way back, each stage's p50 and p99, for the model and
 for the floor; how busy other processes kept the CPUs meanwhile; tfperf's own work per floor
-request (this process's and the instance's CPU time over the floor level, per request); this
-machine's wake-up latency (:func:`tfperf.machine.wakeup.wakeup_latency`, as ``doctor``
-measures it) and the floor's p50 less the wake-ups every request waits for (:data:`WAKEUPS`).
+request (this process's and the instance's CPU time over the floor level, per request, less
+what the sleeps on a request's way cost a thread in CPU here); this machine's wake-up latency
+(:func:`tfperf.machine.wakeup.wakeup_latency`, as ``doctor`` measures it) and the floor's p50
+less the wake-ups every request waits for (:data:`WAKEUPS`).
 
 Usage: ``python benchmarks/serving_load.py [--workload mlp] [--size standard]
 [--requests 300] [--seconds 2] [--slo-ms X] [--breakdown-rate 200] [--breakdown-only]``.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import select
 import time
 
 import numpy as np
@@ -44,11 +46,11 @@ from tfperf.serving.generator import LevelRecord, OpenLoop, run_level
 RATE_FRACTIONS = (0.5, 0.8, 1.2, 1.6)
 WAKEUPS = (
     "the generator's timer at the arrival",
-    "the instance's main thread, asleep on its pipe (it calls the model itself)",
+    "the instance's main thread, asleep on its pipe",
+    "the instance's executor thread, asleep on its queue",
     "the generator, asleep in select until the answer",
 )
-"""The sleeping threads every request wakes on its way, in order, on one instance of the
-default layout (a batcher or more executors add an executor thread's)."""
+"""The sleeping threads every request wakes on its way, in order."""
 
 
 def _level(level: LoadLevel) -> str:
@@ -111,6 +113,20 @@ def _stages(harness: Harness, null: bool, rate: float, requests: int, seconds: f
             "others": contention.other_cpu_share(busy0, busy1)}
 
 
+def _sleep_cpu_us(sleeps: int = 200, gap_s: float = 0.005) -> float:
+    """The CPU time (us) a thread is charged for one sleep of ``gap_s`` in ``select`` and its
+    wake-up here: what every sleep of a request's way costs besides its latency."""
+    read_end, write_end = os.pipe()
+    try:
+        t0 = time.thread_time()
+        for _ in range(sleeps):
+            select.select([read_end], [], [], gap_s)
+        return (time.thread_time() - t0) / sleeps * 1e6
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def _table(model: dict, floor: dict) -> None:
     print(f"  {'stage':<13}{'model':>17}{'floor':>17}   what")
     what = {name: text for name, _, _, text in STAGES}
@@ -136,10 +152,12 @@ def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> No
         "?" if o is None else f"{o:.0%}" for o in others) + " of the CPUs busy meanwhile")
     (gen_user, gen_sys), (inst_user, inst_sys) = floor["cpu_us"]
     work = (gen_user + gen_sys + inst_user + inst_sys) / 1000.0
-    print(f"tfperf's own work per floor request (CPU time over the level / requests): "
-          f"generator {gen_user:.0f} us user + {gen_sys:.0f} us system, instance "
-          f"{inst_user:.0f} + {inst_sys:.0f} us: {work:.3f} ms (system time holds the pipes' "
-          "reads and writes and the wake-ups they send)")
+    sleep = _sleep_cpu_us() / 1000.0
+    print(f"CPU time per floor request (over the level / requests): generator "
+          f"{gen_user:.0f} us user + {gen_sys:.0f} us system, instance {inst_user:.0f} + "
+          f"{inst_sys:.0f} us: {work:.3f} ms; a 5 ms sleep in select and its wake-up cost a "
+          f"thread {sleep * 1000:.0f} us of CPU here, and a request's way holds "
+          f"{len(WAKEUPS)}: tfperf's own work {work - len(WAKEUPS) * sleep:.3f} ms per request")
     if wake is None:
         print("this machine's wake-up latency could not be measured")
         return

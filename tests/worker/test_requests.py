@@ -111,14 +111,3 @@ def test_a_traced_answer_stamps_each_request_in_order_on_the_generator_s_clock()
     assert trace["read"] == [read]
     assert read <= trace["taken"] <= trace["call"][0] <= trace["call"][1] <= time.monotonic()
 
-
-def test_without_batcher_or_second_executor_the_reading_thread_serves_each_request_itself():
-    answers: queue.Queue = queue.Queue()
-    callers: list[int] = []
-    server = RequestServer({1: lambda: lambda: callers.append(threading.get_ident())},
-                           Batching(), answers.put)
-    server.submit(0)
-    server.submit(1, null=True)
-    # answered before submit returned, by the thread that read them: no thread to wake
-    assert [answers.get_nowait()["ids"] for _ in range(2)] == [[0], [1]]
-    assert callers == [threading.get_ident()]
