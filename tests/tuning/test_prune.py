@@ -59,3 +59,14 @@ def test_a_single_knob_answer_is_left_to_the_confirmation():
     evaluate = Scripted({})
     result = prune(SearchResult({"steps_per_execution": 32}, [], "converged"), SPACE, evaluate)
     assert result.incumbent == {"steps_per_execution": 32} and not evaluate.calls
+
+
+def test_an_undecided_removal_prunes_only_within_the_threshold():
+    from tfperf.tuning.prune import removable
+
+    def undecided(median: float) -> Outcome:
+        vs = {"median": median, "ci95": [0.5, 1.14], "verdict": "inconclusive"}
+        return Outcome({}, MEASURED, vs_incumbent=vs)
+
+    assert not removable(undecided(0.71))  # no evidence the knob is not needed
+    assert removable(undecided(0.99))

@@ -3,8 +3,11 @@
 ``tfperf bench --train TARGET`` and ``tfperf tune --train TARGET`` measure the user's own
 training step (:mod:`tfperf.worker.training`): TARGET is ``module:function`` returning
 ``(model, dataset)`` or ``(model, x, y)``, or a ``.keras`` file saved after compile with
-``--inputs`` and ``--labels``. :func:`train_options` adds the options, :func:`train_workload`
-turns them into the workload dict (:func:`tfperf.modelref.resolve_train_target`), and
+``--inputs`` and ``--labels``. A training built-in (``--workload cnn-train``) is measured the
+same way, with or without ``--train``. :func:`train_options` adds the options,
+:func:`trains` says whether a command measures a training step, :func:`train_workload` turns
+them into the workload dict (:func:`tfperf.modelref.resolve_train_target`,
+:func:`tfperf.modelref.builtin_train_target`), and
 :func:`render_train` prints steps/s, samples/s, the first steps' cost and the input wait.
 """
 
@@ -88,23 +91,48 @@ def given_batch(name: str = "batch") -> bool:
     )
 
 
-def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
-    """The workload dict of ``--train MODEL`` with the command's options."""
-    from tfperf.modelref import resolve_train_target
+def trains(opts: dict[str, Any]) -> bool:
+    """Whether the command measures a training step: ``--train``, or a training built-in
+    (``--workload cnn-train``), which needs no ``--train``."""
+    from tfperf.core.workloads import is_training_builtin
 
-    if opts.get("workload") or not model:
-        raise UserError("--train takes your own MODEL (module:function or a .keras file).")
+    return bool(opts.get("train")) or is_training_builtin(opts.get("workload"))
+
+
+def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
+    """The workload dict of ``--train MODEL`` (or a training built-in) with the command's
+    options."""
+    from tfperf.modelref import builtin_train_target, resolve_train_target
+
+    guard = {
+        "guard_steps": opts.get("guard_steps"),
+        "guard_seconds": opts.get("guard_seconds"),
+        "validation": opts.get("validation"),
+        "loss_keys": tuple(opts.get("loss_keys") or ()),
+        "steps_counter": opts.get("steps_counter"),
+    }
+    if opts.get("workload") and model:
+        raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
+    if opts.get("workload"):
+        for name in ("inputs", "labels", "unsafe"):
+            if opts.get(name):
+                raise UserError(f"--{name} applies to your own MODEL, not to a built-in "
+                                "--workload: leave it out.")
+        return builtin_train_target(opts["workload"], size=opts.get("size") or "standard",
+                                    batch=opts.get("batch") or 1, **guard)
+    if not model:
+        raise UserError("--train takes your own MODEL (module:function or a .keras file) or "
+                        "a training built-in (--workload cnn-train).")
+    if opts.get("size") not in (None, "standard"):
+        raise UserError(f"--size {opts['size']} sizes a built-in --workload; your own MODEL "
+                        "has its own size: leave it out.")
     return resolve_train_target(
         model,
         inputs=opts.get("inputs"),
         labels=opts.get("labels"),
         unsafe=bool(opts.get("unsafe")),
         batch=opts.get("batch") if given_batch() else None,
-        guard_steps=opts.get("guard_steps"),
-        guard_seconds=opts.get("guard_seconds"),
-        validation=opts.get("validation"),
-        loss_keys=tuple(opts.get("loss_keys") or ()),
-        steps_counter=opts.get("steps_counter"),
+        **guard,
     )
 
 
@@ -186,6 +214,13 @@ def render_train_tune(doc: dict[str, Any]) -> None:
     for row in doc.get("candidates", []):
         if row.get("guard"):
             out.print(f"  {escape(row['label'])}: {_guard_text(row['guard'])}", soft_wrap=True)
+    fit = rec.get("fit_speedup") or {}
+    if fit.get("median"):
+        low, high = fit.get("ci95") or (None, None)
+        out.print(
+            f"model.fit of {fit['steps']} steps: {_fmt(fit['default_step_ms'], '.3g')} -> "
+            f"{_fmt(fit['candidate_step_ms'], '.3g')} ms per step, {fit['median']:.2f}x "
+            f"({_fmt(low, '.2f')}-{_fmt(high, '.2f')})", soft_wrap=True)
     for entry in rec.get("pruned") or []:
         out.print(escape(f"pruned: {entry['why']}"), soft_wrap=True)
     code = rec.get("code") or []

@@ -46,7 +46,8 @@ class _TuneState(Display, TuneProgress):
         self.bar, self.task = _tune_bar(self) if live() else (None, None)
 
     def number(self, n: int) -> str:
-        return f"{n}/{self.total}" if self.total else str(n)
+        # past the search's limit: the trials after it (pruning the answer) count on alone
+        return f"{n}/{self.total}" if self.total and n <= self.total else str(n)
 
     def start(self, total: int | None, budget_s: float | None = None, resumed: int = 0) -> None:
         self.total, self.budget_s, self.count, self.resumed = total, budget_s, resumed, resumed

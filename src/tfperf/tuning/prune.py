@@ -3,9 +3,10 @@
 Contract: :func:`prune` ``(result, space, evaluate) -> SearchResult`` takes a search's answer of
 two knobs or more and tries it without each of them, measured against the answer, interleaved
 (``evaluate(smaller, answer, None)``: the same evaluator, guard and verdict rule as every step
-of the search). A knob stays only where removing it makes the answer *significantly* slower
-(verdict ``"slower"``: significant and beyond the size threshold); otherwise it goes, and the
-smaller answer is the one the next removal starts from. Reduced precision is tried first, then
+of the search). A knob stays where removing it makes the answer *significantly* slower
+(verdict ``"slower"``: significant and beyond the size threshold) or leaves it undecided below
+the threshold (:func:`removable`); otherwise it goes, and the smaller answer is the one the
+next removal starts from. Reduced precision is tried first, then
 the changes to the user's code, then the environment's: when two answers are within the
 threshold, fp32 and fewer code changes win. The result's ``pruned`` lists each knob removed
 with the measurement that allowed it; its outcomes include every removal tried.
@@ -17,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfperf.core.knobs import KNOBS, show_value
+from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.tuning.search import MEASURED, Evaluate, Outcome, SearchResult
 from tfperf.tuning.space import Space
 
@@ -48,10 +50,18 @@ def prune(result: SearchResult, space: Space, evaluate: Evaluate) -> SearchResul
     return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned))
 
 
-def removable(outcome: Outcome) -> bool:
-    """Measured without the knob and not significantly slower than the answer with it."""
-    verdict = (outcome.vs_incumbent or {}).get("verdict")
-    return outcome.status == MEASURED and verdict is not None and verdict != "slower"
+def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """Measured without the knob and not slower than the answer with it: the verdict is
+    "same" or "faster", or undecided with a median within the size threshold (an undecided
+    0.7x is no evidence that the knob is not needed: the search took it on a significant
+    step)."""
+    vs = outcome.vs_incumbent or {}
+    verdict, median = vs.get("verdict"), vs.get("median")
+    if outcome.status != MEASURED or verdict in (None, "slower"):
+        return False
+    if verdict == "inconclusive":
+        return median is not None and median >= 1.0 / (1.0 + threshold)
+    return True
 
 
 def _entry(knob: str, value: Any, outcome: Outcome) -> dict[str, Any]:

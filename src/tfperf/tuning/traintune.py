@@ -325,8 +325,9 @@ def more_time_sentence(rec: dict, rounds: int) -> None:
     median = speed.get("median")
     if not rec.get("keep_default") or low is None or not median or median <= 1.0 or low > 1.0:
         return
-    half = (high - low) / 2
-    need = math.ceil(rounds * (half / (median - 1.0)) ** 2 * 1.2)
+    # the interval's lower end must rise above 1: its distance from the median shrinks as one
+    # over the square root of the rounds
+    need = max(rounds + 1, math.ceil(rounds * ((median - low) / (median - 1.0)) ** 2 * 1.2))
     rec["more_time"] = {"confirm_rounds": need, "median": median, "ci95": [low, high]}
     rec["reason"] = (
         f"{rec.get('reason', '')}; the answer measured {median:.2f}x [{low:.2f}-{high:.2f}] "

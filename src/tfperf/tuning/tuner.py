@@ -57,8 +57,8 @@ from typing import Any
 
 from tfperf.benchmark import machine_summary
 from tfperf.core.errors import UserError
+from tfperf.core.knobs import label
 from tfperf.core.memory import mib
-from tfperf.core.workloads import get_builtin
 from tfperf.machine.facts import collect_machine
 from tfperf.profiles import default_profile_path, profile_from_tune, save_profile
 from tfperf.runner.recorder import RunRecorder
@@ -204,17 +204,17 @@ def plan(workload: Mapping[str, Any], options: TuneOptions, space: Space | None)
     """The machine's facts, the pruned space (restricted to ``options.knobs``) and the
     objective, before any worker starts."""
     machine = collect_machine()
-    train = _is_training(workload)
+    train = is_training(workload)
     if train and options.goal == "server":
         raise UserError(
-            f"{workload.get('name') or workload.get('path')} is a training workload and a "
+            f"{workload.get('builtin') or workload.get('path')} is a training workload and a "
             "server answers requests: "
             "tune an inference workload with --objective server."
         )
     own = workload.get("kind") in ("model", "train")
     fmt = workload.get("format", "builtin") if own else "builtin"
     batch = int(workload.get("batch") or 1)
-    batches = _batch_ladder(options, batch, is_training(workload)) if options.throughput else ()
+    batches = _batch_ladder(options, batch, train) if options.throughput else ()
     facts = machine_facts(machine, fmt, train, options.runtimes, batch, batches)
     chosen = _restricted(space or build_space(facts), options.knobs)
     throughput = options.goal == "throughput" or "batch" in chosen.knobs()
@@ -264,7 +264,9 @@ def search(
         knob_order=TRAIN_SEARCH_ORDER if training else None,
         reach_first=training,
     ).run(options.strategy)
-    if training:
+    if training and len(space.canonical(result.incumbent)) > 1:
+        progress.phase(f"pruning {label(result.incumbent)}: each knob removed in turn, kept "
+                       "only where the answer is significantly slower without it")
         result = prune(result, space, evaluator)
     return result, space, ready
 
@@ -353,14 +355,6 @@ def _batch_ladder(options: TuneOptions, batch: int, own_training: bool) -> tuple
     if options.batch_sizes:
         return tuple(options.batch_sizes)
     return train_batches(batch) if own_training else DEFAULT_BATCHES
-
-
-def _is_training(workload: Mapping[str, Any]) -> bool:
-    if is_training(workload):
-        return True
-    if workload.get("kind") != "builtin":
-        return False
-    return get_builtin(workload["name"]).task == "train"
 
 
 def _restricted(space: Space, knobs: tuple[str, ...] | None) -> Space:
