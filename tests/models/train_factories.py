@@ -214,3 +214,20 @@ def tiny_gan():
     gan.compile(keras.optimizers.Adam(0.005), keras.optimizers.Adam(0.005))
     labels = np.zeros((512, 1), "float32")
     return gan, tf.data.Dataset.from_tensor_slices((real, labels)).batch(32)
+
+
+class HostClip(keras.layers.Layer):
+    """A layer that clips on the host through tf.numpy_function: fine in a graph, not in XLA."""
+
+    def call(self, x):
+        out = tf.numpy_function(lambda a: np.clip(a, -5, 5), [x], tf.float32)
+        return tf.reshape(out, tf.shape(x))
+
+
+def xla_fails_at_first_step():
+    """(model, x, y): compiled with jit_compile=True, which Keras accepts and XLA cannot run."""
+    x = np.random.randn(256, 6).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    model = keras.Sequential([keras.Input((6,)), HostClip(), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", jit_compile=True)
+    return model, x, y

@@ -114,3 +114,12 @@ def test_a_keras_2_install_is_told_that_train_needs_keras_3():
     with pytest.raises(UserError, match=r"^--train needs Keras 3; this TensorFlow's Keras is 2\."):
         require_keras3("2.15.0")
     require_keras3("3.15.1")
+
+
+def test_a_users_jit_compile_that_fails_at_the_first_step_leaves_a_baseline_without_xla(tmp_path):
+    own = train_prepared(workload(tmp_path, path="train_factories:xla_fails_at_first_step"), {})
+    baseline = own.train["baseline"]
+    assert baseline["jit_compile"] is False
+    assert "your jit_compile=True failed at the first step here" in baseline["notes"][0]
+    own.call()
+    assert np.isfinite(own.outputs()[0]).all()
