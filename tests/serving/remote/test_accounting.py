@@ -48,8 +48,8 @@ def test_a_refused_connection_is_sent_again_once_and_counted(tmp_path):
     """The server stops listening after 11 answers: each later request cannot connect, is
     sent once more (nothing can have read it), and fails; each resend is counted."""
     script = Script(stop_after=11)
-    with scripted(script) as port:
-        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "2",
+    with scripted(script) as port:  # one request at a time: none is in flight at the stop
+        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "1",
                      *LEVEL, "--json")
     assert res.returncode == 0, res.stderr[-3000:]
     (level,) = json.loads(res.stdout)["levels"]
