@@ -54,6 +54,7 @@ def test_grpc_takes_the_model_name_and_tfserving_grpc_is_never_guessed():
         ("http://h:8000/v2/models/m/infer", "v2-grpc", r"speaks to grpc\(s\)://HOST:PORT"),
         ("ftp://h/x", None, "--url takes"),
         ("http://h:8000/v2/other", "v2-rest", "names no model"),
+        ("http://me:pw@h:8000/v2/models/m", None, "give the credentials with --header"),
     ],
 )
 def test_urls_that_name_nothing_usable_are_refused(url, protocol, said):

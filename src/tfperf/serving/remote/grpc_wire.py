@@ -180,7 +180,7 @@ class _GrpcWire:
                 raise (Untrusted if tls else Unreachable)(_unavailable(details)) from None
             raise _rpc_error(exc) from None
 
-    async def _call(self, method: Any, request: Any, timeout_s: float) -> Any:
+    async def _call(self, method: Any, request: Any, timeout_s: float) -> int:
         try:
             reply = await method(request, timeout=timeout_s, metadata=self.metadata_headers)
         except grpc.aio.AioRpcError as exc:

@@ -11,8 +11,9 @@ Contract:
   path under ``/v2/`` is ``v2-rest``; one under ``/v1/`` is ``tfserving-rest``; anything else
   is refused, asking for ``--protocol``. ``tfserving-grpc`` is never guessed (its URL looks
   like ``v2-grpc``'s).
-- Bad input (no model name, a scheme the protocol does not speak, a path that names no model)
-  raises :class:`~tfperf.core.errors.UserError` with one sentence saying what to write.
+- Bad input (no model name, a scheme the protocol does not speak, a path that names no model,
+  credentials in the URL, which would be stored with it) raises
+  :class:`~tfperf.core.errors.UserError` with one sentence saying what to write.
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def parse_target(
     if scheme not in ("http", "https", *_GRPC_SCHEMES) or not parts.hostname:
         raise UserError(
             f"--url takes http(s)://HOST:PORT/... or grpc(s)://HOST:PORT, not {url!r}."
+        )
+    if parts.username is not None or parts.password is not None:
+        raise UserError(
+            "--url names a user (USER:PASSWORD@HOST), which would be stored with the run: give "
+            "the credentials with --header 'Authorization: ...' instead."
         )
     guessed = protocol is None
     chosen = protocol or guess_protocol(scheme, parts.path)
