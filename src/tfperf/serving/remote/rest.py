@@ -18,7 +18,9 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
   whole (httpcore swallows that write error and reads on, so its trace says so). Once the body
   was written, the request is never sent again: a POST may have been run by then (Go's client
   does not resend it either); a read or protocol error then fails it as ``connection``, with
-  its cause. Every resend is counted.
+  its cause. "Written" is the trace's: the body handed to the event loop's transport, which
+  buffers it; a reset while that buffer drains still reads as written, so in doubt a request
+  is failed, never sent twice. Every resend is counted.
 - An answer is checked: a 200 whose body is not JSON with ``outputs`` (``v2-rest``) or with
   ``predictions`` or ``outputs`` (``tfserving-rest``) fails as ``bad answer`` with its first
   bytes. String inputs (``object`` arrays of bytes) go as JSON strings, shape kept (v2 flat,
