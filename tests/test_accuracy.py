@@ -88,7 +88,7 @@ def test_guard_accepts_a_real_litert_fp16_variant(digits_model):
 
     model, x, y, reference = digits_model
     notes: list[str] = []
-    loaded = Loaded(model, {"x": x}, ["x"], "keras", False, None, "unknown", len(x), "digits")
+    loaded = Loaded(model, {"x": x}, ["x"], "keras", None, "unknown", len(x), "digits")
     flatbuffer = convert_litert(loaded, "litert-fp16", notes)
     interpreter = Interpreter(model_content=flatbuffer)
     detail = interpreter.get_input_details()[0]

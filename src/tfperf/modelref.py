@@ -9,7 +9,9 @@ few bytes and one small JSON member of the file; it never imports TensorFlow, an
 importing it. A factory workload also carries ``"search_path"`` (the directory the user ran
 from), so the worker can import a module that lives there. :func:`workload_from_args` turns a
 command's ``--workload NAME`` or ``MODEL`` argument (the same for ``bench``, ``compare`` and
-``tune``) into a workload dict.
+``tune``) into a workload dict. :func:`resolve_train_target` does the same for ``--train
+TARGET`` (the user's training step), :func:`builtin_train_target` for a training built-in with
+the guard's options.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import re
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -231,29 +234,62 @@ def resolve_train_target(
     if fmt == "keras" and not (inputs and labels):
         raise UserError("Training a .keras file needs --inputs X.npz and --labels Y.npz.")
     check_batch(batch or TRAIN_BATCH)
-    if guard_steps is not None and guard_steps < 1:
-        raise UserError(f"--guard-steps must be a whole number >= 1, not {guard_steps}.")
-    if guard_seconds is not None and not guard_seconds > 0:
-        raise UserError(f"--guard-seconds must be a positive number of seconds, not "
-                        f"{guard_seconds}.")
-    if steps_counter is not None and not all(p.isidentifier() for p in steps_counter.split(".")):
-        raise UserError(f"--steps-counter {steps_counter!r} is not an attribute path: write "
-                        "it like d_optimizer.iterations.")
     return {
         "kind": "train",
         "path": path,
         "format": fmt,
         "inputs": _check_inputs(inputs),
         "labels": _check_array_file(labels, "--labels"),
-        "validation": _check_inputs(validation),
         "unsafe": bool(unsafe),
         "batch": int(batch or TRAIN_BATCH),
-        "guard_steps": guard_steps,
-        "guard_seconds": guard_seconds,
-        "loss_keys": list(loss_keys),
-        "steps_counter": steps_counter,
+        **TrainGuard(guard_steps, guard_seconds, validation, tuple(loss_keys),
+                     steps_counter).checked(),
         **({"search_path": os.getcwd()} if fmt == "factory" else {}),
     }
+
+
+@dataclass(frozen=True)
+class TrainGuard:
+    """The training guard's options of a training workload (``--guard-steps``,
+    ``--guard-seconds``, ``--validation``, ``--loss-key``, ``--steps-counter``)."""
+
+    guard_steps: int | None = None
+    guard_seconds: float | None = None
+    validation: str | None = None
+    loss_keys: tuple[str, ...] = ()
+    steps_counter: str | None = None
+
+    def checked(self) -> dict[str, Any]:
+        """The guard's part of a training workload dict; bad values raise :class:`UserError`."""
+        steps, seconds, counter = self.guard_steps, self.guard_seconds, self.steps_counter
+        if steps is not None and steps < 1:
+            raise UserError(f"--guard-steps must be a whole number >= 1, not {steps}.")
+        if seconds is not None and not seconds > 0:
+            raise UserError(f"--guard-seconds must be a positive number of seconds, not "
+                            f"{seconds}.")
+        if counter is not None and not all(p.isidentifier() for p in counter.split(".")):
+            raise UserError(f"--steps-counter {counter!r} is not an attribute path: write "
+                            "it like d_optimizer.iterations.")
+        return {
+            "validation": _check_inputs(self.validation),
+            "guard_steps": steps,
+            "guard_seconds": seconds,
+            "loss_keys": list(self.loss_keys),
+            "steps_counter": counter,
+        }
+
+
+def builtin_train_target(
+    name: str, *, size: str = "standard", batch: int = 1, guard: TrainGuard = TrainGuard()
+) -> dict[str, Any]:
+    """The workload dict of the training built-in ``name`` (``--workload cnn-train``) with the
+    guard's options, checked as :func:`resolve_train_target` checks a user's."""
+    workload = builtin_workload(name, size=size, batch=batch)
+    if workload["kind"] != "train":
+        raise UserError(f"--train measures a training step and {name} is an inference "
+                        "workload: leave out --train, or train --workload cnn-train or your "
+                        "own MODEL.")
+    return {**workload, **guard.checked()}
 
 
 def _check_array_file(path: str | None, option: str) -> str | None:

@@ -190,11 +190,9 @@ def _workload_name(workload: Mapping[str, Any], objective: str = "latency") -> s
     """The workload part of a profile's file name (a throughput or server tune's ends in
     ``-throughput`` or ``-server``, so that it does not replace the latency profile)."""
     suffix = "" if objective == "latency" else f"-{objective}"
-    if workload.get("kind") == "builtin":
-        return (
-            f"{workload.get('name')}-{workload.get('size', 'standard')}-b{workload.get('batch', 1)}"
-            + suffix
-        )
+    name = workload.get("name") if workload.get("kind") == "builtin" else workload.get("builtin")
+    if name:  # a training built-in too
+        return f"{name}-{workload.get('size', 'standard')}-b{workload.get('batch', 1)}" + suffix
     return Path(str(workload.get("path", "model"))).name + suffix
 
 

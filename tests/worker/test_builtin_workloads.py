@@ -15,24 +15,25 @@ from tfperf.core.errors import UserError
 from tfperf.core.workloads import BUILTINS, builtin_workload, get_builtin
 from tfperf.modelref import workload_from_args
 
-NAMES = sorted(BUILTINS)
+NAMES = sorted(name for name, info in BUILTINS.items() if info.task == "inference")
+"""The built-ins this module builds: a training built-in is a factory (test_trainmodels.py)."""
 
 
 def test_registry_lists_the_suite_and_rejects_unknown_names():
-    assert set(NAMES) == {
+    assert set(BUILTINS) == {
         "lstm",
         "encoder",
         "mobilenetv2",
         "resnet50",
-        "resnet50-train",
+        "cnn-train",
         "mlp",
         "wide-deep",
     }
-    assert get_builtin("resnet50-train").task == "train"
+    assert set(BUILTINS) - set(NAMES) == {"cnn-train"}
     assert get_builtin("lstm").standard == {"units": 128, "steps": 50, "features": 64}
     with pytest.raises(UserError, match="Unknown workload 'bert'") as err:
         get_builtin("bert")
-    assert all(name in str(err.value) for name in NAMES)
+    assert all(name in str(err.value) for name in BUILTINS)
     with pytest.raises(UserError, match="size"):
         builtin_workload("mlp", size="huge")
     with pytest.raises(UserError, match="Batch size"):
@@ -66,7 +67,6 @@ def _expected_shapes(name: str, batch: int) -> list[tuple[int, ...]]:
         "encoder": [(batch, p.get("seq", 0), p.get("d_model", 0))],
         "mobilenetv2": [(batch, p.get("classes", 0))],
         "resnet50": [(batch, p.get("classes", 0))],
-        "resnet50-train": [(batch, p.get("classes", 0)), ()],  # predictions and the loss
         "mlp": [(batch, p.get("classes", 0))],
         "wide-deep": [(batch, 1)],
     }[name]
@@ -88,27 +88,6 @@ def test_tiny_builtin_runs_and_builds_identically(name):
     again = prepare(workload, {}).outputs()
     for a, b in zip(outputs, again, strict=True):
         np.testing.assert_array_equal(a, b)
-
-
-def test_training_step_updates_weights_but_outputs_compare_at_the_start():
-    pytest.importorskip("tensorflow")
-    from tfperf.worker.prepare import load_workload, prepare_loaded
-
-    loaded = load_workload(builtin_workload("resnet50-train", "tiny", batch=2))
-    assert loaded.train and loaded.labels.shape == (2,)
-    prepared = prepare_loaded(loaded, {})
-    before = prepared.outputs()
-    kernel = loaded.model.trainable_variables[0]
-    start = kernel.numpy().copy()
-    prepared.call()
-    prepared.call()
-    assert not np.array_equal(start, kernel.numpy())  # the SGD step changed the weights
-    moved = kernel.numpy().copy()
-    after = prepared.outputs()
-    np.testing.assert_array_equal(kernel.numpy(), moved)  # outputs() restored them
-    for a, b in zip(before, after, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert "predict" not in prepared.extra
 
 
 def test_integer_inputs_stay_inside_the_embedding_table():

@@ -105,10 +105,6 @@ def test_profiler_refuses_a_graph_with_an_uncounted_einsum():
     )
 
 
-def test_train_step_counts_three_forward_passes_and_the_update():
-    assert flops.train_step_flops(forward=100, params=10) == 3 * 100 + 2 * 10
-
-
 def test_layer_walk_refuses_what_it_cannot_count():
     class Scale(keras.layers.Layer):
         def call(self, t):

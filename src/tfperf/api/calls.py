@@ -191,13 +191,23 @@ def _note(line: str) -> None:
 
 def _workload(model: Any, workload: str | None, inputs: Any, unsafe: bool, batch: int,
               size: str, scratch: Path, *, train: bool, **training: Any) -> dict[str, Any]:
-    """:func:`workload_for`, or with ``train`` :func:`train_workload_for` (Keras' batch of 32
-    unless another is given)."""
-    if not train:
+    """:func:`workload_for`, or with ``train`` (or a training built-in, which needs no
+    ``train``) :func:`train_workload_for` (Keras' batch of 32 unless another is given) or
+    :func:`tfperf.modelref.builtin_train_target`."""
+    from tfperf.core.workloads import is_training_builtin
+
+    if not train and not is_training_builtin(workload):
         return workload_for(model, workload=workload, inputs=inputs, unsafe=unsafe, batch=batch,
                             size=size, scratch=scratch)
     if workload is not None:
-        raise UserError("train=True takes your own model, not a built-in workload.")
+        from tfperf.modelref import TrainGuard, builtin_train_target
+
+        if model is not None or inputs is not None or training.get("labels") is not None:
+            raise UserError("a built-in workload brings its own model and data: leave out "
+                            "model, inputs and labels.")
+        guard = TrainGuard(training.get("guard_steps"),
+                           validation=_path(training.get("validation")))
+        return builtin_train_target(workload, size=size, batch=batch, guard=guard)
     return train_workload_for(model, inputs=inputs, unsafe=unsafe,
                               batch=None if batch == 1 else batch, scratch=scratch, **training)
 
@@ -248,11 +258,13 @@ def tune(
     ``max_memory_mb`` rejects a candidate whose peak exceeds it; ``price_per_hour`` prices the
     default and the answer (docs/memory.md)."""
     from tfperf.accuracy import load_labels
+    from tfperf.core.workloads import is_training_builtin
     from tfperf.progress import NORMAL, QUIET, at_level
     from tfperf.progress.displays import tune_progress
     from tfperf.tuning import tune as run_tune
     from tfperf.tuning.options import options_from_args
 
+    train = train or is_training_builtin(workload)  # tolerance is then the training guard's
     limits = {} if quick else {"max_trials": max_trials, "budget": budget}  # --quick's own
     given = {"max_trials": max_trials, "budget": budget} | _configured(
         "tune", store=store, tolerance=tolerance, runtimes=_csv(runtimes),

@@ -30,7 +30,13 @@ from tfperf.cli.load import (
     typed_options,
     wants_load,
 )
-from tfperf.cli.train import refuse_train_only, render_train, train_options, train_workload
+from tfperf.cli.train import (
+    refuse_train_only,
+    render_train,
+    train_options,
+    train_workload,
+    trains,
+)
 from tfperf.core.errors import FailOnTriggered, UserError
 
 _DEFAULT_BUDGET = 30.0
@@ -48,6 +54,11 @@ def _workload_of(opts: dict[str, Any], model: str | None) -> dict[str, Any]:
         batch=opts["batch"],
         size=opts["size"],
     )
+
+
+def _trained(opts: dict[str, Any]) -> str:
+    """How a sentence names what makes a command measure training steps."""
+    return "--train" if opts["train"] else f"--workload {opts['workload']}"
 
 
 def _open_store(path: str | None) -> Any:
@@ -192,8 +203,9 @@ def _render_speedups(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
 
 
 def _workload_name(workload: dict[str, Any]) -> str:
-    if workload.get("kind") == "builtin":
-        return f"{workload['name']} ({workload.get('size')}, batch {workload.get('batch')})"
+    name = workload.get("name") if workload.get("kind") == "builtin" else workload.get("builtin")
+    if name:  # a training built-in too
+        return f"{name} ({workload.get('size')}, batch {workload.get('batch')})"
     return f"{workload.get('path')} (batch {workload.get('batch')})"
 
 
@@ -392,24 +404,25 @@ def register(group: click.Group) -> None:
         if opts["url"]:  # a server the user runs: docs/serving.md, "A server you run"
             if to_mlflow:
                 raise UserError("--mlflow does not take a load run yet; leave it out.")
-            if opts["train"]:
-                raise UserError("--train measures training steps, not a served model: leave "
-                                "out --url.")
+            if trains(opts):
+                raise UserError(f"{_trained(opts)} measures training steps, not a served "
+                                "model: leave out --url.")
             refuse_train_only(opts)
             command = shlex.join(["tfperf", *sys.argv[1:]])
             doc = run_remote_command(opts, model, command)
             _emit(doc, opts["as_json"], render_load)
             export_run(opts["export"], opts["store"], doc["run_id"])
             return
-        if opts["train"]:
+        training = trains(opts)  # --train, or a training built-in (--workload cnn-train)
+        if training:
             workload = train_workload(model, opts)
         else:
             refuse_train_only(opts)
             workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
-        if wants_load(opts) and opts["train"]:
-            raise UserError("--train measures training steps, not a served model: leave out "
-                            "the load options.")
+        if wants_load(opts) and training:
+            raise UserError(f"{_trained(opts)} measures training steps, not a served model: "
+                            "leave out the load options.")
         if wants_load(opts):
             if to_mlflow:
                 raise UserError("--mlflow does not take a load run yet; leave it out.")
@@ -423,7 +436,7 @@ def register(group: click.Group) -> None:
             mlflow_log.require_mlflow()  # before measuring, not after
         doc = _run(configs, opts, workload, "bench")
         _emit(doc, opts["as_json"], render_bench)
-        if opts["train"] and not opts["as_json"]:
+        if training and not opts["as_json"]:
             render_train(doc)
         export_run(opts["export"], opts["store"], doc["run_id"])
         if to_mlflow:

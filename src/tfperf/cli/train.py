@@ -13,6 +13,7 @@ them into the workload dict (:func:`tfperf.modelref.resolve_train_target`,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -102,15 +103,11 @@ def trains(opts: dict[str, Any]) -> bool:
 def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
     """The workload dict of ``--train MODEL`` (or a training built-in) with the command's
     options."""
-    from tfperf.modelref import builtin_train_target, resolve_train_target
+    from tfperf.modelref import TrainGuard, builtin_train_target, resolve_train_target
 
-    guard = {
-        "guard_steps": opts.get("guard_steps"),
-        "guard_seconds": opts.get("guard_seconds"),
-        "validation": opts.get("validation"),
-        "loss_keys": tuple(opts.get("loss_keys") or ()),
-        "steps_counter": opts.get("steps_counter"),
-    }
+    guard = TrainGuard(opts.get("guard_steps"), opts.get("guard_seconds"),
+                       opts.get("validation"), tuple(opts.get("loss_keys") or ()),
+                       opts.get("steps_counter"))
     if opts.get("workload") and model:
         raise UserError("name exactly one thing to measure: --workload NAME or a MODEL path.")
     if opts.get("workload"):
@@ -119,7 +116,7 @@ def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
                 raise UserError(f"--{name} applies to your own MODEL, not to a built-in "
                                 "--workload: leave it out.")
         return builtin_train_target(opts["workload"], size=opts.get("size") or "standard",
-                                    batch=opts.get("batch") or 1, **guard)
+                                    batch=opts.get("batch") or 1, guard=guard)
     if not model:
         raise UserError("--train takes your own MODEL (module:function or a .keras file) or "
                         "a training built-in (--workload cnn-train).")
@@ -132,7 +129,7 @@ def train_workload(model: str | None, opts: dict[str, Any]) -> dict[str, Any]:
         labels=opts.get("labels"),
         unsafe=bool(opts.get("unsafe")),
         batch=opts.get("batch") if given_batch() else None,
-        **guard,
+        **dataclasses.asdict(guard),
     )
 
 

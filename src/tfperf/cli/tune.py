@@ -27,6 +27,7 @@ from tfperf.cli.train import (
     render_train_tune,
     train_options,
     train_workload,
+    trains,
 )
 
 
@@ -423,10 +424,11 @@ def tune_command(
     from tfperf.tuning.trainguard import parse_train_tolerance
 
     export_target(export)
-    train = train_opts.pop("train")
+    # --train, or a training built-in (--workload cnn-train), which needs no --train
+    train = trains({"train": train_opts.pop("train"), "workload": workload})
     if train:
         wl = train_workload(model, dict(train_opts, workload=workload, inputs=inputs,
-                                        labels=labels, unsafe=unsafe, batch=batch))
+                                        labels=labels, unsafe=unsafe, batch=batch, size=size))
         train_opts["train_tolerance"] = parse_train_tolerance(tolerance)
         tolerance = labels = None
     else:

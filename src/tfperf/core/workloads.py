@@ -5,8 +5,10 @@ and raises :class:`~tfperf.core.errors.UserError` listing the valid names; :func
 returns the JSON-able workload dict a worker receives (see ``docs/ARCHITECTURE.md``);
 :func:`tfperf.modelref.workload_from_args` turns a command's ``--workload NAME`` or ``MODEL``
 argument into that dict. The Keras models themselves live in :mod:`tfperf.worker.models` (worker
-side, imports TensorFlow). This catalog is part of the shared core: the parent lists and checks the
-built-ins, the worker builds them.
+side, imports TensorFlow); a training built-in (``cnn-train``) is a factory of
+:mod:`tfperf.worker.trainmodels`, measured and tuned as the user's own training step. This
+catalog is part of the shared core: the parent lists and checks the built-ins, the worker
+builds them.
 
 Every workload has a ``standard`` size (what ``tfperf bench --workload NAME`` measures) and a
 ``tiny`` size (the same architecture, shrunk so that it builds and runs in about a second, for
@@ -37,6 +39,9 @@ class WorkloadInfo:
     task: Literal["inference", "train"]
     standard: dict[str, Any] = field(default_factory=dict)
     tiny: dict[str, Any] = field(default_factory=dict)
+    factory: str = ""
+    """A training workload's ``module:function`` at the standard size (the tiny size's ends
+    in ``_tiny``); its sizes hold the factory's parameters and the batch."""
 
     def params(self, size: str) -> dict[str, Any]:
         """The builder parameters for ``size`` ("standard" or "tiny")."""
@@ -44,9 +49,6 @@ class WorkloadInfo:
             raise UserError(f"Unknown size {size!r}: use one of {', '.join(SIZES)}.")
         return dict(self.standard if size == "standard" else self.tiny)
 
-
-_RESNET_STANDARD = {"image": 224, "classes": 1000, "blocks": [3, 4, 6, 3], "width": 64}
-_RESNET_TINY = {"image": 32, "classes": 10, "blocks": [1, 1, 1, 1], "width": 8}
 
 BUILTINS: dict[str, WorkloadInfo] = {
     info.name: info
@@ -76,15 +78,16 @@ BUILTINS: dict[str, WorkloadInfo] = {
             "resnet50",
             "ResNet-50 image classifier, 224x224 inference (random weights, logits out)",
             "inference",
-            standard=dict(_RESNET_STANDARD),
-            tiny=dict(_RESNET_TINY),
+            standard={"image": 224, "classes": 1000, "blocks": [3, 4, 6, 3], "width": 64},
+            tiny={"image": 32, "classes": 10, "blocks": [1, 1, 1, 1], "width": 8},
         ),
         WorkloadInfo(
-            "resnet50-train",
-            "one SGD training step of ResNet-50 on synthetic 224x224 images",
+            "cnn-train",
+            "training step of a small VGG-style CNN with batch norm (Adam) on 32x32 RGB images",
             "train",
-            standard=dict(_RESNET_STANDARD),
-            tiny=dict(_RESNET_TINY),
+            standard={"samples": 2048, "image": 32, "widths": [16, 32], "batch": 64},
+            tiny={"samples": 256, "image": 8, "widths": [4, 8], "batch": 32},
+            factory="tfperf.worker.trainmodels:cnn_train",
         ),
         WorkloadInfo(
             "mlp",
@@ -124,12 +127,45 @@ def get_builtin(name: str) -> WorkloadInfo:
 def builtin_workload(name: str, size: str = "standard", batch: int = 1) -> dict[str, Any]:
     """The workload dict for built-in ``name`` at ``size`` with ``batch`` samples per call.
 
-    Raises :class:`UserError` for an unknown name or size, or a batch below 1.
+    A training built-in (task ``"train"``) is a workload of kind ``"train"``, measured and
+    tuned as a user's training factory is; its batch is its size's unless another than 1 is
+    given (1 is every command's default for a built-in). Raises :class:`UserError` for an
+    unknown name or size, or a batch below 1.
     """
     info = get_builtin(name)
-    info.params(size)
+    params = info.params(size)
     check_batch(batch)
+    if info.task == "train":
+        return _training(info, size, params["batch"] if batch == 1 else batch)
     return {"kind": "builtin", "name": info.name, "size": size, "batch": int(batch)}
+
+
+def is_training_builtin(name: str | None) -> bool:
+    """Whether ``name`` is a built-in training workload (``False`` for any other name)."""
+    info = BUILTINS.get(name or "")
+    return info is not None and info.task == "train"
+
+
+def _training(info: WorkloadInfo, size: str, batch: int) -> dict[str, Any]:
+    """A training built-in as the user's own factory is measured: the workload dict of
+    :func:`tfperf.modelref.resolve_train_target` (no search path: the factory is tfperf's)
+    with ``builtin`` and ``size`` naming it."""
+    return {
+        "kind": "train",
+        "path": info.factory + ("_tiny" if size == "tiny" else ""),
+        "format": "factory",
+        "inputs": None,
+        "labels": None,
+        "validation": None,
+        "unsafe": False,
+        "batch": int(batch),
+        "guard_steps": None,
+        "guard_seconds": None,
+        "loss_keys": [],
+        "steps_counter": None,
+        "builtin": info.name,
+        "size": size,
+    }
 
 
 def check_batch(batch: object) -> int:

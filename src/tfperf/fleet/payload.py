@@ -98,8 +98,9 @@ def _factory_source(path: str, search_path: str | None) -> Path:
 
 def stage(workload: dict[str, Any]) -> Payload:
     """The payload of ``workload`` (a dict of :func:`tfperf.modelref.workload_from_args`)."""
-    if workload.get("kind") == "builtin":
-        args = ("--workload", str(workload["name"]), "--size", str(workload.get("size")))
+    builtin = workload.get("name") if workload.get("kind") == "builtin" else workload.get("builtin")
+    if builtin:  # a training built-in too: the node names it as this command did
+        args = ("--workload", str(builtin), "--size", str(workload.get("size")))
         return Payload(None, (*args, "--batch", str(workload.get("batch", 1))))
     folder = Path(tempfile.mkdtemp(prefix="tfperf-fleet-"))
     try:

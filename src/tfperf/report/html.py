@@ -709,11 +709,12 @@ def describe_workload(workload: dict | None) -> str:
         return "-"
     if workload.get("kind") == "pipeline":
         return f"input pipeline {workload.get('target')}"
-    if workload.get("kind") == "builtin" or "name" in workload:
+    if workload.get("kind") == "builtin" or "name" in workload or "builtin" in workload:
         extra = [str(workload[k]) for k in ("size",) if workload.get(k)]
         if workload.get("batch"):
             extra.append(f"batch {workload['batch']}")
-        return str(workload.get("name")) + (f" ({', '.join(extra)})" if extra else "")
+        name = workload.get("builtin") or workload.get("name")
+        return str(name) + (f" ({', '.join(extra)})" if extra else "")
     if workload.get("path"):
         name = os.path.basename(str(workload["path"]).rstrip("/")) or str(workload["path"])
         return f"{name} ({workload.get('format', 'model')})"

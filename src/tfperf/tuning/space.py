@@ -8,17 +8,18 @@ Contract
 - :func:`build_space` ``(facts) -> Space`` picks the values worth trying on this machine for
   this workload from plain facts (:class:`SpaceFacts`): cores, bf16 support, the allocators
   found, whether OpenVINO is importable, whether this install can compile ahead of time with
-  XLA (``xla-aot``), the model's format, training or inference (a
-  training step gets threads, oneDNN, the allocator and XLA ``jit`` only, and the runtime
-  ``keras-jax`` where jax is installed and the user's Keras backend is TensorFlow), and the
+  XLA (``xla-aot``), the model's format, training or inference (a training step, the user's
+  own or a training built-in, gets TensorFlow or ``keras-jax`` as its runtime, the latter where
+  jax is installed and the Keras backend is TensorFlow; XLA ``jit`` or ``off``, never
+  ``auto``; ``steps_per_execution``; bf16 unless a ``.keras`` file fixes its policy), and the
   batch sizes of a throughput tune. What cannot be tried is listed in ``Space.unavailable`` with the
   reason (e.g. jemalloc missing and the package that installs it, OpenVINO not installed).
 - The ``batch`` knob (samples per call) exists only in a throughput tune
   (``SpaceFacts.batches`` not empty): its default ``None`` is the workload's own batch, its
   other values the batch sizes to try. It is not a worker config knob: the tune builds the
   workload at that batch (:func:`split_batch`), and a config that leaves it out runs at the
-  workload's batch, so a latency tune's configs never name it. A training step of the user's
-  own tries :func:`train_batches` (2x and 4x its batch) unless told others.
+  workload's batch, so a latency tune's configs never name it. A training step tries
+  :func:`train_batches` (2x and 4x its batch) unless told others.
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
   TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
   thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
@@ -308,9 +309,7 @@ def _keras_jax(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     """``keras-jax`` for the user's own Keras training step where jax is installed. On JAX the
     train step is always compiled by XLA and JAX has no thread pools of its own to set, so the
     ``xla`` and thread knobs are not crossed with it (listed here)."""
-    if facts.model_format == "builtin":
-        why = "the built-in training step is a TensorFlow function, not a Keras model's fit"
-    elif facts.keras_backend == "jax":
+    if facts.keras_backend == "jax":
         why = ("KERAS_BACKEND=jax is already your backend, so the default runs on JAX; "
                "runtime=tf is not tried as its candidate")
     elif not facts.jax:
@@ -333,11 +332,6 @@ def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     precisions = ["fp32"]
     if facts.model_format == "tflite":
         no_bf16 = "a .tflite model is already converted: its precision is fixed by the file"
-    elif facts.train and facts.model_format == "builtin":
-        no_bf16 = (
-            "the built-in training step is tuned in fp32 (its guard is one step's outputs); "
-            "tfperf tune --train with your own model tries bf16 under the training guard"
-        )
     elif facts.train and facts.model_format == "keras":
         no_bf16 = (
             "not tried: a .keras file's layers keep the float32 policy they were saved with, "
@@ -365,10 +359,9 @@ def _xla_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[str, ...]:
         "auto-clustering is tuned for inference only"
     )
     unavailable.append(_missing("xla", "auto", why))
-    if facts.model_format == "builtin":
-        return (None, "jit")
-    # the user's own step: the default is what they compiled; "off" and "jit" are each a
-    # candidate where it differs (Space.implied names the user's value once it is known)
+    # a training step (a training built-in is a factory too): the default is what it compiled;
+    # "off" and "jit" are each a candidate where it differs (Space.implied names the compiled
+    # value once it is known)
     return (None, "off", "jit")
 
 
@@ -405,9 +398,8 @@ def build_space(facts: SpaceFacts) -> Space:
         "allocator": tuple(allocators),
     }
     values["batch"] = _batch_values(facts, unavailable)
-    own_training = facts.train and facts.model_format != "builtin"
-    values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if own_training else (None,)
-    factory = own_training and facts.model_format == "factory"
+    values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if facts.train else (None,)
+    factory = facts.train and facts.model_format == "factory"
     values["input_pipeline"] = (None, "tuned") if factory else (None,)
     bare = "litert" if facts.model_format == "tflite" else "tf"
     return Space(values, unavailable, bare, implied_values(facts))
@@ -507,17 +499,6 @@ def train_batches(batch: int) -> tuple[int, ...]:
 def _batch_values(facts: SpaceFacts, unavailable: list[dict]) -> tuple[int | None, ...]:
     """``None`` (the workload's batch) and, in a throughput tune, the other batch sizes."""
     others = tuple(sorted({int(b) for b in facts.batches} - {facts.batch}))
-    if others and facts.train and facts.model_format == "builtin":
-        unavailable.append(
-            {
-                "knob": "batch",
-                "value": ",".join(map(str, others)),
-                "reason": "the built-in training step's guard is one step's outputs, which "
-                "another batch changes; tfperf tune --train with your own model tries batch "
-                "sizes under the training guard, at equal samples seen",
-            }
-        )
-        return (None,)
     return (None, *others)
 
 

@@ -8,7 +8,8 @@ audit), :mod:`tfperf.worker.peak` (the machine's matmul peak), :mod:`tfperf.work
 Keras file to a SavedModel) and :mod:`tfperf.worker.pipeline.main` (the input-pipeline
 analysis). Loading and preparing a workload: :mod:`~tfperf.worker.loading`,
 :mod:`~tfperf.worker.workload` (the records), :mod:`~tfperf.worker.fingerprint`,
-:mod:`~tfperf.worker.inputs`, :mod:`~tfperf.worker.models`, :mod:`~tfperf.worker.flops`,
+:mod:`~tfperf.worker.inputs`, :mod:`~tfperf.worker.models`, :mod:`~tfperf.worker.trainmodels`
+(the built-in training factories), :mod:`~tfperf.worker.flops`,
 :mod:`~tfperf.worker.prepare`, :mod:`~tfperf.worker.tfrun`, :mod:`~tfperf.worker.litert` and
 :mod:`~tfperf.worker.convert` (other runtimes and precisions).
 """

@@ -524,8 +524,6 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
             "runtime=keras-jax runs the training step of your own Keras model "
             "(tfperf bench|tune --train); inference is measured on TensorFlow's runtimes."
         )
-    if runtime != "tf" and loaded.train:
-        raise ConversionError("training workloads run in TensorFlow only.")
     if runtime in LITERT_RUNTIMES:
         if loaded.format == "tflite":
             if runtime != "litert":

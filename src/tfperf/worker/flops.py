@@ -6,9 +6,7 @@ Contract: every count returns ``(flops_per_call, source)`` with ``source`` one o
 Counting convention (the analytic counts): a multiply-accumulate in a matrix product or a
 convolution is 2 FLOPs, a bias add is 1 FLOP per output element; activations, normalisation,
 softmax, residual adds and embedding lookups are not counted (they are a few percent of a
-matmul-bound model). A training step counts 3x the forward pass (the backward pass computes the
-gradient with respect to activations and to weights, each about one forward pass) plus 2 FLOPs
-per parameter for the SGD update.
+matmul-bound model).
 
 TensorFlow's profiler counts each op of a graph once, so the body of a ``While`` loop (an RNN
 step) is counted once instead of once per step: an LSTM over 50 steps is undercounted ~50-140x.
@@ -97,15 +95,10 @@ def wide_deep_flops(
     )
 
 
-def train_step_flops(forward: int, params: int) -> int:
-    """One SGD training step: ``3 * forward + 2 * params``."""
-    return 3 * forward + 2 * params
-
-
 def builtin_flops(name: str, params: dict[str, Any], batch: int) -> tuple[int | None, str]:
     """Analytic FLOPs per call of built-in ``name`` with size ``params`` when a closed form exists.
 
-    The image models (``mobilenetv2``, ``resnet50``, ``resnet50-train``) are counted from their
+    The image models (``mobilenetv2``, ``resnet50``) are counted from their
     built layers with :func:`keras_layer_flops` instead; they return ``UNKNOWN`` here.
     """
     p = params
@@ -231,11 +224,6 @@ def keras_layer_flops(model: Any, batch: int) -> tuple[int | None, str]:
             return UNKNOWN
         total += flops
     return batch * total, "analytic"
-
-
-def count_params(variables: Iterable[Any]) -> int:
-    """Number of scalars in ``variables`` (anything with a ``shape``)."""
-    return sum(math.prod(int(d) for d in v.shape) for v in variables)
 
 
 def graph_has_loop(graph_def: Any) -> bool:

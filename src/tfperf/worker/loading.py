@@ -76,15 +76,13 @@ def _load(workload: dict[str, Any]) -> Loaded:
 
 
 def tile_rows(loaded: Loaded, rows: int) -> Loaded:
-    """``loaded`` at batch ``rows``: its sample rows (and labels) cycled to ``rows`` rows, the
+    """``loaded`` at batch ``rows``: its sample rows cycled to ``rows`` rows, the
     FLOPs per call scaled with the batch. The same rows at every batch let tune compare a
     candidate's outputs with the reference outputs repeated the same way."""
     base = loaded.batch
     if rows == base:
         return loaded
     loaded.inputs = {name: repeat_rows(array, rows) for name, array in loaded.inputs.items()}
-    if loaded.labels is not None:
-        loaded.labels = repeat_rows(loaded.labels, rows)
     if loaded.flops_per_call is not None:
         loaded.flops_per_call = loaded.flops_per_call * rows / base
     loaded.batch = batch_of(loaded.inputs, rows)
@@ -102,7 +100,6 @@ def _load_builtin(workload: dict[str, Any], batch: int) -> Loaded:
         inputs=built.inputs,
         input_names=names,
         format="builtin",
-        train=built.train,
         flops_per_call=built.flops_per_call,
         flops_source=built.flops_source,
         batch=batch,
@@ -110,7 +107,6 @@ def _load_builtin(workload: dict[str, Any], batch: int) -> Loaded:
         notes=list(built.notes),
         input_specs=keras_input_specs(built.model),
         call_style="single" if len(names) == 1 else "list",
-        labels=built.labels,
     )
 
 
@@ -152,7 +148,6 @@ def _model_loaded(
         inputs=inputs,
         input_names=[s.name for s in specs],
         format=fmt,
-        train=False,
         flops_per_call=None,
         flops_source="unknown",
         batch=batch,
@@ -259,7 +254,6 @@ def _load_factory(workload: dict[str, Any], batch: int) -> Loaded:
         inputs=inputs,
         input_names=names,
         format="factory",
-        train=False,
         flops_per_call=None,
         flops_source="unknown",
         batch=got,

@@ -1,12 +1,13 @@
 """The built-in Keras models (worker side: imports TensorFlow and Keras).
 
-Contract: :func:`build` returns a :class:`Built` for a name of
+Contract: :func:`build` returns a :class:`Built` for an inference workload of
 :data:`tfperf.core.workloads.BUILTINS`, a size and a batch: the Keras model, seeded sample inputs
-(and labels for a training workload) and the analytic FLOPs per call. Weights and inputs
+and the analytic FLOPs per call (a training built-in is a factory of
+:mod:`tfperf.worker.trainmodels`, measured as the user's training step). Weights and inputs
 depend only on (name, size, batch), so two builds, in one process or two, are identical.
 Works with Keras 3 and with the Keras 2 of TensorFlow 2.15.
 
-The classifiers (``mobilenetv2``, ``resnet50``, ``resnet50-train``, ``mlp``) return logits, not
+The classifiers (``mobilenetv2``, ``resnet50``, ``mlp``) return logits, not
 a softmax: with random weights a softmax over 10 or 1000 classes is nearly uniform, and an
 accuracy check could not tell a degraded variant from an exact one. An inference model with
 BatchNormalization layers also gets moving statistics measured on seeded images
@@ -32,8 +33,6 @@ class Built:
 
     model: Any
     inputs: dict[str, Any]
-    train: bool
-    labels: Any | None
     flops_per_call: int | None
     flops_source: str
     notes: list[str] = field(default_factory=list)
@@ -136,7 +135,6 @@ BUILDERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "encoder": _encoder,
     "mobilenetv2": _mobilenetv2,
     "resnet50": _resnet50,
-    "resnet50-train": _resnet50,
     "mlp": _mlp,
     "wide-deep": _wide_deep,
 }
@@ -171,25 +169,16 @@ def calibrate_batchnorm(keras: Any, model: Any, image: int) -> int:
 def build(name: str, size: str = "standard", batch: int = 1) -> Built:
     """Build built-in ``name`` at ``size`` with ``batch`` samples per call (seeded)."""
     import keras
-    import numpy as np
 
     info = get_builtin(name)
     params = info.params(size)
     keras.backend.clear_session()  # layer names (and so input names) restart from scratch
     keras.utils.set_random_seed(SEED)
     model = BUILDERS[name](keras, params)
-    train = info.task == "train"
-    if not train and "image" in params:
+    if "image" in params:
         calibrate_batchnorm(keras, model, params["image"])
     inputs = generate(keras_input_specs(model), batch, SEED)
     flops, source = flops_mod.builtin_flops(name, params, batch)
     if source == "unknown":
         flops, source = flops_mod.keras_layer_flops(model, batch)
-    labels = None
-    if train:
-        rng = np.random.default_rng(SEED + 1)
-        labels = rng.integers(0, params["classes"], size=(batch,)).astype("int32")
-        if flops is not None:
-            params_count = flops_mod.count_params(model.trainable_weights)
-            flops = flops_mod.train_step_flops(flops, params_count)
-    return Built(model, inputs, train, labels, flops, source)
+    return Built(model, inputs, flops, source)

@@ -7,8 +7,8 @@ Contract (see ``docs/ARCHITECTURE.md``):
   :class:`Prepared`. Runtime ``"tf"`` with precision ``"fp32"`` (the default for every format
   but ``.tflite``) is handled here: the model called through a ``tf.function``
   (``jit_compile=True`` when ``config["xla"] == "jit"``), its outputs materialised so that a
-  call has really finished; a training workload times a ``tf.function`` SGD step (sparse
-  cross-entropy on the logits every built-in classifier returns). A
+  call has really finished. A workload of kind ``"train"`` (the user's training step or a
+  training built-in) goes to :func:`tfperf.worker.training.train_prepared`. A
   ``.tflite`` model runs on LiteRT with ``config["runtime_threads"]`` threads
   (:func:`litert_prepared`; ``None``: LiteRT's default). ``intra_threads`` and
   ``inter_threads`` size TensorFlow's thread pools and are *not* read for LiteRT: the CLI
@@ -49,7 +49,7 @@ __all__ = [
 
 def prepare(workload: dict[str, Any], config: dict[str, Any]) -> Prepared:
     """Load ``workload`` and return what to time under ``config`` (see the module docstring).
-    A workload of kind ``"train"`` is the user's own training step
+    A workload of kind ``"train"`` is a training step, the user's own or a training built-in
     (:func:`tfperf.worker.training.train_prepared`)."""
     if workload.get("kind") == "train":
         return train_prepared(workload, config)

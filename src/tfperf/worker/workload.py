@@ -75,15 +75,13 @@ class Loaded:
     says how the model takes them: ``"single"`` (one positional tensor), ``"list"`` (one list,
     how a multi-input Keras model takes them), ``"args"`` (positional arguments: a factory's
     plain callable with a list or tuple of inputs), ``"dict"`` (one dict by name),
-    ``"kwargs"`` (keyword arguments), ``"none"`` (a path, for LiteRT). A training workload
-    (``train``) also has integer ``labels``.
+    ``"kwargs"`` (keyword arguments), ``"none"`` (a path, for LiteRT).
     """
 
     model: Any
     inputs: dict[str, Any]
     input_names: list[str]
     format: str
-    train: bool
     flops_per_call: float | None
     flops_source: str
     batch: int
@@ -91,17 +89,17 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     input_specs: list[InputSpec] = field(default_factory=list)
     call_style: str = "single"
-    labels: Any | None = None
     keepalive: Any | None = None
     """The object a SavedModel signature belongs to (it owns the variables)."""
     fingerprint: dict[str, Any] | None = None
     """Digests and summaries of the inputs and weights (:mod:`tfperf.worker.fingerprint`)."""
 
-    def call_model(self, tensors: dict[str, Any], *, training: bool = False) -> Any:
-        """Call :attr:`model` on ``tensors`` (name -> tensor) the way it takes its inputs."""
+    def call_model(self, tensors: dict[str, Any]) -> Any:
+        """Call :attr:`model` on ``tensors`` (name -> tensor) the way it takes its inputs, a
+        Keras model in inference mode."""
         model = self.model
         ordered = [tensors[n] for n in self.input_names]
-        kwargs = {"training": training} if is_keras_model(model) else {}
+        kwargs = {"training": False} if is_keras_model(model) else {}
         if self.call_style == "kwargs":
             return model(**tensors)
         if self.call_style == "dict":
