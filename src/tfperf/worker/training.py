@@ -59,6 +59,7 @@ from tfperf.worker.fingerprint import describe_arrays, seed_everything
 from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
 from tfperf.worker.trainstate import (
+    Baseline,
     LossRecorder,
     StepCounter,
     apply_knobs,
@@ -96,19 +97,82 @@ class _Source:
 
 def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
     """The user's train function, ready to time (see the module docstring)."""
+    source, baseline, knob_notes = _model_as_configured(workload, config)
+    model = source.model
+    spe = int(model.steps_per_execution or 1)
+    data = _data_of(source, workload, config)
+    _build(model, data.batches[0])
+    if config.get("train_lr_scale"):
+        lr = model.optimizer.learning_rate
+        model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
+    counter = StepCounter(model, workload.get("steps_counter"))
+    fingerprint = {"inputs": describe_arrays(_flat(data.own_batches)), "weights": _weights(model)}
+    initial = _snapshot(model)
+    timing = iter(data.dataset)
+    first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
+    if first.fallback:
+        baseline = baseline.with_note(first.fallback, jit_compile=False)
+        knob_notes = [n for n in knob_notes if not n.startswith("XLA")] + [first.fallback]
+    keys = guarded_keys(first.logs, tuple(workload.get("loss_keys") or ()))
+    fn, timed = first.fn, _Timed(counter, spe)
+    guard = _Guard(model, initial, keys, workload, data.guard_steps, data.guard_data)
+
+    def call() -> None:
+        fn(timing)[keys[0]].numpy()
+        timed.steps += spe
+
+    share = _input_wait_share(fn, timing, data.dataset, spe, keys[0])
+    timed.reset()
+    batch = _batch_rows(data.batches[0])
+    return TrainPrepared(
+        call=call,
+        outputs=lambda: timed.around(guard.run),
+        batch=batch * spe,
+        flops_per_call=None,
+        flops_source="unknown",
+        notes=[*source.notes, *data.notes, *knob_notes],
+        fingerprint=fingerprint,
+        extra={"fit": _fit_of(model, data.dataset, timed)},
+        train={
+            "steps_per_call": spe, "batch": batch, "first_steps_s": first.seconds,
+            "input_wait_share": share, "policy": model_policy(model),
+            "baseline": baseline.to_dict(), "loss_keys": list(keys),
+            "steps_counter": counter.path,
+        },
+    )
+
+
+def _model_as_configured(
+    workload: dict[str, Any], config: dict[str, Any]
+) -> tuple[_Source, Baseline, list[str]]:
+    """The user's model and data, its baseline read back before the config's knobs apply,
+    and the notes saying what runs."""
     import keras
 
     require_keras3(keras.__version__)
     policy = POLICIES.get(config.get("precision") or "fp32")
     keras.mixed_precision.set_global_policy(policy or "float32")
     source = _load_source(workload)
-    model = source.model
-    _check_compiled(model, workload)
-    baseline = read_baseline(model, policy or "float32")
+    _check_compiled(source.model, workload)
+    baseline = read_baseline(source.model, policy or "float32")
     if policy:
-        _check_policy_reached(model, policy)
-    knob_notes = apply_knobs(model, config, baseline)
-    spe = int(model.steps_per_execution or 1)
+        _check_policy_reached(source.model, policy)
+    return source, baseline, apply_knobs(source.model, config, baseline)
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The dataset as timed, the guard's cached batches and the batches fingerprinted."""
+
+    dataset: Any
+    notes: list[str]
+    guard_steps: int
+    guard_data: Any
+    batches: list[Any]
+    own_batches: list[Any]
+
+
+def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) -> _Data:
     own_batches, own, rows = _own_batches(source, workload)
     dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
     if workload.get("tile_to"):
@@ -118,58 +182,18 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     steps = _guard_steps(workload) * own // rows
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
-    _build(model, batches[0])
-    if config.get("train_lr_scale"):
-        lr = model.optimizer.learning_rate
-        model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
-    counter = StepCounter(model, workload.get("steps_counter"))
-    own_batches = own_batches or batches[:4]
-    fingerprint = {"inputs": describe_arrays(_flat(own_batches)), "weights": _weights(model)}
-    initial = _snapshot(model)
-    timing = iter(dataset)
-    first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
-    if first.fallback:
-        baseline = baseline.with_note(first.fallback, jit_compile=False)
-        knob_notes = [n for n in knob_notes if not n.startswith("XLA")] + [first.fallback]
-    keys = guarded_keys(first.logs, tuple(workload.get("loss_keys") or ()))
-    fn = first.fn
-    guard = _Guard(model, initial, keys, workload, steps, guard_data)
-    timed = _Timed(counter, spe)
+    return _Data(dataset, notes, steps, guard_data, batches, own_batches or batches[:4])
 
-    def call() -> None:
-        fn(timing)[keys[0]].numpy()
-        timed.steps += spe
 
-    share = _input_wait_share(fn, timing, dataset, spe, keys[0])
+def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., None]:
+    """The ``"fit"`` extra: what the user runs, Keras' fit over the same (repeated) dataset,
+    its callbacks and epoch iterator included; the guard restores the state it changes."""
 
     def fit(steps: int = FIT_STEPS) -> None:
-        # what the user runs: Keras' fit over the same (repeated) dataset, its callbacks and
-        # its epoch iterator included; the guard restores the state it changes
         model.fit(dataset, steps_per_epoch=int(steps), epochs=1, verbose=0)
         timed.steps += int(steps)
 
-    timed.reset()
-    batch = _batch_rows(batches[0])
-    return TrainPrepared(
-        call=call,
-        outputs=lambda: timed.around(guard.run),
-        batch=batch * spe,
-        flops_per_call=None,
-        flops_source="unknown",
-        notes=[*source.notes, *notes, *knob_notes],
-        fingerprint=fingerprint,
-        extra={"fit": fit},
-        train={
-            "steps_per_call": spe,
-            "batch": batch,
-            "first_steps_s": first.seconds,
-            "input_wait_share": share,
-            "policy": model_policy(model),
-            "baseline": baseline.to_dict(),
-            "loss_keys": list(keys),
-            "steps_counter": counter.path,
-        },
-    )
+    return fit
 
 
 def require_keras3(version: str) -> None:
