@@ -13,14 +13,16 @@ call skipped). Then, on one instance, where a request's time goes at ``--breakdo
 per second by default), from the instance's stamps of each answer
 (:func:`tfperf.serving.floor.breakdown`): the generator's own delay, the request's way to the
 instance, the model call and the answer's way back, each stage's p50 and p99, for the model and
-for the floor; how busy other processes kept the CPUs meanwhile; tfperf's own work per floor
+for the floor, and the model call back to back (closed loop at concurrency 1) to compare; how
+busy other processes kept the CPUs meanwhile; tfperf's own work per floor
 request (this process's and the instance's CPU time over the floor level, per request, less
 what the sleeps on a request's way cost a thread in CPU here); this machine's wake-up latency
 (:func:`tfperf.machine.wakeup.wakeup_latency`, as ``doctor`` measures it) and the floor's p50
 less the wake-ups every request waits for (:data:`WAKEUPS`).
 
 Usage: ``python benchmarks/serving_load.py [--workload mlp] [--size standard]
-[--requests 300] [--seconds 2] [--slo-ms X] [--breakdown-rate 200] [--breakdown-only]``.
+[--requests 300] [--seconds 2] [--slo-ms X] [--breakdown-rate 200] [--breakdown-only]
+[--set KNOB=VALUE ...]``.
 Prints figures; asserts nothing. Measure under ``flock /tmp/tfperf-measure.lock``.
 """
 
@@ -41,7 +43,7 @@ from tfperf.machine import contention
 from tfperf.machine.wakeup import wakeup_latency
 from tfperf.serving import Harness, LoadLevel, LoadScenario, measure_on, pinned
 from tfperf.serving.floor import STAGES, NullCalls, breakdown
-from tfperf.serving.generator import LevelRecord, OpenLoop, run_level
+from tfperf.serving.generator import ClosedLoop, LevelRecord, OpenLoop, run_level
 
 RATE_FRACTIONS = (0.5, 0.8, 1.2, 1.6)
 WAKEUPS = (
@@ -67,9 +69,11 @@ def _level(level: LoadLevel) -> str:
     )
 
 
-def _measure(workload: dict, layout: ServingLayout, base: LoadScenario, first: dict) -> dict:
+def _measure(
+    workload: dict, config: Config, layout: ServingLayout, base: LoadScenario, first: dict
+) -> dict:
     """Closed sweep, rate sweep and SLO search of one layout on one harness."""
-    with Harness(workload, Config(), layout) as harness:
+    with Harness(workload, config, layout) as harness:
         closed = measure_on(harness, LoadScenario(concurrency=(1, 2, 4), **base))
         capacity = max(lv.achieved_qps for lv in closed.levels)
         first.setdefault("capacity", capacity)
@@ -138,15 +142,26 @@ def _table(model: dict, floor: dict) -> None:
         print(f"  {name:<13}{pair[0]:>17}{pair[1]:>17}   {what[name]}")
 
 
-def _breakdown(workload: dict, rate: float, requests: int, seconds: float) -> None:
+def _back_to_back_call_ms(harness: Harness, requests: int) -> float:
+    """The model call's p50 (ms) with the requests back to back: closed loop, concurrency 1."""
+    harness.traced.clear()
+    run_level(harness, ClosedLoop(1, requests, 0.5, 20.0), 10.0)
+    return breakdown(harness.traced)["model call"][0]
+
+
+def _breakdown(
+    workload: dict, config: Config, rate: float, requests: int, seconds: float
+) -> None:
     """Where a request's time goes at ``rate`` on one instance (module docstring)."""
-    with Harness(workload, Config(), ServingLayout(), trace=True) as harness:
+    with Harness(workload, config, ServingLayout(), trace=True) as harness:
         model = _stages(harness, False, rate, requests, seconds)
         floor = _stages(harness, True, rate, requests, seconds)
+        hot = _back_to_back_call_ms(harness, requests)
     wake = wakeup_latency(rounds=300, budget_s=1.5)
-    print(f"\nbreakdown of a request at {rate:g}/s, 1 instance (ms, p50 / p99; "
-          f"at least {requests} requests and {seconds:g} s each)")
+    print(f"\nbreakdown of a request at {rate:g}/s, 1 instance of {config.label()} (ms, "
+          f"p50 / p99; at least {requests} requests and {seconds:g} s each)")
     _table(model, floor)
+    print(f"the model call back to back (closed loop, concurrency 1): p50 {hot:.3f} ms")
     others = [m["others"] for m in (model, floor)]
     print("other processes kept " + " and ".join(
         "?" if o is None else f"{o:.0%}" for o in others) + " of the CPUs busy meanwhile")
@@ -184,16 +199,19 @@ def main() -> int:
                         help="the rate of the per-request breakdown (0: none)")
     parser.add_argument("--breakdown-only", action="store_true",
                         help="print the breakdown alone, without the sweeps")
+    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE",
+                        help="the config the instances run, as tfperf bench --set")
     args = parser.parse_args()
     workload = {"kind": "builtin", "name": args.workload, "size": args.size, "batch": 1}
+    config = Config.parse(args.set)
     if args.breakdown_only:
-        _breakdown(workload, args.breakdown_rate, args.requests, args.seconds)
+        _breakdown(workload, config, args.breakdown_rate, args.requests, args.seconds)
         return 0
     base = {"requests": args.requests, "seconds": args.seconds, "max_seconds": 20.0}
     layouts = [ServingLayout(), pinned(ServingLayout(instances=2))]
     first: dict = {} if args.slo_ms is None else {"slo_ms": args.slo_ms}
     started = time.perf_counter()
-    results = {lay.label(): _measure(workload, lay, base, first) for lay in layouts}
+    results = {lay.label(): _measure(workload, config, lay, base, first) for lay in layouts}
     names = list(results)
     print(f"workload {args.workload} ({args.size}, batch 1); levels of >= {args.requests} "
           f"requests and >= {args.seconds:g} s; latency from the scheduled arrival (ms)")
@@ -216,7 +234,7 @@ def main() -> int:
         print(f"  {n:<12} capacity (closed, best) {r['capacity']:8.1f}/s   "
               f"max_qps_at_slo {shown}")
     if args.breakdown_rate > 0:
-        _breakdown(workload, args.breakdown_rate, args.requests, args.seconds)
+        _breakdown(workload, config, args.breakdown_rate, args.requests, args.seconds)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     return 0
 
