@@ -10,8 +10,9 @@ norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable lab
 2. One interleaved measurement (:func:`tfperf.runner.measure.measure`) of the default, each knob
    alone (steps_per_execution 32, ``mixed_bfloat16``, ``jit_compile``, the tuned input
    pipeline, oneDNN off, one intra-op thread, one inter-op thread, tcmalloc and jemalloc where
-   installed) and both tuned configurations, every worker then running the training guard (the
-   same initial weights and batches, ``--guard-steps`` steps) judged by
+   installed, Keras on JAX where jax is installed) and both tuned configurations, every worker
+   then running the training guard (the same initial weights and batches, ``--guard-steps``
+   steps) judged by
    :func:`tfperf.tuning.trainguard.judge`.
 
 Prints one table: steps/s with its 95% interval, the speedup over the default with its interval,
@@ -21,7 +22,8 @@ guard (medians from the same run; the bar is 0.95) and the quick tune's against 
 tune's (the bar is 0.9), with each tune's wall time.
 
 Usage (under the measuring lock): ``flock /tmp/tfperf-measure.lock python
-benchmarks/train_suite.py [--models rnn,cnn] [--budget 15] [--tune-budget 600]``.
+benchmarks/train_suite.py [--models rnn,cnn] [--budget 15] [--tune-budget 600]``;
+``--no-tune --singles runtime,steps_per_execution`` measures the default and those knobs alone.
 Prints figures; asserts nothing.
 """
 
@@ -39,7 +41,7 @@ from tfperf.benchmark import train_figures
 from tfperf.core import stats
 from tfperf.core.allocators import find_allocator
 from tfperf.core.config import Config
-from tfperf.core.knobs import label
+from tfperf.core.knobs import jax_available, label
 from tfperf.modelref import resolve_train_target
 from tfperf.runner.measure import Settings, measure
 from tfperf.tuning import tune
@@ -58,6 +60,7 @@ SINGLES = [
     {"intra_threads": 1},
     {"inter_threads": 1},
     *({"allocator": name} for name in ("tcmalloc", "jemalloc") if find_allocator(name)),
+    *([{"runtime": "keras-jax"}] if jax_available() else []),
 ]
 
 
@@ -75,7 +78,9 @@ def tuned_config(workload: dict, store: str, budget_s: float | None, quick: bool
         sp = row.get("speedup") or {}
         guard = (row.get("guard") or {}).get("verdict")
         print(f"  tune {workload['path']}: {row['label']} {row['status']} "
-              f"{_f(sp.get('median'), '.2f')} {sp.get('ci95')} guard {guard}", file=sys.stderr)
+              f"{_f(sp.get('median'), '.2f')} {sp.get('ci95')} guard {guard}"
+              f"{'' if row['status'] == 'measured' else ': ' + str(row.get('reason'))}",
+              file=sys.stderr)
     print(f"  tune{' --quick' if quick else ''} {workload['path']}: {rec['label']}: "
           f"{rec.get('reason')} ({doc['trials']} trials, stopped: {doc['stopped']}, "
           f"{took:.0f} s; pruned {[p['knob'] for p in rec.get('pruned') or []]})",
@@ -179,7 +184,14 @@ def main() -> int:
                         help="seconds for each tune (default: none, as `tfperf tune`: the "
                         "search runs until every knob was explored from its answer)")
     parser.add_argument("--guard-steps", type=int, default=100)
+    parser.add_argument("--singles", default=None,
+                        help="only the single configurations of these knobs (e.g. "
+                        "runtime,steps_per_execution)")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="measure the default and the single configurations only")
     args = parser.parse_args()
+    chosen = set(args.singles.split(",")) if args.singles else None
+    singles = [c for c in SINGLES if chosen is None or set(c) <= chosen]
     os.chdir(HERE)
     store = str(Path(tempfile.mkdtemp()) / "suite.db")
     print("| model | config | ms/step | steps/s [95% CI] | speedup [95% CI] | default loss "
@@ -190,16 +202,19 @@ def main() -> int:
     for model in args.models.split(","):
         workload = resolve_train_target(f"suite_models:{model}", batch=MODELS[model],
                                         guard_steps=args.guard_steps)
-        tuned, wall = tuned_config(workload, store, args.tune_budget, quick=False)
-        quick, quick_wall = tuned_config(workload, store, None, quick=True)
-        configs = [{}, *SINGLES]
+        tuned, wall, quick, quick_wall = {}, 0.0, {}, 0.0
+        if not args.no_tune:
+            tuned, wall = tuned_config(workload, store, args.tune_budget, quick=False)
+            quick, quick_wall = tuned_config(workload, store, None, quick=True)
+        configs = [{}, *singles]
         for answer in (tuned, quick):
             if answer and answer not in configs:
                 configs.append(answer)
         rows = measure_all(workload, configs, args.budget)
-        print_rows(model, rows, label(tuned))
-        verdicts.append(verdict_line(model, rows, label(tuned), label(quick),
-                                     (wall, quick_wall)))
+        print_rows(model, rows, "" if args.no_tune else label(tuned))
+        if not args.no_tune:
+            verdicts.append(verdict_line(model, rows, label(tuned), label(quick),
+                                         (wall, quick_wall)))
     print()
     for line in verdicts:
         print(line)
