@@ -111,3 +111,37 @@ def test_a_traced_answer_stamps_each_request_in_order_on_the_generator_s_clock()
     assert trace["read"] == [read]
     assert read <= trace["taken"] <= trace["call"][0] <= trace["call"][1] <= time.monotonic()
 
+
+
+def test_openvino_s_asynchronous_server_answers_a_null_request_without_an_infer_request():
+    from tfperf.worker.requests import AsyncServer
+
+    class Queue:
+        """Stands for OpenVINO's AsyncInferQueue: one infer request, done at once."""
+
+        def __init__(self) -> None:
+            self.started: list[int] = []
+
+        def __len__(self) -> int:
+            return 1
+
+        def set_callback(self, callback) -> None:
+            self.callback = callback
+
+        def start_async(self, inputs, userdata) -> None:
+            self.started.append(userdata[0][0])
+
+            class Done:
+                model_outputs = ()
+
+            self.callback(Done(), userdata)
+
+    fake = Queue()
+    answers: queue.Queue = queue.Queue()
+    server = AsyncServer(lambda: (fake, []), answers.put, trace=True)
+    server.submit(0, null=True, read_at=1.0)
+    server.submit(1, read_at=2.0)
+    got = _collect(answers, 2)
+    assert [m["ids"] for m in got] == [[0], [1]] and fake.started == [1]
+    assert [m["trace"]["read"] for m in got] == [[1.0], [2.0]]
+    assert all(m["error"] is None for m in got)
