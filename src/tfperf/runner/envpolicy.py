@@ -10,6 +10,10 @@ nothing (``LD_PRELOAD=`` preloads no library, ``OMP_NUM_THREADS=`` is ignored), 
 setting of the user's that the workers missed. A measured configuration sets them explicitly
 through :class:`tfperf.core.config.Config`.
 
+``KERAS_BACKEND`` passes through as the user set it, so the Keras backend the user trains on is
+the default's; the runtime ``keras-jax`` sets it to ``jax`` over that
+(:data:`tfperf.core.knobs.RUNTIME_ENV`, applied by ``Config.worker_env``).
+
 Three of tfperf's own variables pass through: ``TFPERF_CACHE_DIR`` (a worker writes converted
 models and other cached files under :func:`tfperf.core.paths.cache_dir`, which must be the
 parent's), the testing hook ``TFPERF_INJECT_FAULT`` (see :mod:`tfperf.worker.serve`) and

@@ -13,6 +13,12 @@ factory that trains a few steps under another thread count). A worker that repor
 fingerprint (a test hook's own preparation) is not checked. Workers of different interpreters
 (``tfperf builds compare``) are not compared with each other: two Keras versions may draw
 different weights from the same seed.
+
+Keras backends draw initial weights each its own way, whatever the seed, so a training step on
+another backend (the runtime ``keras-jax``) starts from the baseline's weights instead:
+:func:`weights_handoff` gives each worker's training workload the file the baseline's worker
+writes its initial weights to (``weights_out``) and a worker of another runtime loads them from
+(``weights_in``, matched by variable path and shape), before either takes its fingerprint.
 """
 
 from __future__ import annotations
@@ -81,6 +87,21 @@ def model_digests(found: Mapping[str, Any] | None) -> dict[str, str | None] | No
         part: (found.get(part) or {}).get("digest", "")[:12] or None
         for part in ("inputs", "weights")
     }
+
+
+def weights_handoff(
+    workload: Mapping[str, Any], runtime: str, baseline_runtime: str | None, path: str
+) -> dict[str, Any]:
+    """``workload`` for a worker of ``runtime``: a training step's baseline worker
+    (``baseline_runtime`` None: this is it) writes its initial weights to ``path``, a worker of
+    another runtime loads them; any other worker is left as it is."""
+    if workload.get("kind") != "train":
+        return dict(workload)
+    if baseline_runtime is None:
+        return {**workload, "weights_out": path}
+    if runtime != baseline_runtime:
+        return {**workload, "weights_in": path}
+    return dict(workload)
 
 
 class SameModel:

@@ -37,6 +37,9 @@ Contract of :func:`measure`:
   can be measured against it. The listener is told of that failed trial (and of every
   candidate already started, failed as "not measured"), then :func:`measure` raises
   :class:`tfperf.core.errors.UserError` with the worker's sentence.
+- A training step on another Keras backend than the baseline's (``keras-jax``) starts from
+  the baseline's initial weights, handed over in a file of this run
+  (:func:`tfperf.runner.identity.weights_handoff`).
 - Optionally, the baseline also times other ways of calling the model (``extras``: "eager",
   "predict"), as information; and with ``outputs_dir`` every live worker then writes the
   outputs of one call to ``<outputs_dir>/outputs-<index>.npz`` (``Trial.outputs_path``), so
@@ -51,11 +54,14 @@ Nothing here imports TensorFlow; :mod:`tfperf.core.stats` (numpy, scipy) is impo
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tfperf.core import stats
@@ -65,7 +71,7 @@ from tfperf.core.memory import Memory
 from tfperf.core.protocol import DIFFERS_KIND, SKIPPED_KIND, USER_KIND
 from tfperf.machine import contention
 from tfperf.runner.handle import Worker, WorkerFailed
-from tfperf.runner.identity import SameModel
+from tfperf.runner.identity import SameModel, weights_handoff
 from tfperf.runner.memory import memory_of
 from tfperf.runner.rounds import Rounds, block_info, calls_per_block
 
@@ -270,13 +276,15 @@ def measure(
     listener = listener or Listener()
     trials = _trials(configs, settings, labels)
     same = SameModel(source_of(workload))
+    handoff = Path(tempfile.mkdtemp(prefix="tfperf-weights-"))
+    workloads = _trial_workloads(workload, trials, str(handoff / "initial-weights.npz"))
     try:
-        _start_all(trials, workload, settings, listener, environ, same)
+        _start_all(trials, workloads, settings, listener, environ, same)
         pids = [t.worker.pid for t in trials if t.worker is not None and t.alive]
         before = contention.snapshot(pids)
 
         def respawn(trial: Trial, process: int) -> None:
-            _restart(trial, process, workload, settings, listener, environ)
+            _restart(trial, process, workloads[trial.index], settings, listener, environ)
             if trial.alive:
                 _check_same(trial, trial.worker.ready or {}, listener, trials, same)
 
@@ -296,6 +304,7 @@ def measure(
             trial.retire_worker()
             if trial.status == "running":
                 trial.status = "ok"
+        shutil.rmtree(handoff, ignore_errors=True)
     return Measurement(dict(workload), trials, rounds, stopped, steady_s, other_share)
 
 
@@ -320,9 +329,21 @@ def _trials(
     ]
 
 
+def _trial_workloads(
+    workload: Mapping[str, Any], trials: Sequence[Trial], path: str
+) -> list[dict[str, Any]]:
+    """Each trial's workload: a training step on another Keras backend than the baseline's
+    starts from the baseline's initial weights (:func:`weights_handoff`)."""
+    first = trials[0].config.runtime
+    return [
+        weights_handoff(workload, t.config.runtime, None if t.index == 0 else first, path)
+        for t in trials
+    ]
+
+
 def _start_all(
     trials: list[Trial],
-    workload: Mapping[str, Any],
+    workloads: Sequence[Mapping[str, Any]],
     settings: Settings,
     listener: Listener,
     environ: Mapping[str, str] | None,
@@ -331,12 +352,12 @@ def _start_all(
     """Start every trial's worker (one after the other, or all at once) and size its blocks."""
     if settings.parallel_start:
         for trial in trials:
-            _spawn(trial, workload, settings, listener, environ)
+            _spawn(trial, workloads[trial.index], settings, listener, environ)
         for trial in trials:
             _await_ready(trial, listener, trials, same)
     else:
         for trial in trials:
-            _spawn(trial, workload, settings, listener, environ)
+            _spawn(trial, workloads[trial.index], settings, listener, environ)
             _await_ready(trial, listener, trials, same)
     block_s = settings.block_seconds(len(trials))
     for trial in trials:

@@ -413,13 +413,14 @@ MAX_TRAIN_CALL_S = 1.0
 """``steps_per_execution`` candidates stop where one call would take longer than this."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "steps_per_execution", "xla", "intra_threads", "precision", "allocator", "onednn",
-    "inter_threads", "input_pipeline", "batch",
+    "steps_per_execution", "runtime", "xla", "intra_threads", "precision", "allocator",
+    "onednn", "inter_threads", "input_pipeline", "batch",
 )
 """The order a training tune visits its knobs (labels keep the table's order): what each
 costs to try is the same (a worker, its guard), so the knobs that gave most on the models
-measured come first -- steps per call (1.3-2.3x), XLA (up to 1.6x), one intra-op thread
-(1.15-1.5x), bf16 -- then the allocator, oneDNN, the inter-op pool and the input pipeline."""
+measured come first -- steps per call (1.3-2.3x), Keras on JAX (0.36-1.9x by hand: it decides
+which of the knobs after it apply), XLA (up to 1.6x), one intra-op thread (1.15-1.5x), bf16 --
+then the allocator, oneDNN, the inter-op pool and the input pipeline."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ worker must report the default's model and inputs (:class:`tfperf.runner.identit
 else :class:`~tfperf.runner.identity.ModelDiffers` is raised and the worker closed).
 :meth:`WorkerPool.evict` keeps at most ``keep`` spare workers besides the ones named.
 :meth:`WorkerPool.outputs` has a worker write one call's outputs and reads them back.
+For a training step, the first worker (the default's) writes its initial weights to a file of
+the pool's and a worker of another runtime (``keras-jax``) loads them before its fingerprint is
+taken (``weights_out`` / ``weights_in`` in the workload, ``docs/ARCHITECTURE.md``).
 A :class:`Handle` knows what one timed value covers (``unit``: a call, or a sample in a
 throughput tune) and how many calls make a block.
 """
@@ -26,7 +29,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label
 from tfperf.runner.handle import Worker
-from tfperf.runner.identity import SameModel
+from tfperf.runner.identity import SameModel, weights_handoff
 from tfperf.runner.measure import source_of
 from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.space import split_batch
@@ -80,6 +83,7 @@ class WorkerPool:
         self.same = SameModel(source_of(self.workload))
         self._handles: OrderedDict[str, Handle] = OrderedDict()
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
+        self._first_runtime: str | None = None
 
     def get(self, config: dict, timeout_s: float) -> Handle:
         """The worker of ``config``, started (and checked) on first use."""
@@ -88,8 +92,9 @@ class WorkerPool:
             self._handles.move_to_end(name)
             return self._handles[name]
         batch, worker_config = split_batch(config)
+        workload = self._weights_handoff(worker_config)
         worker = Worker(
-            self.workload if batch is None else {**self.workload, "tile_to": batch},
+            workload if batch is None else {**workload, "tile_to": batch},
             Config.from_dict(worker_config),
             timeout_s=max(5.0, timeout_s),
             init_timeout_s=max(5.0, timeout_s),
@@ -105,6 +110,16 @@ class WorkerPool:
         handle = Handle(worker, ready, self.block_s, self.per_sample)
         self._handles[name] = handle
         return handle
+
+    def _weights_handoff(self, config: Mapping[str, Any]) -> dict:
+        """The workload, with the file a training step's initial weights cross Keras backends
+        by (:func:`tfperf.runner.identity.weights_handoff`): the first worker is the
+        default's."""
+        runtime = config.get("runtime") or "tf"
+        path = str(self._tmp / "initial-weights.npz")
+        workload = weights_handoff(self.workload, runtime, self._first_runtime, path)
+        self._first_runtime = self._first_runtime or runtime
+        return workload
 
     def find(self, name: str) -> Handle | None:
         """The live worker of the config labelled ``name``, if any."""

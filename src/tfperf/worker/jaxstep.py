@@ -13,18 +13,18 @@ Contract, for a worker whose keras runs on the JAX backend (``KERAS_BACKEND=jax`
   the user's own code in the innermost exception of the chain (Keras' traceback filtering is
   turned off first, so the frame is there to find).
 - :class:`JaxTrainFunction` is Keras' JAX train function ``train_function(state, iterator) ->
-  (logs, state)`` called the way ``fit`` calls it: the state (trainable, non-trainable, optimizer
-  and metrics variables) is taken from the model's variables before the first call, which are
-  then purged as ``fit`` purges them, threaded through every call, and written back by
-  :meth:`JaxTrainFunction.sync` (Keras' ``jax_state_sync``); after a sync the next call takes
-  the state afresh (the jitted step donates its input buffers, so the variables cannot share
-  them). An instance is called as TensorFlow's train function is, ``fn(iterator) -> logs``, on
-  an iterator of :func:`jax_batches` (the dataset's batches as NumPy arrays, the adapter ``fit``
-  uses for a ``tf.data.Dataset``). :meth:`snapshot` and :meth:`restore` read and write every
-  variable of that state (seed generators included, so dropout draws the same masks again);
-  :meth:`read` reads a model variable (the optimizer's step count) after a sync;
-  :meth:`guard_rows` runs the guard's steps one jitted ``train_step`` each, with the metrics
-  reset inside every step's state, and returns each step's own value of the guarded keys.
+  (logs, state)`` called the way ``fit`` calls it: the state (trainable, non-trainable,
+  optimizer and metrics variables) is taken from the model's variables before the first call,
+  which are then purged as ``fit`` purges them, threaded through every call and kept where
+  ``fit`` keeps it, so that Keras' ``jax_state_sync`` (:func:`sync`) writes it back; after a
+  sync the next call takes the state afresh, as ``fit`` does after a callback synced it (the
+  jitted step donates its input buffers, so the variables cannot share them). So whatever
+  reads or writes variables between calls (a step count, a restore of the initial state)
+  syncs first and nothing else changes. An instance is called as TensorFlow's train function
+  is, ``fn(iterator) -> logs``, on an iterator of :func:`jax_batches` (the dataset's batches
+  as NumPy arrays, the adapter ``fit`` uses for a ``tf.data.Dataset``).
+- :class:`JaxLossRecorder` is the guard's recorder on JAX (each step's own value of the
+  guarded keys, one jitted ``train_step`` per step, metrics reset in its state).
 - :func:`write_weights` / :func:`load_weights`: the model's weights (``model.weights``:
   seed-generator states are not weights) in an ``.npz`` keyed by ``variable.path``; loading
   matches by path and shape, never by list position, and a weight the file lacks, or holds
@@ -132,6 +132,12 @@ def disable_traceback_filtering() -> None:
     keras.config.disable_traceback_filtering()
 
 
+def batches(dataset: Any) -> Iterator[Any]:
+    """The iterator a train function takes on this backend: the ``tf.data`` iterator on
+    TensorFlow, :func:`jax_batches` on JAX."""
+    return jax_batches(dataset) if on_jax() else iter(dataset)
+
+
 def jax_batches(dataset: Any) -> Iterator[Any]:
     """The batches of a ``tf.data.Dataset`` as ``fit`` feeds them to JAX (NumPy arrays)."""
     from keras.src.trainers.data_adapters.tf_dataset_adapter import TFDatasetAdapter
@@ -154,89 +160,78 @@ class JaxTrainFunction:
         model.make_train_function(force=True)
         self.function = model.train_function
         self.state: Any = None
-        self._one_step: Any = None
 
     def __call__(self, iterator: Any) -> dict[str, Any]:
-        if self.state is None:
-            self.state = self._take_state()
+        # as fit: the state is taken afresh after anyone synced it back (a callback there; a
+        # step count, the guard's restore here)
+        if self.state is None or self.model._jax_state_synced:
+            self.state = take_state(self.model)
+            keep_state(self.model, self.state)  # a step that raises leaves it to sync back
         logs, self.state = self.function(self.state, iterator)
-        self._keep(self.state)
+        keep_state(self.model, self.state)
         return logs
 
-    def _take_state(self) -> Any:
-        self.model._jax_state_synced = False
-        return self.model._get_jax_state(
-            trainable_variables=True,
-            non_trainable_variables=True,
-            optimizer_variables=True,
-            metrics_variables=True,
-            purge_model_variables=True,
-        )
 
-    def _keep(self, state: Any) -> None:
-        trainable, non_trainable, optimizer, metrics = state
-        self.model._jax_state = {
-            "trainable_variables": trainable,
-            "non_trainable_variables": non_trainable,
-            "optimizer_variables": optimizer,
-            "metrics_variables": metrics,
-        }
+def take_state(model: Any, purge: bool = True) -> Any:
+    """The state ``fit`` threads, taken from the model's variables (purged, as ``fit`` does,
+    unless ``purge`` is false)."""
+    model._jax_state_synced = False
+    return model._get_jax_state(
+        trainable_variables=True,
+        non_trainable_variables=True,
+        optimizer_variables=True,
+        metrics_variables=True,
+        purge_model_variables=purge,
+    )
 
-    def sync(self) -> None:
-        """Write the state back into the model's variables; the next call takes it afresh."""
-        if self.state is not None:
-            self.model.jax_state_sync()
-            self.state = None
 
-    def variables(self) -> list[Any]:
-        model = self.model
-        return [*model.trainable_variables, *model.non_trainable_variables,
-                *model.optimizer.variables, *model.metrics_variables]
+def keep_state(model: Any, state: Any) -> None:
+    """Where ``fit`` keeps the state between calls, for ``jax_state_sync`` to write back."""
+    trainable, non_trainable, optimizer, metrics = state
+    model._jax_state = {
+        "trainable_variables": trainable,
+        "non_trainable_variables": non_trainable,
+        "optimizer_variables": optimizer,
+        "metrics_variables": metrics,
+    }
 
-    def snapshot(self) -> list[Any]:
-        import numpy as np
 
-        self.sync()
-        return [np.array(v.value) for v in self.variables()]
+def sync(model: Any) -> None:
+    """Write a JAX model's state back into its variables (nothing on another backend)."""
+    getattr(model, "jax_state_sync", lambda: None)()
 
-    def restore(self, values: list[Any]) -> None:
-        self.sync()
-        for var, saved in zip(self.variables(), values, strict=True):
-            var.assign(saved)
 
-    def read(self, variable: Any) -> int:
-        """A model variable's value (the optimizer's ``iterations``), after a sync."""
-        self.sync()
-        return int(variable.numpy())
+class JaxLossRecorder:
+    """The guard's steps on JAX, with the interface of
+    :class:`tfperf.worker.trainstate.LossRecorder`: ``function(iterator)`` runs one jitted
+    ``train_step`` with the metrics' variables reset in its state (so each log is its own
+    batch's, not a mean) and records ``keys``; ``take()`` hands back the rows recorded since
+    the last take. The variables are written back after every step (the guard is not timed),
+    so a restore, a step count or ``evaluate`` may follow at any point."""
 
-    def guard_rows(
-        self, batches: Iterator[Any], keys: tuple[str, ...], steps: int, min_steps: int,
-        seconds: float,
-    ) -> list[list[float]]:
-        """Each step's own value of ``keys``: one jitted ``train_step`` per step, the metrics'
-        variables reset in the state before each (so a log is its own batch's, not a mean);
-        at least ``min_steps`` and at most ``steps``, stopping after ``seconds``."""
+    def __init__(self, model: Any, keys: tuple[str, ...]) -> None:
         import jax
 
-        self.sync()
+        self.model, self.keys = model, keys
+        self.step = jax.jit(model.train_step)
+        self.rows: list[list[float]] = []
+
+    def function(self, iterator: Any) -> dict[str, Any]:
+        import jax.numpy as jnp
+
+        batch = next(iterator)
+        sync(self.model)
         self.model.reset_metrics()
-        fresh = [v.value for v in self.model.metrics_variables]
-        if self._one_step is None:
-            self._one_step = jax.jit(self.model.train_step, donate_argnums=0)
-        state = self._take_state()
-        rows: list[list[float]] = []
-        started = time.perf_counter()
-        for batch in batches:
-            if len(rows) >= steps or (
-                len(rows) >= min_steps and time.perf_counter() - started > seconds
-            ):
-                break
-            state = (*state[:3], [jax.numpy.array(v) for v in fresh])
-            logs, state = self._one_step(state, batch)
-            rows.append([value(logs[k]) for k in keys])
-        self.state = state
-        self._keep(state)
-        self.sync()
+        state = take_state(self.model, purge=False)
+        state = (*state[:3], [jnp.array(v) for v in state[3]])
+        logs, state = self.step(state, batch)
+        keep_state(self.model, state)
+        self.model.jax_state_sync()
+        self.rows.append([value(logs[k]) for k in self.keys])
+        return logs
+
+    def take(self) -> list[list[float]]:
+        rows, self.rows = self.rows, []
         return rows
 
 
@@ -282,6 +277,11 @@ def load_weights(model: Any, path: str, wait_s: float = WEIGHTS_WAIT_S) -> int:
     return len(model.weights)
 
 
+def backend_name() -> str:
+    """The backend this process's keras runs on."""
+    return _backend()
+
+
 def _backend() -> str:
     import keras
 
@@ -294,8 +294,11 @@ def on_jax() -> bool:
 
 
 def prepare_model(model: Any, runtime: str | None) -> list[str]:
-    """Check that the model can step on JAX and set what the ``keras-jax`` runtime runs; the
-    notes that say so. The user's own JAX baseline keeps its ``jit_compile``."""
+    """On JAX: check that the model can step there and set what the ``keras-jax`` runtime
+    runs; the notes that say so (none on another backend). The user's own JAX baseline keeps
+    its ``jit_compile``."""
+    if not on_jax():
+        return []
     check_runs_on_jax(model)
     disable_traceback_filtering()
     notes = [f"Keras on JAX {_jax_version()}: the train function fit runs there, with the "

@@ -39,6 +39,14 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   the repeat, so no epoch's last partial batch shifts them); the guard
   then runs over the same samples as the default's: ``guard_steps`` x the user's rows / the
   new rows steps. The fingerprint is of the batches as the user gave them.
+- **Keras on JAX.** Where keras runs on JAX (``KERAS_BACKEND=jax``: the runtime ``keras-jax``,
+  or the user's own backend), the train function, the batches it is fed, the step count, the
+  guard's recorder and the restore are the JAX forms of :mod:`tfperf.worker.jaxstep` (the state
+  ``fit`` threads, synced back before anything reads the variables). The workload's
+  ``weights_out`` / ``weights_in`` hand the default's initial weights to a worker on another
+  backend before the fingerprint is taken. A ``keras-jax`` candidate whose model cannot build
+  or step on JAX is a :class:`UserError` starting "not tried:" that names the user's frame.
+  ``train["backend"]`` says which backend ran.
 
 Testing hook: ``config["train_lr_scale"]`` (a knob only tests register) multiplies the
 optimizer's learning rate, so that a test can plant a candidate that breaks training.
@@ -53,8 +61,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.knobs import KERAS_JAX
 from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS
 from tfperf.core.workloads import SEED
+from tfperf.worker import jaxstep
 from tfperf.worker.fingerprint import describe_arrays, seed_everything
 from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
@@ -97,18 +107,29 @@ class _Source:
 
 def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
     """The user's train function, ready to time (see the module docstring)."""
+    try:
+        return _train_prepared(workload, config)
+    except UserError as exc:
+        # the default built and stepped this model: on JAX, what raised is the backend
+        if config.get("runtime") != KERAS_JAX or exc.__context__ is None:
+            raise
+        raise UserError(jaxstep.step_error("the model", exc.__context__)) from None
+
+
+def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
     source, baseline, knob_notes = _model_as_configured(workload, config)
     model = source.model
     spe = int(model.steps_per_execution or 1)
     data = _data_of(source, workload, config)
     _build(model, data.batches[0])
+    knob_notes += jaxstep.handoff_weights(model, workload)
     if config.get("train_lr_scale"):
         lr = model.optimizer.learning_rate
         model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
     counter = StepCounter(model, workload.get("steps_counter"))
     fingerprint = {"inputs": describe_arrays(_flat(data.own_batches)), "weights": _weights(model)}
     initial = _snapshot(model)
-    timing = iter(data.dataset)
+    timing = jaxstep.batches(data.dataset)
     first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
     if first.fallback:
         baseline = baseline.with_note(first.fallback, jit_compile=False)
@@ -118,7 +139,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
     guard = _Guard(model, initial, keys, workload, data.guard_steps, data.guard_data)
 
     def call() -> None:
-        fn(timing)[keys[0]].numpy()
+        jaxstep.value(fn(timing)[keys[0]])
         timed.steps += spe
 
     share = _input_wait_share(fn, timing, data.dataset, spe, keys[0])
@@ -137,7 +158,7 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
             "steps_per_call": spe, "batch": batch, "first_steps_s": first.seconds,
             "input_wait_share": share, "policy": model_policy(model),
             "baseline": baseline.to_dict(), "loss_keys": list(keys),
-            "steps_counter": counter.path,
+            "steps_counter": counter.path, "backend": jaxstep.backend_name(),
         },
     )
 
@@ -157,7 +178,8 @@ def _model_as_configured(
     baseline = read_baseline(source.model, policy or "float32")
     if policy:
         _check_policy_reached(source.model, policy)
-    return source, baseline, apply_knobs(source.model, config, baseline)
+    notes = apply_knobs(source.model, config, baseline)
+    return source, baseline, notes + jaxstep.prepare_model(source.model, config.get("runtime"))
 
 
 @dataclass(frozen=True)
@@ -190,6 +212,7 @@ def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., None]:
     its callbacks and epoch iterator included; the guard restores the state it changes."""
 
     def fit(steps: int = FIT_STEPS) -> None:
+        jaxstep.sync(model)  # on JAX, fit takes its state from the variables
         model.fit(dataset, steps_per_epoch=int(steps), epochs=1, verbose=0)
         timed.steps += int(steps)
 
@@ -413,6 +436,7 @@ def _snapshot(model: Any) -> list[Any]:
 
 
 def _restore(model: Any, values: list[Any]) -> None:
+    jaxstep.sync(model)  # on JAX, the timed steps' state back in the variables first
     for var, value in zip(state_variables(model), values):  # noqa: B905 (same model)
         var.assign(value)
 
@@ -480,6 +504,8 @@ def _first_call(
 
 
 def _train_function(model: Any) -> Any:
+    if jaxstep.on_jax():
+        return jaxstep.JaxTrainFunction(model)
     model.train_function = None
     return model.make_train_function(force=True) or model.train_function
 
@@ -541,13 +567,13 @@ class _Timed:
 
 def _input_wait_share(fn: Any, timing: Any, dataset: Any, spe: int, key: str) -> float | None:
     """1 - (time per call on one cached batch) / (time per call on the user's dataset)."""
-    cached = iter(dataset.take(spe).cache().repeat())
+    cached = jaxstep.batches(dataset.take(spe).cache().repeat())
 
     def per_call(it: Any) -> float:
-        fn(it)[key].numpy()  # the first call on a new iterator may trace
+        jaxstep.value(fn(it)[key])  # the first call on a new iterator may trace
         n, t0 = 0, time.perf_counter()
         while n < 3 or time.perf_counter() - t0 < INPUT_PROBE_S:
-            fn(it)[key].numpy()
+            jaxstep.value(fn(it)[key])
             n += 1
         return (time.perf_counter() - t0) / n
 
@@ -580,10 +606,11 @@ class _Guard:
 
         if self.recorder is None:
             spe = int(self.model.steps_per_execution or 1)
-            self.recorder = LossRecorder(self.model, self.keys, spe)
+            self.recorder = (jaxstep.JaxLossRecorder(self.model, self.keys) if jaxstep.on_jax()
+                             else LossRecorder(self.model, self.keys, spe))
         _restore(self.model, self.initial)
         t0 = time.perf_counter()
-        rows = self._steps(self.recorder, iter(self.data))
+        rows = self._steps(self.recorder, jaxstep.batches(self.data))
         took = time.perf_counter() - t0
         capped = len(rows) < self.steps and took > self.seconds
         metrics = self._evaluate() if self.validation else {}

@@ -147,8 +147,11 @@ class StepCounter:
                 f"{counter_hint(model, self.path)}."
             )
         self.variable = value
+        self.model = model
 
     def read(self) -> int:
+        # on JAX the steps' state lives outside the variables until it is synced back
+        getattr(self.model, "jax_state_sync", lambda: None)()
         return int(self.variable.numpy())
 
 

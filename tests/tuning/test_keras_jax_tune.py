@@ -1,0 +1,86 @@
+"""``tune --train`` with Keras on JAX as a runtime: real workers on both backends.
+
+The factories are the user-style ones of ``tests/models/train_factories.py``, written for no
+backend in particular (keras, NumPy and ``tf.data`` only). A JAX worker starts from the
+default's initial weights (each backend draws its own from the same seed), so the same-model
+check holds across backends and both first losses are one loss; a train_step written for
+TensorFlow is "not tried" on JAX with its reason, and a user whose backend is JAX gets JAX as
+the default, guarded as on TensorFlow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import require
+from tfperf.core import knobs
+from tfperf.modelref import resolve_train_target
+from tfperf.tuning import traintune, tune
+from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.space import Space
+
+pytestmark = [pytest.mark.tf, pytest.mark.slow]
+
+FACTORIES = Path(__file__).resolve().parent.parent / "models"
+LR = "train_lr_scale"
+BOTH = {"runtime": ("tf", "keras-jax")}
+
+
+@pytest.fixture(autouse=True)
+def with_jax(monkeypatch):
+    require(importlib.util.find_spec("jax") is not None, "jax is not installed")
+    # same-speed candidates reach their guard whatever the noise of a shared machine
+    monkeypatch.setattr(traintune, "CLEARLY_SLOWER", 0.0)
+    monkeypatch.chdir(FACTORIES)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+
+
+def _tune(tmp_path: Path, factory: str, space: Space) -> dict:
+    workload = resolve_train_target(f"train_factories:{factory}", guard_steps=50)
+    options = TuneOptions(
+        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
+        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
+    )
+    return tune(workload, options, space=space)
+
+
+def test_a_keras_model_is_tuned_on_jax_or_kept_on_tensorflow_with_figures(tmp_path):
+    doc = _tune(tmp_path, "cnn_batchnorm", Space(dict(BOTH)))
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-jax" and row["status"] in ("measured", "rejected")
+    assert row["speedup"]["median"] > 0 and row["guard"]["steps"] == 50
+    assert doc["train"]["default"]["backend"] == "tensorflow"
+    # the same initial weights and batches: the first step's loss (before any update, no
+    # dropout in this model) is the same loss on both backends
+    first_jax = doc["train"]["trajectories"][row["label"]][0]
+    assert first_jax == pytest.approx(doc["train"]["default_losses"][0], rel=1e-4)
+    profile = json.loads((tmp_path / "p.json").read_text())
+    chosen = doc["recommendation"]["label"]
+    assert chosen in ("default", "runtime=keras-jax")
+    assert (profile["env"].get("KERAS_BACKEND") == "jax") is (chosen == "runtime=keras-jax")
+
+
+def test_a_train_step_written_with_gradient_tape_is_not_tried_on_jax(tmp_path):
+    doc = _tune(tmp_path, "clipped_subclass", Space(dict(BOTH)))
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-jax" and row["status"] == "failed"
+    assert ("not tried: the model's train_step uses TensorFlow (tf.GradientTape, "
+            "train_factories.py:") in row["reason"]
+    assert doc["recommendation"]["keep_default"] is True
+
+
+def test_on_jax_the_user_s_backend_is_the_default_and_the_guard_rejects_a_planted_change(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    knob = knobs.Knob(LR, None, float, knobs.TRAIN_RUNTIMES, "model", "code", "test only")
+    monkeypatch.setitem(knobs.KNOBS, LR, knob)
+    doc = _tune(tmp_path, "tabular_mlp", Space({"runtime": ("tf",), LR: (None, 400.0)}))
+    assert doc["train"]["default"]["backend"] == "jax"
+    (row,) = doc["candidates"]
+    assert row["status"] == "rejected" and row["guard"]["verdict"] == "rejected"
+    assert row["guard"]["default_final_loss"] < row["guard"]["default_first_loss"]
