@@ -4,9 +4,8 @@ For each model of ``benchmarks/train/suite_models.py`` (a GRU text classifier, a
 norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable labels):
 
 1. ``tfperf tune --train`` (the library's :func:`tfperf.tuning.tune`) over every training knob,
-   as a user runs it: the default tune (no time budget: the search runs until every knob was
-   explored from its answer; ``--tune-budget`` sets one) and a ``--quick`` one, each with its
-   wall time.
+   as a user runs it: the default tune (its search's default budget, ``--tune-budget`` sets
+   another) and a ``--quick`` one, each with its wall time.
 2. One interleaved measurement (:func:`tfperf.runner.measure.measure`) of the default, each knob
    alone (steps_per_execution 32, ``mixed_bfloat16``, ``jit_compile``, the tuned input
    pipeline, oneDNN off, one intra-op thread, one inter-op thread, tcmalloc and jemalloc where
@@ -181,8 +180,8 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--budget", type=float, default=15.0, help="seconds of steady rounds")
     parser.add_argument("--tune-budget", type=float, default=None,
-                        help="seconds for each tune (default: none, as `tfperf tune`: the "
-                        "search runs until every knob was explored from its answer)")
+                        help="seconds of each tune's search (default: tune's own, as a user "
+                        "runs it)")
     parser.add_argument("--guard-steps", type=int, default=100)
     parser.add_argument("--singles", default=None,
                         help="only the single configurations of these knobs (e.g. "

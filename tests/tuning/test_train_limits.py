@@ -67,3 +67,16 @@ def test_an_undecided_confirmation_says_what_more_rounds_would_decide():
     fit_sentence(answer, {"median": 1.1, "ci95": [1.0, 1.2]})
     assert "model.fit gave 1.10x" in answer["notes"][0]
     assert answer["fit_speedup"]["median"] == 1.1
+
+
+def test_a_training_search_without_limits_gets_a_budget_that_reaches_every_knob(tmp_path):
+    from tfperf.tuning.traintune import TRAIN_SEARCH_S
+
+    options = options_from_args(store=str(tmp_path / "s.db"))
+    said = Said()
+    fast = SimpleNamespace(default_cost_s=5.0, options=options,
+                           workers=SimpleNamespace(block_s=0.3))
+    assert train_limits(fast, SPACE, options, said) == (None, TRAIN_SEARCH_S)
+    _, slow = train_limits(slow_step_evaluator(options), SPACE, options, said)
+    assert slow >= len(SPACE.knobs()) * 40 > TRAIN_SEARCH_S
+    assert said.lines[0].startswith("searching for 240 s (--budget sets another limit)")

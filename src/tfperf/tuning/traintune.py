@@ -221,6 +221,8 @@ class TrainEvaluator(Evaluator):
                        accuracy=check, info=info, **measured)
 
 
+TRAIN_SEARCH_S = 240.0
+"""A training search's time when the user sets no limit (see :func:`train_limits`)."""
 SLOW_STEP_S = 0.05
 FIT_CALL_S = 2.0
 """A timed ``fit`` runs about this long of the default's steps..."""
@@ -252,9 +254,20 @@ def train_limits(
     evaluator: TrainEvaluator, space: Space, options: TuneOptions, progress: Progress
 ) -> tuple[int | None, float | None]:
     """The trial and time limits of a training search: ``--quick``'s grow to one candidate
-    per knob, at the guard's floor of steps (the progress line says so); typed ones stay."""
+    per knob, at the guard's floor of steps (the progress line says so); typed ones stay.
+    Given neither a budget nor a trial limit, a training search gets
+    :data:`TRAIN_SEARCH_S` (grown the same way): every candidate costs a worker and its guard,
+    and a search left to converge took 6 to 11 minutes on the suite's models."""
     knobs = len(space.knobs())
     trials, budget = options.max_trials, options.budget_s
+    if budget is None and trials is None:
+        need = knobs * candidate_cost_s(evaluator)
+        budget = max(TRAIN_SEARCH_S, need)
+        progress.phase(
+            f"searching for {budget:.0f} s (--budget sets another limit): one candidate of "
+            f"each of {knobs} knobs first, about {candidate_cost_s(evaluator):.0f} s each here"
+        )
+        return trials, budget
     if not options.quick_budget:
         return trials, budget
     trials = max(trials or 0, knobs)

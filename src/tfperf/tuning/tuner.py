@@ -260,7 +260,9 @@ def search(
         budget_s=limits[1],
         cache=cache,
         seed=options.seed,
-        runtime_first=options.max_trials is not None or options.budget_s is not None,
+        # a training search has its own order (TRAIN_SEARCH_ORDER), budget or not
+        runtime_first=not training and (
+            options.max_trials is not None or options.budget_s is not None),
         knob_order=TRAIN_SEARCH_ORDER if training else None,
         reach_first=training,
     ).run(options.strategy)
