@@ -293,24 +293,22 @@ def on_jax() -> bool:
     return _backend() == "jax"
 
 
-def prepare_model(model: Any, runtime: str | None) -> list[str]:
+def prepare_model(model: Any, runtime: str | None, notes: list[str]) -> list[str]:
     """On JAX: check that the model can step there and set what the ``keras-jax`` runtime
-    runs; the notes that say so (none on another backend). The user's own JAX baseline keeps
-    its ``jit_compile``."""
+    runs; ``notes`` (what the knobs set) with what runs on JAX instead of TensorFlow's XLA
+    notes (``notes`` unchanged on another backend). The user's own JAX baseline keeps its
+    ``jit_compile``."""
     if not on_jax():
-        return []
+        return notes
     check_runs_on_jax(model)
     disable_traceback_filtering()
-    notes = [f"Keras on JAX {_jax_version()}: the train function fit runs there, with the "
-             "state it threads and syncs back"]
     if runtime == "keras-jax" and not model.jit_compile:
         model.jit_compile = True  # jit_compile=False on JAX runs the step eagerly
-        notes.append(
-            "JAX: the train step compiled by XLA (jax.jit), as Keras does on JAX unless told "
-            "jit_compile=False" if model.jit_compile else
-            "JAX: a layer does not support XLA, so Keras runs the step eagerly on JAX"
-        )
-    return notes
+    how = ("compiled by XLA (jax.jit)" if model.jit_compile else
+           "run eagerly (jit_compile=False, or a layer XLA does not support)")
+    return [n for n in notes if not n.startswith("XLA:")] + [
+        f"Keras on JAX {_jax_version()}: the train function fit runs there, with the state it "
+        f"threads and syncs back, its step {how}"]
 
 
 def _jax_version() -> str:

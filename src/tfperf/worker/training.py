@@ -179,7 +179,7 @@ def _model_as_configured(
     if policy:
         _check_policy_reached(source.model, policy)
     notes = apply_knobs(source.model, config, baseline)
-    return source, baseline, notes + jaxstep.prepare_model(source.model, config.get("runtime"))
+    return source, baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
 
 
 @dataclass(frozen=True)
