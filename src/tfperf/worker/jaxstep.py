@@ -31,7 +31,12 @@ Contract, for a worker whose keras runs on the JAX backend (``KERAS_BACKEND=jax`
   with another shape, is an error naming it; loading waits for the file (the default's worker
   may be starting beside it). The default worker writes its initial weights,
   a candidate on another backend loads them, so both start from the same model (each backend
-  draws its initializers its own way, whatever the seed).
+  draws its initializers its own way, whatever the seed). :func:`handoff_weights` does
+  whichever the workload asks (``weights_out`` / ``weights_in``).
+- What the training worker calls on any backend, a no-op or TensorFlow's form where keras does
+  not run on JAX: :func:`prepare_model` (the checks above, a ``keras-jax`` step always jitted,
+  the notes), :func:`batches` (the iterator a train function takes), :func:`sync`,
+  :func:`value` (a log as a float, waiting for the step), :func:`backend_name`.
 """
 
 from __future__ import annotations
