@@ -163,7 +163,8 @@ def test_a_budget_that_ends_before_a_knob_lists_it_with_the_budget_that_would_re
 ):
     res = run_cli(
         "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution,xla",
-        "--budget", "1", "--guard-steps", "50", "--store", str(tmp_path / "s.db"),
+        "--budget", "1", "--confirm-rounds", "6", "--guard-steps", "50",
+        "--store", str(tmp_path / "s.db"),
         "--profile-out", str(tmp_path / "p.json"), cwd=FACTORIES,
     )
     assert res.returncode == 0, res.stderr[-2000:]

@@ -47,12 +47,12 @@ def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
     assert not said.lines
 
 
-def test_a_timed_fit_runs_whole_calls_on_both_sides_for_about_two_seconds():
+def test_a_timed_fit_runs_whole_calls_on_both_sides_for_about_a_second():
     from tfperf.tuning.traintune import fit_steps
 
-    assert fit_steps(0.004, 1, 32) == 512  # 500 steps of 4 ms, in calls of 32
+    assert fit_steps(0.004, 1, 32) == 256  # 250 steps of 4 ms, in calls of 32
     assert fit_steps(0.2, 1, 4) == 16  # never fewer than 16 steps
-    assert fit_steps(0.05, 8, 3) == 48
+    assert fit_steps(0.05, 8, 3) == 24
 
 
 def test_an_undecided_confirmation_says_what_more_rounds_would_decide():

@@ -224,7 +224,7 @@ class TrainEvaluator(Evaluator):
 TRAIN_SEARCH_S = 240.0
 """A training search's time when the user sets no limit (see :func:`train_limits`)."""
 SLOW_STEP_S = 0.05
-FIT_CALL_S = 2.0
+FIT_CALL_S = 1.0
 """A timed ``fit`` runs about this long of the default's steps..."""
 FIT_MIN_STEPS = 16
 """...and at least this many steps."""
