@@ -76,7 +76,7 @@ import numpy as np
 from tfperf.core import stats
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.memory import change, cost
+from tfperf.core.memory import change, check_limits, cost
 from tfperf.core.stats import DEFAULT_THRESHOLD
 from tfperf.diagnosis.install import install_fingerprint
 from tfperf.machine import contention
@@ -236,12 +236,7 @@ def check_options(options: BenchOptions, configs: Sequence[Config]) -> None:
             raise UserError(f"--{name} must be a positive number, not {value}.")
     if options.threshold < 0:
         raise UserError(f"--threshold must be 0 or more, not {options.threshold}.")
-    if options.memory_limit_bytes is not None and options.memory_limit_bytes <= 0:
-        raise UserError("--memory-limit must be a positive number of GiB.")
-    if options.price_per_hour is not None and not options.price_per_hour > 0:
-        raise UserError(
-            f"--price-per-hour must be a positive number, not {options.price_per_hour}."
-        )
+    check_limits(options.memory_limit_bytes, options.price_per_hour)
     if options.processes < 1:
         raise UserError(f"--processes must be 1 or more, not {options.processes}.")
     for config in configs:

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from tfperf.core.errors import UserError
+
 MIB = 2**20
 WORKER = "worker"
 DEPLOYED = "deployed"
@@ -109,6 +111,15 @@ def over_ceiling(memory: Memory | None, ceiling_mb: float | None) -> str | None:
         return None
     what = "projected peak" if memory.projected else "peak"
     return f"{what} {memory.peak_rss_mb:.0f} MB > ceiling {ceiling_mb:.0f} MB"
+
+
+def check_limits(memory_limit_bytes: float | None, price_per_hour: float | None) -> None:
+    """``--memory-limit`` and ``--price-per-hour``, where given, are positive: else one
+    sentence (:class:`UserError`)."""
+    if memory_limit_bytes is not None and memory_limit_bytes <= 0:
+        raise UserError("--memory-limit must be a positive number of GiB.")
+    if price_per_hour is not None and not price_per_hour > 0:
+        raise UserError(f"--price-per-hour must be a positive number, not {price_per_hour}.")
 
 
 def cost(price_per_hour: float | None, samples_per_s: float | None) -> dict[str, Any] | None:

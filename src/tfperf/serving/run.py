@@ -49,7 +49,7 @@ from typing import Any
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.memory import cost
+from tfperf.core.memory import check_limits, cost
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.peak import get_peak
@@ -84,12 +84,7 @@ class LoadRunOptions:
     def __post_init__(self) -> None:
         if not self.timeout_s > 0:
             raise UserError(f"--timeout must be a positive number, not {self.timeout_s}.")
-        if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
-            raise UserError("--memory-limit must be a positive number of GiB.")
-        if self.price_per_hour is not None and not self.price_per_hour > 0:
-            raise UserError(
-                f"--price-per-hour must be a positive number, not {self.price_per_hour}."
-            )
+        check_limits(self.memory_limit_bytes, self.price_per_hour)
 
 
 def load_cost(price_per_hour: float | None, qps: float | None, batch: int | None,
