@@ -257,18 +257,22 @@ def test_jax_missing_is_one_information_with_the_install_line():
 
 def test_what_keras_imports_for_nothing_is_one_information_with_its_seconds() -> None:
     found_by_probe = [
-        {"module": "matplotlib", "distribution": "matplotlib", "seconds": 0.75},
-        {"module": "sklearn", "distribution": "scikit-learn", "seconds": 0.84},
+        {"module": "jax", "distribution": "jax", "imported_by": "tensorflow.lite",
+         "seconds": 1.95},
+        {"module": "sklearn", "distribution": "scikit-learn", "imported_by": "keras.wrappers",
+         "seconds": 0.84},
     ]
     (found,) = rules.rule_optional_imports(
         *facts(install={"import_s": 6.1, "optional_imports": found_by_probe})
     )
     assert found["id"] == "optional-imports" and found["severity"] == "info"
     assert found["title"] == (
-        "keras imports matplotlib and scikit-learn in every TensorFlow process here"
+        "TensorFlow imports jax and scikit-learn in every process here, for no model"
     )
-    assert "took 6.10 s, of which matplotlib 0.75 s, scikit-learn 0.84 s" in found["evidence"]
-    assert found["fix"].startswith("/venv/bin/python -m pip uninstall matplotlib scikit-learn")
+    assert ("took 6.10 s, of which jax 1.95 s (by tensorflow.lite), scikit-learn 0.84 s "
+            "(by keras.wrappers)") in found["evidence"]
+    assert found["fix"].startswith("/venv/bin/python -m pip uninstall jax scikit-learn")
+    assert "only where keras runs on JAX" in found["fix"]
     # a few milliseconds is not worth a line, and a failed probe has nothing to say of it
     small = [dict(found_by_probe[0], seconds=0.04)]
     assert rules.rule_optional_imports(*facts(install={"optional_imports": small})) == []

@@ -56,7 +56,7 @@ def test_probe_reads_the_installed_tensorflow(default_record: dict) -> None:
     assert rec["threads"]["inter_op"]["effective"] == affinity
     assert "is_cuda_build" in rec["build"]
     assert len(install_fingerprint(rec)) == 12
-    installed = [m for m in ("matplotlib", "sklearn") if importlib.util.find_spec(m)]
+    installed = [m for m in ("jax", "matplotlib", "sklearn") if importlib.util.find_spec(m)]
     assert [item["module"] for item in rec["optional_imports"]] == installed
 
 
@@ -115,8 +115,9 @@ def test_probe_honours_the_users_environment_and_times_what_keras_imports_from_i
     assert rec["allocator"] == "jemalloc"
     assert rec["env"]["OMP_NUM_THREADS"] == "7" and rec["env"]["LD_PRELOAD"] == jemalloc
     assert "TF_CLI_CONFIG_FILE" not in rec["env"]  # Terraform's, not TensorFlow's
-    (imported,) = rec["optional_imports"]
-    assert imported["module"] == "sklearn" and imported["distribution"] == "scikit-learn"
+    imported = {item["module"]: item for item in rec["optional_imports"]}["sklearn"]
+    assert imported["distribution"] == "scikit-learn"
+    assert imported["imported_by"] == "keras.wrappers"
     assert 0.6 <= imported["seconds"] < rec["import_s"]  # the package with its submodule
 
 

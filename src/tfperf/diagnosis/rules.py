@@ -432,25 +432,34 @@ OPTIONAL_IMPORTS_NOTED_S = 0.1
 
 
 def rule_optional_imports(machine: Facts, install: Facts) -> list[Finding]:
-    """Packages keras imports in every TensorFlow process because they are installed."""
+    """Packages TensorFlow and keras import in every process because they are installed."""
     found = install.get("optional_imports") or []
     total = sum(item["seconds"] for item in found)
     if not _ok(install) or total < OPTIONAL_IMPORTS_NOTED_S:
         return []
     distributions = [item["distribution"] for item in found]
-    parts = ", ".join(f"{item['distribution']} {item['seconds']:.2f} s" for item in found)
+    parts = ", ".join(
+        f"{item['distribution']} {item['seconds']:.2f} s"
+        + (f" (by {item['imported_by']})" if item.get("imported_by") else "")
+        for item in found
+    )
+    uses = "the full `mlflow` package uses scikit-learn and matplotlib; `mlflow-skinny` logs " \
+        "runs without them"
+    if "jax" in distributions:
+        uses += "; jax is needed only where keras runs on JAX (tfperf's keras-jax runtime)"
     return [
         finding(
             "optional-imports",
             "info",
-            f"keras imports {' and '.join(distributions)} in every TensorFlow process here",
+            f"TensorFlow imports {' and '.join(distributions)} in every process here, "
+            "for no model",
             f"Importing TensorFlow took {install.get('import_s', 0):.2f} s, of which {parts}: "
-            "keras loads them whenever they are installed (keras.wrappers, "
-            "keras.visualization). Every tfperf worker, serving instance and restarted server "
-            "pays for them at start; no model needs them to run.",
-            f"{_pip(install)} uninstall {' '.join(distributions)}, "
-            "where nothing in this environment uses them (the full `mlflow` package does; "
-            "`mlflow-skinny` logs runs without them)",
+            "each is imported whenever it is installed, and no model needs it to run. Every "
+            "process that imports TensorFlow here pays for them at start: a training job, each "
+            "serving instance, a restarted server (tfperf's own TensorFlow workers import it "
+            "without jax, so their cold starts leave jax out).",
+            f"{_pip(install)} uninstall {' '.join(distributions)}, where nothing in this "
+            f"environment uses them ({uses})",
         )
     ]
 

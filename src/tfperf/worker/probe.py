@@ -345,9 +345,13 @@ def openmp_usage(tf_dir: str, maps_text: str) -> dict[str, Any]:
     }
 
 
-OPTIONAL_IMPORTS = {"sklearn": "scikit-learn", "matplotlib": "matplotlib"}
-"""Packages keras imports whenever they are installed (``keras.wrappers``, ``keras.visualization``)
-and no model needs to run, by module name, with the distribution that installs each."""
+OPTIONAL_IMPORTS = {
+    "sklearn": ("scikit-learn", "keras.wrappers"),
+    "matplotlib": ("matplotlib", "keras.visualization"),
+    "jax": ("jax", "tensorflow.lite"),
+}
+"""Packages TensorFlow or keras imports whenever they are installed and no model needs to run, by
+module name: the distribution that installs each and the module that imports it."""
 
 
 class ImportClock(importlib.abc.MetaPathFinder):
@@ -432,7 +436,12 @@ def full_probe(stderr_path: str) -> dict[str, Any]:
                 return record
             record["import_s"] = time.perf_counter() - started
             record["optional_imports"] = [
-                {"module": name, "distribution": OPTIONAL_IMPORTS[name], "seconds": seconds}
+                {
+                    "module": name,
+                    "distribution": OPTIONAL_IMPORTS[name][0],
+                    "imported_by": OPTIONAL_IMPORTS[name][1],
+                    "seconds": seconds,
+                }
                 for name, seconds in sorted(clock.seconds.items())
             ]
             _exercise(tf)

@@ -57,6 +57,7 @@ from tfperf.core.errors import UserError
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
 from tfperf.worker.requests import AsyncServer, Batching, RequestServer
 from tfperf.worker.rss import peak_rss_bytes, rss_bytes
+from tfperf.worker.tfimport import hidden_note, import_tensorflow, jax_is_needed
 from tfperf.worker.workload import call_error_sentence, told_lines
 
 
@@ -207,9 +208,9 @@ class Session:
             config = {**config, "streams": int(serving["streams"])}  # OpenVINO compiles with them
         if serving and serving.get("hint"):
             config = {**config, "hint": str(serving["hint"])}
+        self.runtime = _runtime_of(msg["workload"], config)
         t0 = time.perf_counter()
-        import tensorflow as tf
-
+        tf, hidden = import_tensorflow(hide_jax=not jax_is_needed(self.runtime))
         import_s = time.perf_counter() - t0
         if config.get("intra_threads"):
             tf.config.threading.set_intra_op_parallelism_threads(int(config["intra_threads"]))
@@ -217,7 +218,6 @@ class Session:
             tf.config.threading.set_inter_op_parallelism_threads(int(config["inter_threads"]))
         t1 = time.perf_counter()
         before_model = rss_bytes()  # TensorFlow imported, the model not yet built or loaded
-        self.runtime = _runtime_of(msg["workload"], config)
         self.prepared = _prepare_function()(msg["workload"], config)
         load_s = time.perf_counter() - t1
         first_call_s = self._first_call(msg["workload"])
@@ -242,7 +242,7 @@ class Session:
             },
             "batch": self.prepared.batch,
             "fingerprint": getattr(self.prepared, "fingerprint", None),
-            "notes": list(self.prepared.notes),
+            "notes": list(self.prepared.notes) + [hidden_note(name) for name in hidden],
             "extra_available": sorted(self.prepared.extra),
             "rss_before_model_bytes": before_model,
             "input_shapes": _input_shapes(self.prepared),

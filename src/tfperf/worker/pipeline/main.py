@@ -46,6 +46,7 @@ from tfperf.worker.pipeline import fixes as fx
 from tfperf.worker.pipeline import stages, timing
 from tfperf.worker.pipeline import target as tg
 from tfperf.worker.pipeline.target import Target, TargetError, first_line
+from tfperf.worker.tfimport import import_tensorflow, jax_is_needed
 
 SCHEMA = 1
 
@@ -382,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         progress("importing TensorFlow")
         try:
-            import tensorflow  # noqa: F401
+            # jax, which TensorFlow imports when installed, is no part of an input pipeline
+            import_tensorflow(hide_jax=not jax_is_needed("tf"))
         except ImportError as exc:
             raise TargetError(
                 f"TensorFlow cannot be imported in {sys.executable} ({exc}); install it there "
