@@ -70,3 +70,24 @@ def test_an_undecided_removal_prunes_only_within_the_threshold():
 
     assert not removable(undecided(0.71))  # no evidence the knob is not needed
     assert removable(undecided(0.99))
+
+
+def test_the_next_removal_starts_ahead_as_if_the_answer_kept_the_knob():
+    class Ahead(Scripted):
+        def __init__(self, ratios):
+            super().__init__(ratios)
+            self.ahead: list[str] = []
+
+        def start_ahead(self, config):
+            self.ahead.append(label(config))
+
+    evaluate = Ahead({
+        ("steps_per_execution=32,intra_threads=1", label(ANSWER)): (0.7, 0.6, 0.8),  # kept
+        ("precision=bf16,intra_threads=1", label(ANSWER)): (0.6, 0.5, 0.7),  # kept
+        ("steps_per_execution=32,precision=bf16", label(ANSWER)): (0.99, 0.95, 1.03),
+    })
+    prune(SearchResult(dict(ANSWER), [], "converged"), SPACE, evaluate)
+    # while bf16's removal starts, the steps-per-call removal's worker starts; then threads'
+    assert evaluate.ahead == ["precision=bf16,intra_threads=1",
+                              "steps_per_execution=32,precision=bf16"]
+    assert [c[0] for c in evaluate.calls][1:] == evaluate.ahead

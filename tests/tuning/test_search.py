@@ -376,3 +376,53 @@ def test_runtimes_race_at_full_parallelism_so_the_one_that_needs_threads_wins():
     space = build_space(FACTS).restrict(("runtime", "runtime_threads"))
     result = Search(space, ThreadsMatter({}), max_trials=12, runtime_first=True).run("staged")
     assert normalize(result.incumbent) == {"runtime": "litert", "runtime_threads": 2}
+
+
+def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget():
+    # Keras on JAX wins the second step; the budget then ends. Threads and XLA have no value to
+    # try on JAX (the space says why), so only knobs the budget left are "unreached".
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    now = [0.0]
+    effects = {("runtime", "keras-jax"): 0.5}
+
+    def evaluate(config, incumbent, timeout_s):
+        now[0] += 10.0
+        return Synthetic(effects)(config, incumbent, timeout_s)
+
+    result = Search(space, evaluate, budget_s=15.0, clock=lambda: now[0],
+                    knob_order=TRAIN_SEARCH_ORDER, reach_first=True).run()
+    assert result.stopped == "budget" and result.incumbent.get("runtime") == "keras-jax"
+    assert {"xla", "intra_threads", "inter_threads"}.isdisjoint(result.unreached)
+    assert "precision" in result.unreached
+    assert set(result.unreached) <= set(space.knobs())
+
+
+def test_the_reach_phase_starts_the_next_knobs_candidate_ahead_of_time():
+    # Each candidate's worker start overlaps the one before: the evaluator is told the next
+    # knob's candidate before the current one is measured; where a step is taken the hint was
+    # for the old incumbent, and the search goes on from the new one.
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    events: list[tuple[str, str]] = []
+
+    class Ahead(Synthetic):
+        def start_ahead(self, config):
+            events.append(("ahead", cache_key(config, {})))
+
+        def __call__(self, config, incumbent, timeout_s):
+            events.append(("try", cache_key(config, {})))
+            return super().__call__(config, incumbent, timeout_s)
+
+    Search(space, Ahead({("steps_per_execution", 128): 0.5}), max_trials=4,
+           knob_order=TRAIN_SEARCH_ORDER, reach_first=True).run()
+    tried = [key for what, key in events if what == "try"]
+    assert events[0] == ("ahead", tried[1].replace("steps_per_execution=128,", ""))
+    assert events[1] == ("try", tried[0]) and "steps_per_execution=128" in tried[0]
+    # after the step, the next candidate keeps steps_per_execution=128 and was hinted so
+    later = [key for what, key in events[2:] if what == "ahead"]
+    assert later and all("steps_per_execution=128" in key for key in later)

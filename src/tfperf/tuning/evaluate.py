@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import psutil
 
 from tfperf.accuracy import guard
 from tfperf.core.errors import UserError
@@ -49,6 +50,8 @@ CONFIRM_ROUNDS_PER_PROCESS = 7
 """Each pair of confirmation workers measures at least this many rounds (>= MIN_PAIRS)."""
 MAX_CONFIRM_PROCESSES = 3
 DEFAULT_WARMUP = {"min_calls": 5, "max_seconds": 3.0}
+AHEAD_HEADROOM_BYTES = 2**30
+"""Memory left free beside a worker started ahead (:meth:`Evaluator.start_ahead`)."""
 
 
 def confirm_processes(rounds: int) -> int:
@@ -213,7 +216,7 @@ class Evaluator:
         name = label(config)
         self.progress.candidate(name)
         trial_id = self._new_trial(config)
-        self.workers.evict({"default", label(incumbent)})
+        self.workers.evict({"default", label(incumbent), name})
         limit = self.options.candidate_timeout_s
         if timeout_s is not None:
             limit = min(limit, timeout_s)
@@ -232,6 +235,14 @@ class Evaluator:
         self.finish_trial(trial_id, outcome)
         self.progress.done(outcome)
         return outcome
+
+    def start_ahead(self, config: dict) -> None:
+        """Start the worker of the candidate likely to come next, where memory allows one
+        more worker (the default's peak twice over): its start overlaps the next one's."""
+        rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
+        if psutil.virtual_memory().available < 2 * rss + AHEAD_HEADROOM_BYTES:
+            return
+        self.workers.start_ahead(normalize(config), self.options.candidate_timeout_s)
 
     @staticmethod
     def candidate_info(cand: Any) -> dict:

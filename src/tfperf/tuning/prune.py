@@ -38,16 +38,26 @@ def prune(result: SearchResult, space: Space, evaluate: Evaluate) -> SearchResul
     answer = space.canonical(result.incumbent)
     outcomes = list(result.outcomes)
     pruned: list[dict[str, Any]] = []
-    for knob in removal_order(answer):
+    order = removal_order(answer)
+    for at, knob in enumerate(order):
         if len(answer) < 2 or knob not in answer:
             continue  # one knob left: the confirmation against the default judges it
         smaller = space.canonical({k: v for k, v in answer.items() if k != knob})
+        _start_ahead(evaluate, answer, order[at + 1:], space)
         outcome = evaluate(smaller, dict(answer), None)
         outcomes.append(outcome)
         if removable(outcome):
             pruned.append(_entry(knob, answer[knob], outcome))
             answer = smaller
     return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned))
+
+
+def _start_ahead(evaluate: Evaluate, answer: dict, rest: list[str], space: Space) -> None:
+    """Start the next removal's worker ahead, as if this removal keeps the knob (see
+    :meth:`tfperf.tuning.search.Search._start_ahead`)."""
+    start_ahead = getattr(evaluate, "start_ahead", None)
+    if start_ahead is not None and rest and rest[0] in answer:
+        start_ahead(space.canonical({k: v for k, v in answer.items() if k != rest[0]}))
 
 
 def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:

@@ -264,7 +264,11 @@ class Search:
             stopped = self._staged() if strategy == "staged" else self._optuna(max_proposals)
         except _Stop as stop:
             stopped = stop.why
-        unreached = tuple(k for k in self._knob_order() if k not in self.reached)
+        # a knob with no value to try from the answer (threads on JAX) was not left by the
+        # budget: the space's unavailable list says why it does not apply there
+        unreached = tuple(
+            k for k in self._knob_order() if k not in self.reached and self._neighbours(k)
+        )
         return SearchResult(dict(self.incumbent), list(self.outcomes), stopped, unreached)
 
     def start_point(self) -> dict:
@@ -323,15 +327,38 @@ class Search:
         """One candidate of every knob first, in search order (the most promising value:
         the most steps per call, else the first other value), each step taken when it is
         significant, so that a budget that ends early has still measured every knob once."""
-        for knob in self._knob_order():
-            candidates = self._neighbours(knob)
-            if not candidates:
+        knobs = self._knob_order()
+        for at, knob in enumerate(knobs):
+            first = self._reach_candidate(knob)
+            if first is None:
                 continue
-            if knob == "steps_per_execution":
-                candidates.sort(key=lambda c: -int(c.get(knob) or 1))
-            outcome = self._try(candidates[0])
+            self._start_ahead(knobs[at + 1:])
+            outcome = self._try(first)
             self.reached.add(knob)
             self._step([outcome])
+
+    def _reach_candidate(self, knob: str) -> dict | None:
+        """The one candidate :meth:`_reach` tries of ``knob`` from the incumbent."""
+        candidates = self._neighbours(knob)
+        if knob == "steps_per_execution":
+            candidates.sort(key=lambda c: -int(c.get(knob) or 1))
+        return candidates[0] if candidates else None
+
+    def _start_ahead(self, knobs: list[str]) -> None:
+        """Tell an evaluator that can start a worker ahead (``start_ahead``) which candidate
+        comes next if the incumbent stays: its start then overlaps the current one's."""
+        start_ahead = getattr(self.evaluate, "start_ahead", None)
+        if start_ahead is None:
+            return
+        for knob in knobs:
+            nxt = self._reach_candidate(knob)
+            if nxt is None:
+                continue
+            nxt = self.space.canonical(nxt)
+            key = cache_key(nxt, self.incumbent)
+            if key not in self.cache and key not in self._done and label(nxt) not in self._final:
+                start_ahead(nxt)
+            return
 
     def _neighbours(self, knob: str) -> list[dict]:
         """The staged step's candidates for ``knob``: the runtimes at full parallelism

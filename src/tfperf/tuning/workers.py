@@ -28,7 +28,7 @@ from tfperf.accuracy import load_outputs
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label
-from tfperf.runner.handle import Worker
+from tfperf.runner.handle import Worker, WorkerFailed
 from tfperf.runner.identity import SameModel, weights_handoff
 from tfperf.runner.measure import source_of
 from tfperf.runner.rounds import calls_per_block
@@ -82,15 +82,45 @@ class WorkerPool:
         self.keep = keep
         self.same = SameModel(source_of(self.workload))
         self._handles: OrderedDict[str, Handle] = OrderedDict()
+        self._ahead: OrderedDict[str, Worker] = OrderedDict()
+        """Workers started ahead of their use (:meth:`start_ahead`), not yet ready."""
         self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self._first_runtime: str | None = None
 
     def get(self, config: dict, timeout_s: float) -> Handle:
-        """The worker of ``config``, started (and checked) on first use."""
+        """The worker of ``config``, started (and checked) on first use. Returns once every
+        worker started ahead is ready too: the caller times blocks next, and a worker still
+        starting would take CPU from them."""
         name = label(config)
-        if name in self._handles:
-            self._handles.move_to_end(name)
-            return self._handles[name]
+        if name not in self._handles:
+            ahead = self._ahead.pop(name, None)
+            worker = ahead or self._spawn(config, timeout_s)
+            self._handles[name] = self._checked(worker, worker.wait_ready())
+        self._handles.move_to_end(name)
+        self._settle()
+        return self._handles[name]
+
+    def start_ahead(self, config: dict, timeout_s: float) -> None:
+        """Start ``config``'s worker without waiting for it: its start overlaps the start
+        of the worker :meth:`get` is asked for next. A worker that fails to start ahead is
+        forgotten; asked for later, it starts again and fails where its candidate is told."""
+        name = label(config)
+        if name not in self._handles and name not in self._ahead:
+            try:
+                self._ahead[name] = self._spawn(config, timeout_s)
+            except (WorkerFailed, UserError):
+                pass  # an allocator not installed: told when the candidate is tried
+
+    def _settle(self) -> None:
+        """Wait until each worker started ahead is ready, and keep the ones that are."""
+        while self._ahead:
+            name, worker = self._ahead.popitem(last=False)
+            try:
+                self._handles[name] = self._checked(worker, worker.wait_ready())
+            except (WorkerFailed, UserError):
+                worker.close()
+
+    def _spawn(self, config: dict, timeout_s: float) -> Worker:
         batch, worker_config = split_batch(config)
         workload = self._weights_handoff(worker_config)
         worker = Worker(
@@ -101,15 +131,16 @@ class WorkerPool:
             warmup=self.warmup,
         )
         worker.start()
-        ready = worker.wait_ready()
+        return worker
+
+    def _checked(self, worker: Worker, ready: dict) -> Handle:
+        """The handle of a ready worker that reports the default's model (else closed)."""
         try:
             self.same.check(ready)
         except UserError:
             worker.close()
             raise
-        handle = Handle(worker, ready, self.block_s, self.per_sample)
-        self._handles[name] = handle
-        return handle
+        return Handle(worker, ready, self.block_s, self.per_sample)
 
     def _weights_handoff(self, config: Mapping[str, Any]) -> dict:
         """The workload, with the file a training step's initial weights cross Keras backends
@@ -154,5 +185,8 @@ class WorkerPool:
         """Close every worker and remove the temporary files."""
         for handle in self._handles.values():
             handle.worker.close()
+        for worker in self._ahead.values():
+            worker.close()
         self._handles.clear()
+        self._ahead.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)

@@ -1,0 +1,44 @@
+"""The tune's worker pool with real workers: a worker started ahead overlaps the next start,
+is ready before anything is timed, is the one handed out later; one that fails to start ahead
+is forgotten, and started again when its candidate is tried."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfperf.core.knobs import label
+from tfperf.tuning.workers import WorkerPool
+
+pytestmark = [pytest.mark.tf]
+
+TINY_MLP = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
+ONE_THREAD = {"intra_threads": 1}
+ONE_POOL = {"inter_threads": 1}
+
+
+def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reused(
+    monkeypatch,
+):
+    pool = WorkerPool(TINY_MLP, block_s=0.05, per_sample=False,
+                      warmup={"min_calls": 2, "max_seconds": 0.5}, keep=2)
+    try:
+        pool.start_ahead(ONE_THREAD, 120.0)
+        ahead = pool._ahead[label(ONE_THREAD)]
+        default = pool.get({}, 120.0)
+        # nothing is timed while a worker still starts: get returned once both were ready
+        assert ahead.ready is not None and default.worker.ready is not None
+        handle = pool.find(label(ONE_THREAD))
+        assert handle is not None and handle.worker is ahead
+        assert pool.get(ONE_THREAD, 120.0) is handle  # no second start
+        assert handle.worker.config.intra_threads == 1
+
+        monkeypatch.setenv("TFPERF_INJECT_FAULT", "exit-on-init")  # this start ahead dies
+        pool.start_ahead(ONE_POOL, 120.0)
+        monkeypatch.delenv("TFPERF_INJECT_FAULT")
+        crashed = pool._ahead[label(ONE_POOL)]
+        assert pool.get({}, 120.0) is default  # the crash is not raised where it is not asked
+        assert pool.find(label(ONE_POOL)) is None and not pool._ahead
+        again = pool.get(ONE_POOL, 120.0)  # asked for, it starts afresh
+        assert again.worker is not crashed and again.worker.config.inter_threads == 1
+    finally:
+        pool.close()
