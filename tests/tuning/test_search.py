@@ -426,3 +426,17 @@ def test_the_reach_phase_starts_the_next_knobs_candidate_ahead_of_time():
     # after the step, the next candidate keeps steps_per_execution=128 and was hinted so
     later = [key for what, key in events[2:] if what == "ahead"]
     assert later and all("steps_per_execution=128" in key for key in later)
+
+
+def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():
+    # --quick's training search: one candidate of each knob that applies, then stop.
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    evaluate = Synthetic({("steps_per_execution", 128): 0.5, ("intra_threads", 1): 0.9})
+    result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=0).run()
+    assert result.stopped == "reached" and not result.unreached
+    assert len(result.outcomes) == len(space.knobs())
+    assert result.incumbent == {"steps_per_execution": 128, "intra_threads": 1}

@@ -30,6 +30,9 @@ from tfperf.cli.train import (
     trains,
 )
 
+STOPPED_TEXT = {"reached": "every knob tried once (--quick)"}
+"""How a search's stop reason reads where the word alone would not say it."""
+
 
 def _err_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.2g}"
@@ -95,7 +98,7 @@ def render_tune(doc: dict) -> None:
                   soft_wrap=True)
     table = Table(
         title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
-        f"stopped: {doc['stopped']}",
+        f"stopped: {STOPPED_TEXT.get(doc['stopped'], doc['stopped'])}",
         box=box.SIMPLE_HEAD,
     )
     if throughput:

@@ -69,6 +69,8 @@ class TuneOptions:
     quick_budget: bool = False
     """``budget_s`` is ``--quick``'s, not typed: a training tune may grow it to what the
     50-step guard of one candidate per knob needs (it says so)."""
+    quick: bool = False
+    """``--quick``: a training search tries one candidate of each knob and stops there."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`
@@ -217,5 +219,6 @@ def options_from_args(
         candidate_timeout_s=candidate_timeout,
         batch_sizes=parse_batch_sizes(batch_sizes),
         quick_budget=quick_budget,
+        quick=quick,
         **plain,
     )

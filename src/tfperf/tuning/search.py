@@ -131,7 +131,8 @@ class SearchResult:
     incumbent: dict
     outcomes: list[Outcome]
     stopped: str
-    """``"converged"``, ``"max-sweeps"``, ``"max-trials"``, ``"budget"`` or ``"exhausted"``."""
+    """``"converged"``, ``"max-sweeps"``, ``"max-trials"``, ``"budget"``, ``"exhausted"``, or
+    ``"reached"`` (``reach_first`` with no sweeps: one candidate of every knob tried)."""
     unreached: tuple[str, ...] = ()
     """Knobs of the space no candidate of which was tried (the search stopped first)."""
     pruned: tuple[dict, ...] = ()
@@ -306,6 +307,8 @@ class Search:
             self._step([self._try(start)])
         if self.reach_first:
             self._reach()
+            if not self.sweeps:
+                return "reached"
         for _ in range(self.sweeps):
             for knob in self._knob_order():
                 if explored.get(knob) == label(self.incumbent):

@@ -161,12 +161,14 @@ class TrainEvaluator(Evaluator):
     def confirm_fit(self, config: dict) -> dict | None:
         """``paired_speedup`` of the answer's ``fit`` over the default's, per step: each side
         fits ``steps`` steps (a multiple of both sides' steps per call, about
-        :data:`FIT_CALL_S` of the default's steps), one warm-up fit each, then
+        :data:`FIT_CALL_S` of the default's steps, half under ``--quick``), one warm-up fit
+        each, then
         :data:`FIT_ROUNDS` alternating pairs. ``None`` where the workers have no fit."""
         self.progress.phase(f"timing model.fit of the default and of {label(config)}")
         base = self.workers.get({}, self.options.candidate_timeout_s)
         cand = self.workers.get(config, self.options.candidate_timeout_s)
-        steps = fit_steps(self.step_s(), _spe(base), _spe(cand))
+        call_s = QUICK_FIT_CALL_S if self.options.quick else FIT_CALL_S
+        steps = fit_steps(self.step_s(), _spe(base), _spe(cand), call_s=call_s)
         times: list[list[float]] = [[], []]
         for round_no in range(FIT_ROUNDS + 1):
             order = ((0, base), (1, cand)) if round_no % 2 else ((1, cand), (0, base))
@@ -221,11 +223,13 @@ class TrainEvaluator(Evaluator):
                        accuracy=check, info=info, **measured)
 
 
-TRAIN_SEARCH_S = 240.0
+TRAIN_SEARCH_S = 180.0
 """A training search's time when the user sets no limit (see :func:`train_limits`)."""
 SLOW_STEP_S = 0.05
 FIT_CALL_S = 1.0
 """A timed ``fit`` runs about this long of the default's steps..."""
+QUICK_FIT_CALL_S = 0.5
+"""...half that under ``--quick``..."""
 FIT_MIN_STEPS = 16
 """...and at least this many steps."""
 FIT_ROUNDS = 6
@@ -235,11 +239,11 @@ def _spe(handle: Any) -> int:
     return int((handle.ready.get("train") or {}).get("steps_per_call") or 1)
 
 
-def fit_steps(step_s: float | None, *spes: int) -> int:
-    """The steps of one timed ``fit``: about :data:`FIT_CALL_S` of steps, at least
+def fit_steps(step_s: float | None, *spes: int, call_s: float = FIT_CALL_S) -> int:
+    """The steps of one timed ``fit``: about ``call_s`` of steps, at least
     :data:`FIT_MIN_STEPS`, a whole number of calls on either side."""
     unit = math.lcm(*spes) if spes else 1
-    want = max(FIT_MIN_STEPS, round(FIT_CALL_S / step_s) if step_s else FIT_MIN_STEPS)
+    want = max(FIT_MIN_STEPS, round(call_s / step_s) if step_s else FIT_MIN_STEPS)
     return unit * max(1, math.ceil(want / unit))
 
 

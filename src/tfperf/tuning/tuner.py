@@ -265,6 +265,8 @@ def search(
             options.max_trials is not None or options.budget_s is not None),
         knob_order=TRAIN_SEARCH_ORDER if training else None,
         reach_first=training,
+        # --quick's training search: one candidate of every knob, then the answer is pruned
+        sweeps=0 if training and options.quick else 3,
     ).run(options.strategy)
     if training and len(space.canonical(result.incumbent)) > 1:
         progress.phase(f"pruning {label(result.incumbent)}: each knob removed in turn, kept "

@@ -15,6 +15,7 @@ throughput tune) and how many calls make a block.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import tempfile
@@ -106,10 +107,9 @@ class WorkerPool:
         forgotten; asked for later, it starts again and fails where its candidate is told."""
         name = label(config)
         if name not in self._handles and name not in self._ahead:
-            try:
+            # an allocator not installed: told when the candidate is tried
+            with contextlib.suppress(WorkerFailed, UserError):
                 self._ahead[name] = self._spawn(config, timeout_s)
-            except (WorkerFailed, UserError):
-                pass  # an allocator not installed: told when the candidate is tried
 
     def _settle(self) -> None:
         """Wait until each worker started ahead is ready, and keep the ones that are."""
