@@ -6,6 +6,7 @@ bytes; a first request that fails says what failed."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -48,15 +49,18 @@ def test_a_refused_connection_is_sent_again_once_and_counted(tmp_path):
     """The server stops listening after 11 answers: each later request cannot connect, is
     sent once more (nothing can have read it), and fails; each resend is counted."""
     script = Script(stop_after=11)
+    exported = tmp_path / "levels.csv"
     with scripted(script) as port:  # one request at a time: none is in flight at the stop
         res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "1",
-                     *LEVEL, "--json")
+                     *LEVEL, "--json", "--export", str(exported))
     assert res.returncode == 0, res.stderr[-3000:]
     (level,) = json.loads(res.stdout)["levels"]
     assert level["completed"] == script.done["ok"] - 1 and level["completed"] < level["sent"]
     assert level["failures"] == {"connection: cannot connect: connection refused": level["failed"]}
     assert level["retried"] == level["failed"]
     assert f"{level['failed']} retried" in res.stderr  # printed with the level
+    (row,) = csv.DictReader(exported.open())  # and exported with it
+    assert int(row["retried"]) == level["retried"] and int(row["failed"]) == level["failed"]
 
 
 @pytest.mark.parametrize("protocol", ["v2-rest", "v2-grpc"])
