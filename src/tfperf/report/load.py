@@ -108,8 +108,8 @@ def load_table(section: Mapping[str, Any]) -> Any:
 LOAD_COLUMNS = (
     "server", "scenario", "concurrency", "offered_qps", "achieved_qps", "p50_ms", "p90_ms",
     "p99_ms", "p99_low_ms", "p99_high_ms", "p999_ms", "sent", "completed", "failed",
-    "timed_out", "retried", "generator_cpu", "harness_floor_p50_ms", "harness_floor_p99_ms", "slo_ms",
-    "max_qps_at_slo",
+    "timed_out", "retried", "generator_cpu", "harness_floor_p50_ms", "harness_floor_p99_ms",
+    "slo_ms", "max_qps_at_slo",
 )
 """The CSV / Markdown columns of an exported load run: one row per level."""
 
