@@ -63,6 +63,9 @@ def test_the_levels_are_in_the_store_for_report_and_history(load_run):
     assert text.returncode == 0, text.stderr
     assert "Layout 2x1t pinned" in text.stdout and "achieved/s" in text.stdout
     assert "floor p50/p99 ms" in text.stdout
+    # what the command printed below its tables: each level's cost at --price-per-hour
+    assert f"2x1t pinned: per million requests at ${PRICE:g}/h" in text.stdout
+    assert "at max QPS within the SLO: $" in text.stdout
     history = run_cli("history", "--json", "--store", store)
     (run,) = json.loads(history.stdout)["runs"]
     assert run["kind"] == "load" and run["summary"]["max_qps_at_slo"] == doc["max_qps_at_slo"]

@@ -305,7 +305,7 @@ def render_load(doc: dict[str, Any]) -> None:
     out = console()
     for layout in doc["layouts"]:
         print_table(load_table(layout), out)
-    for line in _cost_and_ops_lines(doc):
+    for line in cost_and_ops_lines(doc):
         out.print(line, markup=False, soft_wrap=True)
     if doc["slo_ms"] is not None:
         best = doc["max_qps_at_slo"]
@@ -320,9 +320,9 @@ def render_load(doc: dict[str, Any]) -> None:
     out.print(f"[dim]{doc['generator']}; run {doc['run_id']}[/]", soft_wrap=True)
 
 
-def _cost_and_ops_lines(doc: dict[str, Any]) -> list[str]:
+def cost_and_ops_lines(doc: dict[str, Any]) -> list[str]:
     """Each layout's cost per level (``--price-per-hour``) and op profile (``--ops``), and the
-    cost at the SLO answer."""
+    cost at the SLO answer, of a load run's document (also as stored: its run's summary)."""
     from tfperf.report.ops import ops_lines
 
     lines = []

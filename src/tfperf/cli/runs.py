@@ -93,7 +93,10 @@ def _print_pipeline_run(title: str, run_id: int, summary: dict) -> None:
     out.print(f"`tfperf report {run_id} --json` holds every stage and fix", markup=False)
 
 
-def _print_load_run(title: str, sections: list) -> None:
+def _print_load_run(title: str, sections: list, summary: dict) -> None:
+    """A stored load run: its levels per layout, then what the command printed below them
+    (each level's cost, the op profiles) from the run's summary."""
+    from tfperf.cli.load import cost_and_ops_lines
     from tfperf.report.console import console, print_table
     from tfperf.report.load import load_table
 
@@ -101,6 +104,8 @@ def _print_load_run(title: str, sections: list) -> None:
     out.print(title)
     for section in sections:
         print_table(load_table(section), out)
+    for line in cost_and_ops_lines(summary) if summary.get("layouts") else []:
+        out.print(line, markup=False, soft_wrap=True)
 
 
 def _print_report(doc: dict) -> None:
@@ -115,7 +120,7 @@ def _print_report(doc: dict) -> None:
         _print_pipeline_run(title, run["id"], run.get("summary") or {})
         return
     if doc.get("load"):  # levels of load per layout, not one latency per config
-        _print_load_run(title, doc["load"])
+        _print_load_run(title, doc["load"], run.get("summary") or {})
         return
     table = _table(title)
     columns = ["config", "n", "p50 ms [95% CI]", "p90 ms", "p99 ms", "per s", "peak MB"]
