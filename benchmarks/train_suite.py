@@ -202,9 +202,10 @@ def main() -> int:
         workload = resolve_train_target(f"suite_models:{model}", batch=MODELS[model],
                                         guard_steps=args.guard_steps)
         tuned, wall, quick, quick_wall = {}, 0.0, {}, 0.0
-        if not args.no_tune:
-            tuned, wall = tuned_config(workload, store, args.tune_budget, quick=False)
-            quick, quick_wall = tuned_config(workload, store, None, quick=True)
+        if not args.no_tune:  # each tune guards over its own default steps, as a user's does
+            as_typed = resolve_train_target(f"suite_models:{model}", batch=MODELS[model])
+            tuned, wall = tuned_config(as_typed, store, args.tune_budget, quick=False)
+            quick, quick_wall = tuned_config(as_typed, store, None, quick=True)
         configs = [{}, *singles]
         for answer in (tuned, quick):
             if answer and answer not in configs:

@@ -134,12 +134,60 @@ def test_max_trials_and_time_budget_stop_the_search():
 
     def evaluate(config, incumbent, timeout_s):
         now[0] += 10.0
-        assert timeout_s is not None and timeout_s > 0
+        assert timeout_s is None  # a started candidate is not cut by the budget
         return Synthetic(EFFECTS)(config, incumbent, timeout_s)
 
     result = Search(space, evaluate, budget_s=25.0, clock=lambda: now[0]).run()
     assert result.stopped == "budget"
     assert len(result.outcomes) == 3
+
+
+def test_no_candidate_starts_once_the_time_left_is_what_the_answer_needs_after_the_search():
+    # Candidates take 10 s; the caller keeps 5 s per knob of the answer for after the search
+    # (pruning and confirming it) plus one candidate's 10 s.
+    space = build_space(FACTS)
+    now = [0.0]
+    asked: list[dict] = []
+
+    def evaluate(config, incumbent, timeout_s):
+        now[0] += 10.0
+        return Synthetic(EFFECTS)(config, incumbent, timeout_s)
+
+    def reserve(incumbent):
+        asked.append(incumbent)
+        return 10.0 + 5.0 * len(incumbent)
+
+    result = Search(space, evaluate, budget_s=60.0, clock=lambda: now[0], reserve=reserve).run()
+    assert result.stopped == "budget"
+    spent = 10.0 * len(result.outcomes)
+    assert 60.0 - spent <= 10.0 + 5.0 * len(result.incumbent) < 60.0 - spent + 10.0
+    assert asked[0] == {} and any(asked)  # told the answer as it grows
+    unreserved = Search(space, evaluate, budget_s=60.0, clock=lambda: (now[0] - spent)).run()
+    assert len(unreserved.outcomes) > len(result.outcomes)
+
+
+def test_a_budget_sized_to_reach_every_knob_is_not_cut_in_the_reach_phase_a_typed_one_is():
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    now = [0.0]
+
+    def evaluate(config, incumbent, timeout_s):
+        now[0] += 10.0  # candidates took longer than the budget was sized for
+        return Synthetic({})(config, incumbent, timeout_s)
+
+    def search(**limits):
+        now[0] = 0.0
+        return Search(space, evaluate, clock=lambda: now[0], budget_s=30.0,
+                      knob_order=TRAIN_SEARCH_ORDER, reach_first=True, **limits).run()
+
+    sized = search(reserve=lambda incumbent: 5.0)
+    assert sized.stopped == "budget" and not sized.unreached
+    assert {k for o in sized.outcomes for k in o.config} == set(space.knobs())
+    typed = search()
+    assert typed.stopped == "budget" and len(typed.outcomes) == 3
+    assert typed.unreached
 
 
 def test_under_a_small_budget_runtime_first_reaches_the_runtimes():

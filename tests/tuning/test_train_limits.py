@@ -1,9 +1,8 @@
-"""A training search's limits: ``--quick`` grows to one guarded candidate per knob and says so;
-a budget the user typed stays as typed."""
+"""A training search's limits: without a typed limit the whole tune is to end within its time,
+keeping what the answer needs after the search; ``--quick`` and the default grow to one guarded
+candidate per knob and say so; a budget the user typed stays as typed."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 from tfperf.tuning.evaluate import Progress
 from tfperf.tuning.options import options_from_args
@@ -19,10 +18,20 @@ class Said(Progress):
         self.lines.append(text)
 
 
+def evaluator_after_default(options, cost_s: float, block_s: float):
+    """A training evaluator whose default took ``cost_s`` to start and guard (no worker runs:
+    the limits are computed from these figures alone)."""
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, options)
+    evaluator.default_cost_s = cost_s
+    evaluator.workers.block_s = block_s
+    return evaluator
+
+
 def slow_step_evaluator(options):
     # a default that took 40 s to start and guard (a slow step), blocks of 0.8 s
-    return SimpleNamespace(default_cost_s=40.0, options=options,
-                           workers=SimpleNamespace(block_s=0.8))
+    return evaluator_after_default(options, 40.0, 0.8)
 
 
 SPACE = build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train=True,
@@ -32,18 +41,19 @@ SPACE = build_space(SpaceFacts(cores=2, bf16=True, model_format="factory", train
 def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tmp_path):
     options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
     said = Said()
-    trials, budget = train_limits(slow_step_evaluator(options), SPACE, options, said)
+    limits = train_limits(slow_step_evaluator(options), SPACE, options, said)
     knobs = len(SPACE.knobs())
-    assert trials >= knobs and budget > options.budget_s
-    assert budget >= knobs * 40
+    assert limits.max_trials >= knobs and limits.budget_s > options.budget_s
+    assert limits.budget_s >= knobs * 40
     (line,) = said.lines
-    assert line.startswith("--quick's budget grows from 120 s to") and "at least 50 steps" in line
+    assert line.startswith("--quick's time grows from 110 s to") and "at least 50 steps" in line
 
 
 def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
     options = options_from_args(quick=True, budget=30.0, store=str(tmp_path / "s.db"))
     said = Said()
-    assert train_limits(slow_step_evaluator(options), SPACE, options, said) == (8, 30.0)
+    limits = train_limits(slow_step_evaluator(options), SPACE, options, said)
+    assert (limits.max_trials, limits.budget_s, limits.reserve) == (8, 30.0, None)
     assert not said.lines
 
 
@@ -69,14 +79,38 @@ def test_an_undecided_confirmation_says_what_more_rounds_would_decide():
     assert answer["fit_speedup"]["median"] == 1.1
 
 
-def test_a_training_search_without_limits_gets_a_budget_that_reaches_every_knob(tmp_path):
-    from tfperf.tuning.traintune import TRAIN_SEARCH_S
+def test_a_training_tune_without_limits_ends_within_its_time_or_grows_to_reach_every_knob(
+    tmp_path,
+):
+    from tfperf.tuning.traintune import TRAIN_TUNE_S
 
     options = options_from_args(store=str(tmp_path / "s.db"))
     said = Said()
-    fast = SimpleNamespace(default_cost_s=5.0, options=options,
-                           workers=SimpleNamespace(block_s=0.3))
-    assert train_limits(fast, SPACE, options, said) == (None, TRAIN_SEARCH_S)
-    _, slow = train_limits(slow_step_evaluator(options), SPACE, options, said)
-    assert slow >= len(SPACE.knobs()) * 40 > TRAIN_SEARCH_S
-    assert said.lines[0].startswith(f"searching for {TRAIN_SEARCH_S:.0f} s (--budget sets another")
+    fast = evaluator_after_default(options, 5.0, 0.3)
+    limits = train_limits(fast, SPACE, options, said)
+    assert limits.max_trials is None
+    assert TRAIN_TUNE_S - 5 < limits.budget_s <= TRAIN_TUNE_S
+    assert said.lines[0].startswith(f"searching so that the tune ends within {TRAIN_TUNE_S:.0f} s")
+    # the search keeps what its answer needs after it: more for an answer to prune
+    one = limits.reserve({"precision": "bf16"})
+    two = limits.reserve({"precision": "bf16", "xla": "jit"})
+    assert 0 < limits.reserve({}) < one < two
+    slow = train_limits(slow_step_evaluator(options), SPACE, options, said)
+    assert slow.budget_s >= len(SPACE.knobs()) * 40 > TRAIN_TUNE_S
+    assert said.lines[1].startswith(f"the tune's time grows from {TRAIN_TUNE_S:.0f} s to")
+
+
+def test_a_candidate_costs_what_the_candidates_took_once_two_were_tried(tmp_path):
+    options = options_from_args(store=str(tmp_path / "s.db"))
+    evaluator = evaluator_after_default(options, 20.0, 0.3)
+    assert evaluator.candidate_cost_s() == 20.0 + options.min_rounds * 3 * 0.3
+    evaluator.spent_s += [9.0, 11.0, 30.0]
+    assert evaluator.candidate_cost_s() == 11.0
+
+
+def test_quick_guards_over_the_floor_of_steps_unless_the_user_set_them():
+    from tfperf.tuning.traintune import MIN_STEPS, guard_length
+
+    assert guard_length({"batch": 8}, (), quick=True) == MIN_STEPS
+    assert guard_length({"batch": 8, "guard_steps": 120}, (), quick=True) == 120
+    assert guard_length({"batch": 8}, ()) > MIN_STEPS

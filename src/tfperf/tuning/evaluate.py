@@ -9,8 +9,9 @@ then its memory (:func:`tfperf.runner.memory.memory_of`) -- a peak over ``max_me
 rejects it too, with both figures, before it is timed; then interleaved rounds
 (:class:`tfperf.runner.rounds.Rounds`) of default, incumbent and
 candidate run until the verdict against the incumbent is decided or ``max_rounds`` is reached.
-A conversion that fails, a worker that crashes or hangs past its timeout (the time left in the
-budget, at most ``candidate_timeout_s``) makes the candidate *failed* with the worker's reason.
+A conversion that fails, a worker that crashes or hangs past its timeout
+(``candidate_timeout_s``, or the ``timeout_s`` a caller gives when that is shorter) makes the
+candidate *failed* with the worker's reason.
 :meth:`Evaluator.confirm` measures the winner against the default alone (see
 :func:`confirm_processes`). With a :class:`~tfperf.runner.recorder.RunRecorder` every candidate
 is a trial of the run, its blocks and its comparison with the default stored as they come; the
@@ -140,6 +141,8 @@ class Evaluator:
         self.baseline_trial: int | None = None
         self.not_inherited: dict[str, str] = {}
         """Speed-relevant variables of the caller's environment that workers did not get."""
+        self.spent_s: list[float] = []
+        """What each candidate tried so far took, start to outcome."""
 
     @property
     def threshold(self) -> float:
@@ -230,6 +233,7 @@ class Evaluator:
             info = {"error": exc.to_dict()}
             outcome = Outcome(config, FAILED, reason=reason, incumbent=incumbent, info=info)
         outcome.info["elapsed_s"] = time.monotonic() - started
+        self.spent_s.append(outcome.info["elapsed_s"])
         if outcome.status == MEASURED:
             self._compare(trial_id, outcome.speedup)
         self.finish_trial(trial_id, outcome)
@@ -358,9 +362,10 @@ class Evaluator:
         times: list[list[float]] = [[], []]
         process_of: list[int] = []
         for k in range(processes):
-            if k:
+            if k:  # a fresh pair, its two workers started side by side
                 self.workers.drop(label({}))
                 self.workers.drop(label(config))
+                self.start_ahead(config)
             base = self.workers.get({}, self.options.candidate_timeout_s)
             cand = self.workers.get(config, self.options.candidate_timeout_s)
             share = rounds // processes + (1 if k < rounds % processes else 0)

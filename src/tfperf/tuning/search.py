@@ -38,8 +38,13 @@ taken. Strategies:
   above) is its first proposal.
 
 Budgets: ``max_trials`` counts evaluated candidates (resumed ones included); ``budget_s``
-bounds the wall-clock time of this search: no new candidate starts after it, and each
-candidate's ``timeout_s`` is the time left. ``cache`` holds outcomes from an earlier,
+bounds the wall-clock time of this search: no new candidate starts after it, nor once the time
+left is no more than ``reserve(incumbent)`` (what the caller needs after the search for that
+answer plus one candidate's cost; none by default). A caller that gives ``reserve`` sized the
+budget to reach every knob (``reach_first``): the reach phase is then not cut by the time,
+only the sweeps after it are (a typed budget, given without ``reserve``, cuts both). A
+candidate that started runs to its own timeout (``timeout_s`` is ``None``): a budget that ends
+during a candidate does not make it *failed*. ``cache`` holds outcomes from an earlier,
 interrupted search (keyed by :func:`cache_key`: candidate and incumbent labels); they are
 reused instead of measured again, so a resumed search replays to the same point and continues.
 ``on_outcome`` is called with every new outcome (the tune stores it at once). A rejected or
@@ -163,6 +168,7 @@ class Search:
         runtime_first: bool = False,
         knob_order: tuple[str, ...] | None = None,
         reach_first: bool = False,
+        reserve: Callable[[dict], float] | None = None,
     ) -> None:
         self.space = space
         self.evaluate = evaluate
@@ -176,6 +182,8 @@ class Search:
         self.runtime_first = runtime_first
         self.knob_order = knob_order
         self.reach_first = reach_first
+        self.reserve = reserve
+        self._reaching = False
         self.reached: set[str] = set()
         """Knobs at least one candidate of which was tried."""
         self._done: dict[str, Outcome] = {}
@@ -194,6 +202,15 @@ class Search:
             return None
         return self.budget_s - (self.clock() - self._start)
 
+    def _out_of_time(self) -> bool:
+        """Whether no candidate may start now (see the module docstring's budgets)."""
+        left = self.time_left()
+        if left is None:
+            return False
+        if self.reserve is None:
+            return left <= 0
+        return not self._reaching and left <= self.reserve(dict(self.incumbent))
+
     def _try(self, config: dict, against: dict | None = None) -> Outcome:
         """Evaluate ``config`` against ``against`` (default: the incumbent), or replay it."""
         config = self.space.canonical(config)
@@ -207,10 +224,9 @@ class Search:
         else:
             if self.max_trials is not None and len(self.outcomes) >= self.max_trials:
                 raise _Stop("max-trials")
-            left = self.time_left()
-            if left is not None and left <= 0:
+            if self._out_of_time():
                 raise _Stop("budget")
-            outcome = self.evaluate(config, dict(incumbent), left)
+            outcome = self.evaluate(config, dict(incumbent), None)
             if self.on_outcome is not None:
                 self.on_outcome(outcome)
         self.outcomes.append(outcome)
@@ -331,14 +347,18 @@ class Search:
         the most steps per call, else the first other value), each step taken when it is
         significant, so that a budget that ends early has still measured every knob once."""
         knobs = self._knob_order()
-        for at, knob in enumerate(knobs):
-            first = self._reach_candidate(knob)
-            if first is None:
-                continue
-            self._start_ahead(knobs[at + 1:])
-            outcome = self._try(first)
-            self.reached.add(knob)
-            self._step([outcome])
+        self._reaching = True
+        try:
+            for at, knob in enumerate(knobs):
+                first = self._reach_candidate(knob)
+                if first is None:
+                    continue
+                self._start_ahead(knobs[at + 1:])
+                outcome = self._try(first)
+                self.reached.add(knob)
+                self._step([outcome])
+        finally:
+            self._reaching = False
 
     def _reach_candidate(self, knob: str) -> dict | None:
         """The one candidate :meth:`_reach` tries of ``knob`` from the incumbent."""

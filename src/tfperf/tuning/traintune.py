@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfperf.core.errors import UserError
@@ -61,11 +61,15 @@ LEARNING_RATE_NOTE = (
 )
 
 
-def guard_length(workload: Mapping[str, Any], batches: tuple[int, ...]) -> int:
-    """The default's guard steps: ``--guard-steps`` (at least :data:`MIN_STEPS`), and enough
-    for the largest batch tried (``batches``, the workload's batch being ``batch``) to run
+def guard_length(
+    workload: Mapping[str, Any], batches: tuple[int, ...], quick: bool = False
+) -> int:
+    """The default's guard steps: ``--guard-steps`` (at least :data:`MIN_STEPS`; unset,
+    :data:`DEFAULT_GUARD_STEPS`, or the floor itself under ``--quick``), and enough for the
+    largest batch tried (``batches``, the workload's batch being ``batch``) to run
     :data:`MIN_STEPS` steps over the same samples."""
-    steps = max(MIN_STEPS, int(workload.get("guard_steps") or DEFAULT_GUARD_STEPS))
+    unset = MIN_STEPS if quick else DEFAULT_GUARD_STEPS
+    steps = max(MIN_STEPS, int(workload.get("guard_steps") or unset))
     own = int(workload.get("batch") or 1)
     ratio = max([b / own for b in batches], default=1.0)
     return max(steps, math.ceil(MIN_STEPS * ratio))
@@ -88,8 +92,11 @@ class TrainEvaluator(Evaluator):
         progress: Progress | None = None,
         batches: tuple[int, ...] = (),
     ) -> None:
+        self.started = time.monotonic()
         options = replace(options, block_s=max(options.block_s, TRAIN_BLOCK_S))
-        self.guard_steps = guard_length(workload, batches)
+        if options.quick:
+            options = replace(options, max_rounds=min(options.max_rounds, QUICK_MAX_ROUNDS))
+        self.guard_steps = guard_length(workload, batches, options.quick)
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
@@ -99,6 +106,8 @@ class TrainEvaluator(Evaluator):
         """What starting the default took: a worker, its first steps and its guard."""
         self.fit_speedup: dict | None = None
         """The answer's ``fit`` against the default's (:meth:`confirm_fit`)."""
+        self.search_budget_s: float | None = None
+        """The search's time (:func:`train_limits`)."""
 
     def within_guard(self, space: Space) -> Space:
         """``space`` without the batch sizes the default's guard does not cover: a batch of
@@ -142,6 +151,44 @@ class TrainEvaluator(Evaluator):
         tail = (ready.get("warmup") or {}).get("samples_s", [])[-5:]
         spe = int((ready.get("train") or {}).get("steps_per_call") or 1)
         return statistics.median(tail) / spe if tail else None
+
+    def candidate_cost_s(self) -> float:
+        """What one more candidate costs here: the median of the candidates tried so far
+        (each one's worker started while the one before it started), else a worker started
+        and guarded as the default was and ``min_rounds`` rounds of three blocks."""
+        if len(self.spent_s) >= 2:
+            return statistics.median(self.spent_s)
+        rounds = self.options.min_rounds * 3 * self.workers.block_s
+        return self.default_cost_s + rounds
+
+    def tail_s(self, answer: Mapping[str, Any]) -> float:
+        """What follows a search that ends at ``answer``: one removal per knob where it has
+        two or more (:func:`tfperf.tuning.prune.prune`), the confirmation (a fresh pair of
+        workers after the first, two blocks a round) and the timed ``fit``
+        (:meth:`confirm_fit`); nothing for the default."""
+        if not answer:
+            return 0.0
+        removals = len(answer) * self.candidate_cost_s() if len(answer) > 1 else 0.0
+        return removals + self.confirm_s()
+
+    def confirm_s(self) -> float:
+        """About what confirming an answer takes: a fresh pair of workers after the first
+        (started side by side), two blocks a round, and the timed ``fit``."""
+        rounds = self.options.confirm_rounds
+        pairs = self.confirm_processes(rounds) - 1
+        confirm = pairs * self.default_cost_s + rounds * 2 * self.workers.block_s
+        call_s = QUICK_FIT_CALL_S if self.options.quick else FIT_CALL_S
+        fit = (FIT_ROUNDS + 1) * 2 * max(call_s, FIT_MIN_STEPS * (self.step_s() or 0.0))
+        return confirm + fit
+
+    def reserve_s(self, answer: Mapping[str, Any]) -> float:
+        """The time a search must leave to start one more candidate with ``answer`` as its
+        incumbent: that candidate's cost and what follows the search (:meth:`tail_s`)."""
+        return self.candidate_cost_s() + self.tail_s(answer)
+
+    def elapsed_s(self) -> float:
+        """Seconds since this tune began (the evaluator is made before the default starts)."""
+        return time.monotonic() - self.started
 
     def confirm_processes(self, rounds: int) -> int:
         """One pair of workers for a slow step (:data:`SLOW_STEP_S` or more): its rounds are
@@ -223,8 +270,13 @@ class TrainEvaluator(Evaluator):
                        accuracy=check, info=info, **measured)
 
 
-TRAIN_SEARCH_S = 180.0
-"""A training search's time when the user sets no limit (see :func:`train_limits`)."""
+TRAIN_TUNE_S = 270.0
+"""A training tune's whole time when the user sets no limit (see :func:`train_limits`)..."""
+QUICK_TRAIN_TUNE_S = 110.0
+"""...and under ``--quick``."""
+QUICK_MAX_ROUNDS = 8
+"""A ``--quick`` candidate's rounds at most (its interval is wider; the confirmation
+decides the answer)."""
 SLOW_STEP_S = 0.05
 FIT_CALL_S = 1.0
 """A timed ``fit`` runs about this long of the default's steps..."""
@@ -247,43 +299,55 @@ def fit_steps(step_s: float | None, *spes: int, call_s: float = FIT_CALL_S) -> i
     return unit * max(1, math.ceil(want / unit))
 
 
-def candidate_cost_s(evaluator: TrainEvaluator) -> float:
-    """About what one candidate costs: a worker started and guarded as the default was, and
-    its rounds (at least ``min_rounds`` of three blocks)."""
-    rounds = evaluator.options.min_rounds * 3 * evaluator.workers.block_s
-    return evaluator.default_cost_s + rounds
+@dataclass(frozen=True)
+class TrainLimits:
+    """A training search's limits: its trial limit, its time (``None``: none) and the time it
+    keeps for what follows it (``reserve``; ``None`` under a budget the user typed, which
+    bounds the search alone)."""
+
+    max_trials: int | None
+    budget_s: float | None
+    reserve: Callable[[dict], float] | None = None
 
 
 def train_limits(
     evaluator: TrainEvaluator, space: Space, options: TuneOptions, progress: Progress
-) -> tuple[int | None, float | None]:
-    """The trial and time limits of a training search: ``--quick``'s grow to one candidate
-    per knob, at the guard's floor of steps (the progress line says so); typed ones stay.
-    Given neither a budget nor a trial limit, a training search gets
-    :data:`TRAIN_SEARCH_S` (grown the same way): every candidate costs a worker and its guard,
-    and a search left to converge took 6 to 11 minutes on the suite's models."""
+) -> TrainLimits:
+    """The limits of a training search. A budget or trial limit the user typed stays as
+    typed. Otherwise the whole tune (the default's start, the search, pruning, confirming)
+    is to end within :data:`TRAIN_TUNE_S`, or :data:`QUICK_TRAIN_TUNE_S` under ``--quick``
+    (which also tries at least one candidate per knob): the search stops starting
+    candidates once the time left is what its answer needs after it
+    (:meth:`TrainEvaluator.reserve_s`). Either grows to one candidate of each knob, guarded
+    over at least :data:`MIN_STEPS` steps, where that costs more here; the progress line
+    says so."""
     knobs = len(space.knobs())
     trials, budget = options.max_trials, options.budget_s
-    if budget is None and trials is None:
-        need = knobs * candidate_cost_s(evaluator)
-        budget = max(TRAIN_SEARCH_S, need)
+    evaluator.search_budget_s = budget
+    if (budget is not None or trials is not None) and not options.quick_budget:
+        return TrainLimits(trials, budget)
+    whole = QUICK_TRAIN_TUNE_S if options.quick else TRAIN_TUNE_S
+    each = evaluator.candidate_cost_s()
+    # every knob once, with room to prune an answer of two knobs and confirm it
+    floor = (knobs + 2) * each + evaluator.confirm_s()
+    budget = max(whole - evaluator.elapsed_s(), floor)
+    ends = evaluator.elapsed_s() + budget
+    flag = "--quick's" if options.quick else "the tune's"
+    if ends > whole + 1:
         progress.phase(
-            f"searching for {budget:.0f} s (--budget sets another limit): one candidate of "
-            f"each of {knobs} knobs first, about {candidate_cost_s(evaluator):.0f} s each here"
+            f"{flag} time grows from {whole:.0f} s to {ends:.0f} s: one candidate for each of "
+            f"{knobs} knobs, each guarded over at least {MIN_STEPS} steps, takes about "
+            f"{each:.0f} s here"
         )
-        return trials, budget
-    if not options.quick_budget:
-        return trials, budget
-    trials = max(trials or 0, knobs)
-    need = knobs * candidate_cost_s(evaluator)
-    if budget is not None and need > budget:
+    else:
         progress.phase(
-            f"--quick's budget grows from {budget:.0f} s to {need:.0f} s: one candidate for "
-            f"each of {knobs} knobs, each guarded over at least {MIN_STEPS} steps, takes about "
-            f"{candidate_cost_s(evaluator):.0f} s here"
+            f"searching so that the tune ends within {whole:.0f} s (--budget sets the "
+            f"search's own limit): one candidate of each of {knobs} knobs first, about "
+            f"{each:.0f} s each here"
         )
-        budget = need
-    return trials, budget
+    trials = max(trials or 0, knobs) if options.quick else trials
+    evaluator.search_budget_s = budget
+    return TrainLimits(trials, budget, evaluator.reserve_s)
 
 
 def clearly_slower(speedup: Mapping[str, Any]) -> bool:

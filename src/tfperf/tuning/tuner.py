@@ -81,7 +81,7 @@ from tfperf.tuning.space import (
 )
 from tfperf.tuning.traintune import (
     TrainEvaluator,
-    candidate_cost_s,
+    TrainLimits,
     is_training,
     train_document,
     train_limits,
@@ -250,14 +250,15 @@ def search(
     for outcome in cache.values():
         trial = evaluator.run.trial(outcome.label, to_config_dict(outcome.config), "candidate")
         evaluator.finish_trial(trial, outcome)
-    limits = train_limits(evaluator, space, options, progress) if training else (
+    limits = train_limits(evaluator, space, options, progress) if training else TrainLimits(
         options.max_trials, options.budget_s)
-    progress.start(limits[0], limits[1], resumed=len(cache))
+    progress.start(limits.max_trials, limits.budget_s, resumed=len(cache))
     result = Search(
         space,
         evaluator,
-        max_trials=limits[0],
-        budget_s=limits[1],
+        max_trials=limits.max_trials,
+        budget_s=limits.budget_s,
+        reserve=limits.reserve,
         cache=cache,
         seed=options.seed,
         # a training search has its own order (TRAIN_SEARCH_ORDER), budget or not
@@ -280,12 +281,12 @@ def _unreached(evaluator: Evaluator, result: SearchResult, options: TuneOptions)
     budget that would reach it (what its candidates cost here, added to the one given)."""
     if not isinstance(evaluator, TrainEvaluator) or not result.unreached:
         return []
-    each = candidate_cost_s(evaluator)
+    each = evaluator.candidate_cost_s()
     if result.stopped == "max-trials":
         why = f"not tried: the trial limit ({options.max_trials}); --max-trials " \
               f"{len(result.outcomes) + len(result.unreached)} would reach it"
     else:
-        need = (options.budget_s or 0) + each * len(result.unreached)
+        need = (evaluator.search_budget_s or 0) + each * len(result.unreached)
         why = f"not tried: budget; --budget {need:.0f} would reach it (about {each:.0f} s a " \
               "candidate here)"
     return [{"knob": k, "value": "any", "reason": why} for k in result.unreached]
