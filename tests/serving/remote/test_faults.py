@@ -85,3 +85,11 @@ def test_a_stalled_request_times_out_and_the_level_still_ends(stalling, tmp_path
     assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
     assert level["p999_ms"] >= 500.0  # the give-ups stay in the percentiles
     assert level["duration_s"] < 10.0
+
+
+def test_grpc_channels_never_resend_a_call_out_of_sight():
+    # gRPC's transparent retry would send again a call the server's library refused before its
+    # code saw it, and the level would count one request where the server got two.
+    from tfperf.serving.remote import grpc_wire
+
+    assert ("grpc.enable_retries", 0) in grpc_wire._OPTIONS

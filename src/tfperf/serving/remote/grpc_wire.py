@@ -23,8 +23,9 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
   failure (``gRPC INTERNAL``). Strings (``BYTES``, ``DT_STRING``) are sent as the typed
   ``bytes_contents`` / ``string_val``; beside them, v2's other inputs go in their typed
   contents too, as the protocol takes either raw or typed contents for all the inputs of a
-  request, never a mix. gRPC resends nothing a server may have read on its own: every call's
-  resends are 0.
+  request, never a mix. gRPC's own retries are off (``grpc.enable_retries`` 0, transparent
+  retries included): a call the server's library refused is failed, not sent again unseen;
+  every call's resends are 0.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ from tfperf.serving.remote.wire import CallFailed, Unreachable, Untrusted, first
 
 _OPTIONS = [
     ("grpc.enable_http_proxy", 0),
+    # gRPC otherwise resends, out of sight, a call that never left this client or that the
+    # server's library refused before the server's code saw it: a load run counts such a
+    # call as failed (UNAVAILABLE, with its message) and never sends it twice
+    ("grpc.enable_retries", 0),
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
