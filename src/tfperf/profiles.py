@@ -59,7 +59,7 @@ from typing import Any
 from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import KERAS_JAX, XLA_AOT, current_label, current_names
+from tfperf.core.knobs import KERAS_JAX, KERAS_TF, XLA_AOT, current_label, current_names
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -173,7 +173,10 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
 
 
 def keras_backend_lines(config: Mapping[str, Any]) -> list[str]:
-    """What adopting Keras on JAX takes besides the environment ``tfperf run`` sets."""
+    """What adopting another Keras backend takes besides the environment ``tfperf run``
+    sets."""
+    if config.get("runtime") == KERAS_TF:
+        return ['# KERAS_BACKEND=tensorflow before `import keras` (tfperf run --profile sets it)']
     if config.get("runtime") != KERAS_JAX:
         return []
     return [

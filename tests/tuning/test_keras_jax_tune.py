@@ -5,7 +5,7 @@ backend in particular (keras, NumPy and ``tf.data`` only). A JAX worker starts f
 default's initial weights (each backend draws its own from the same seed), so the same-model
 check holds across backends and both first losses are one loss; a train_step written for
 TensorFlow is "not tried" on JAX with its reason, and a user whose backend is JAX gets JAX as
-the default, guarded as on TensorFlow.
+the default, guarded as on TensorFlow, and Keras on TensorFlow (``keras-tf``) as its candidate.
 """
 
 from __future__ import annotations
@@ -84,3 +84,27 @@ def test_on_jax_the_user_s_backend_is_the_default_and_the_guard_rejects_a_plante
     (row,) = doc["candidates"]
     assert row["status"] == "rejected" and row["guard"]["verdict"] == "rejected"
     assert row["guard"]["default_final_loss"] < row["guard"]["default_first_loss"]
+
+
+def test_a_user_on_jax_gets_keras_on_tensorflow_as_the_candidate_from_the_same_weights(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    workload = resolve_train_target("train_factories:cnn_batchnorm", guard_steps=50)
+    options = TuneOptions(
+        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
+        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
+        knobs=("runtime",),
+    )
+    doc = tune(workload, options)  # the space this machine gives a user on JAX
+    assert doc["train"]["default"]["backend"] == "jax"
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-tf" and row["status"] in ("measured", "rejected")
+    assert row["speedup"]["median"] > 0 and row["guard"]["steps"] == 50
+    first_tf = doc["train"]["trajectories"][row["label"]][0]
+    assert first_tf == pytest.approx(doc["train"]["default_losses"][0], rel=1e-4)
+    skipped = {(u["knob"], u["value"]) for u in doc["unavailable"]}
+    assert ("xla", "jit/off with the default (KERAS_BACKEND=jax is your backend)") in skipped
+    chosen = doc["recommendation"]["label"]
+    profile = json.loads((tmp_path / "p.json").read_text())
+    assert (profile["env"].get("KERAS_BACKEND") == "tensorflow") is (chosen == "runtime=keras-tf")

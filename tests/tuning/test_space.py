@@ -189,13 +189,35 @@ def test_a_keras_training_step_tries_keras_on_jax_with_the_knobs_that_act_there(
     assert adoption(jax) == "env" and adoption({**jax, "precision": "bf16"}) == "code"
     why = _why(space)
     assert "always compiles" in why[("xla", "jit/off with keras-jax")]
-    for facts, reason in (
-        (replace(own, jax=False), "pip install 'tfperf[jax]'"),
-        (replace(own, keras_backend="jax"), "already your backend"),
-    ):
-        other = build_space(facts)
-        assert other.values["runtime"] == ("tf",)
-        assert reason in _why(other)[("runtime", "keras-jax")]
+    other = build_space(replace(own, jax=False))
+    assert other.values["runtime"] == ("tf",)
+    assert "pip install 'tfperf[jax]'" in _why(other)[("runtime", "keras-jax")]
+
+
+def test_a_user_on_jax_runs_the_default_there_and_is_offered_keras_on_tensorflow():
+    own = SpaceFacts(cores=2, bf16=True, train=True, model_format="factory", jax=True,
+                     keras_backend="jax", allocators={"tcmalloc": "/lib/libtcmalloc.so.4"})
+    space = build_space(own)
+    assert space.values["runtime"] == ("keras-jax", "keras-tf")
+    # the default is the user's JAX: naming it changes nothing, and TensorFlow's own knobs
+    # are not crossed with it; the step's knobs are, without naming the runtime
+    assert space.canonical({"runtime": "keras-jax"}) == {}
+    assert space.canonical({"runtime": "keras-jax", "steps_per_execution": 32}) == {
+        "steps_per_execution": 32}
+    assert {k for k in space.knobs() if space.applicable(k, {})} == {
+        "runtime", "steps_per_execution", "precision", "input_pipeline"}
+    assert space.runtime_step({}) == [{"runtime": "keras-tf"}]
+    on_jax = "with the default (KERAS_BACKEND=jax is your backend)"
+    assert "always compiles" in _why(space)[("xla", f"jit/off {on_jax}")]
+    assert "no oneDNN switch" in _why(space)[("intra_threads/inter_threads/onednn", on_jax)]
+    # on TensorFlow every TensorFlow knob is crossed again, its threads at their own default
+    tf = {"runtime": "keras-tf"}
+    assert {"runtime": "keras-tf", "xla": "jit"} in space.neighbours(tf, "xla")
+    assert space.applicable("onednn", tf) and space.applicable("allocator", tf)
+    assert space.canonical({**tf, "intra_threads": 2}) == tf
+    assert Config.from_dict(tf).worker_env({"KERAS_BACKEND": "jax"}) == {
+        "KERAS_BACKEND": "tensorflow"}
+    assert adoption(tf) == "env"
 
 
 def test_adoption_is_the_hardest_part_of_a_config():

@@ -15,11 +15,11 @@ TensorFlow), then the knobs of the runtime chosen.
 A config here is a plain mapping of knob values; :func:`label` names one (``"default"``, or
 ``"xla=jit,onednn=off"`` in table order), :func:`normalize` keeps only the knobs that differ
 from their default and act on its runtime, :func:`adoption` says what adopting it takes (the
-runtime ``keras-jax`` is adopted by the environment of :data:`RUNTIME_ENV`). A knob
-that was renamed keeps being read under its former name (:data:`RENAMED`): every config that
-enters tfperf -- a ``--set``, a profile, a stored run's config -- passes through
-:func:`current_names` (in :func:`changed` and ``Config.from_dict``), so labels, comparisons
-and workers only ever see today's names.
+runtimes ``keras-jax`` and ``keras-tf`` are adopted by the environment of
+:data:`RUNTIME_ENV`). A knob that was renamed keeps being read under its former name
+(:data:`RENAMED`): every config that enters tfperf -- a ``--set``, a profile, a stored run's
+config -- passes through :func:`current_names` (in :func:`changed` and ``Config.from_dict``),
+so labels, comparisons and workers only ever see today's names.
 :class:`tfperf.core.config.Config` is the typed config a worker runs. Both sides of the process
 boundary read this table: the worker builds exactly the runtimes and precisions listed here.
 """
@@ -40,19 +40,24 @@ multithreading and runs it on an Eigen pool of that many threads."""
 KERAS_JAX = "keras-jax"
 """The user's own Keras 3 model on the JAX backend (``KERAS_BACKEND=jax`` before the worker
 imports keras): a training runtime, the train function ``fit`` runs on JAX."""
-RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT, KERAS_JAX)
+KERAS_TF = "keras-tf"
+"""The user's own Keras 3 model on the TensorFlow backend (``KERAS_BACKEND=tensorflow``): the
+training runtime a user whose Keras runs on JAX is offered (``tf``, the knob's default, is the
+user's own backend, whichever it is)."""
+RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT, KERAS_JAX, KERAS_TF)
 PRECISIONS = ("fp32", "bf16", "mixed_float16")
 ALLOCATORS = ("system", "tcmalloc", "jemalloc")
 XLA_MODES = ("off", "jit", "auto")
 
-TF_ONLY = ("tf",)
-TRAIN_RUNTIMES = ("tf", KERAS_JAX)
-"""The runtimes a training step runs on: the model-level training knobs act on both."""
-RUNTIME_ENV = {KERAS_JAX: {"KERAS_BACKEND": "jax"}}
+TF_ONLY = ("tf", KERAS_TF)
+"""TensorFlow's own runtime: its knobs (XLA, oneDNN, its thread pools) act on it."""
+TRAIN_RUNTIMES = ("tf", KERAS_JAX, KERAS_TF)
+"""The runtimes a training step runs on: the model-level training knobs act on each."""
+RUNTIME_ENV = {KERAS_JAX: {"KERAS_BACKEND": "jax"}, KERAS_TF: {"KERAS_BACKEND": "tensorflow"}}
 """What a runtime sets in the environment before the process starts (and what adopting it
 takes there)."""
 INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
-PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT)
+PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT, KERAS_TF)
 """The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
 (``free(): invalid pointer``: glibc's ``free()`` meets the allocator's pointers)."""
 
@@ -181,7 +186,7 @@ KNOBS: dict[str, Knob] = {
             "runtime", "tf", choice(*RUNTIMES), RUNTIMES, "model", "model",
             "TensorFlow, or the model converted to LiteRT (fp32, int8, fp16) or OpenVINO, or "
             "compiled ahead of time by XLA (xla-aot); a training step on Keras' JAX backend "
-            "(keras-jax, KERAS_BACKEND=jax)",
+            "(keras-jax, KERAS_BACKEND=jax) or, for a user on JAX, on TensorFlow's (keras-tf)",
         ),
         Knob(
             "runtime_threads", None, parse_threads, INTERPRETERS, "model", "model",
@@ -266,7 +271,7 @@ def adoption(config: Mapping[str, Any]) -> str:
     """What adopting ``config`` takes: ``"env"``, ``"code"`` or ``"model"`` (the hardest part)."""
     needs = ["env"]
     for name, value in normalize(config).items():
-        by_env = (name, value) in (("xla", "auto"), ("runtime", KERAS_JAX))
+        by_env = (name, value) in (("xla", "auto"), ("runtime", KERAS_JAX), ("runtime", KERAS_TF))
         needs.append("env" if by_env else KNOBS[name].adoption)
     return max(needs, key=ADOPTION_ORDER.index)
 

@@ -37,7 +37,6 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -46,9 +45,11 @@ from tfperf.core.allocators import ALLOCATOR_PACKAGES
 from tfperf.core.aot import xla_aot_facts
 from tfperf.core.errors import UserError
 from tfperf.core.isa import NEURAL_FEATURES, onednn_default_for
+from tfperf.core.kerasbackend import configured_backend
 from tfperf.core.knobs import (
     INTERPRETERS,
     KERAS_JAX,
+    KERAS_TF,
     KNOBS,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
@@ -85,7 +86,8 @@ class SpaceFacts:
     jax: bool = False
     """Whether ``jax`` is importable (the ``keras-jax`` runtime of a training step)."""
     keras_backend: str = "tensorflow"
-    """The Keras backend the user runs (``KERAS_BACKEND``), which the default worker inherits."""
+    """The Keras backend the user runs (``KERAS_BACKEND``, else ``keras.json``), which the
+    default worker inherits."""
     xla_aot_missing: tuple[str, ...] | None = None
     """What this install lacks to compile ahead of time (:func:`tfperf.core.aot.xla_aot_facts`):
     empty when ``xla-aot`` can be tried, ``None`` when not checked (not tried)."""
@@ -259,6 +261,7 @@ def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     implied: dict[str, dict[str, Any]] = {r: {"runtime_threads": 1} for r in LITERT_RUNTIMES}
     implied[XLA_AOT] = {"runtime_threads": 1}
     implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
+    implied[KERAS_TF] = dict(implied["tf"])
     return implied
 
 
@@ -283,9 +286,7 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     if facts.model_format == "tflite":
         return ["litert"]
     if facts.train:
-        why = "training steps run in TensorFlow or Keras on JAX only"
-        unavailable.append(_missing("runtime", "litert/openvino", why))
-        return ["tf", *_keras_jax(facts, unavailable)]
+        return _train_runtimes(facts, unavailable)
     runtimes = ["tf", *LITERT_RUNTIMES]
     if not facts.openvino:
         why = "not installed (pip install 'tfperf[openvino]')"
@@ -309,23 +310,36 @@ def _keras_jax(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     """``keras-jax`` for the user's own Keras training step where jax is installed. On JAX the
     train step is always compiled by XLA and JAX has no thread pools of its own to set, so the
     ``xla`` and thread knobs are not crossed with it (listed here)."""
-    if facts.keras_backend == "jax":
-        why = ("KERAS_BACKEND=jax is already your backend, so the default runs on JAX; "
-               "runtime=tf is not tried as its candidate")
-    elif not facts.jax:
+    if not facts.jax:
         why = "jax is not installed (pip install 'tfperf[jax]')"
-    else:
-        unavailable.append(_missing(
-            "xla", f"jit/off with {KERAS_JAX}",
-            "Keras on JAX always compiles the train step with XLA (jit_compile=False there "
-            "runs it eagerly): nothing to choose"))
-        unavailable.append(_missing(
-            "intra_threads/inter_threads", f"with {KERAS_JAX}",
-            "JAX has no thread pools of its own to size: XLA's CPU runtime uses every CPU "
-            "the process may run on"))
-        return [KERAS_JAX]
-    unavailable.append(_missing("runtime", KERAS_JAX, why))
-    return []
+        unavailable.append(_missing("runtime", KERAS_JAX, why))
+        return []
+    _not_on_jax(KERAS_JAX, unavailable)
+    return [KERAS_JAX]
+
+
+def _not_on_jax(runtime: str, unavailable: list[dict]) -> None:
+    """The knobs not crossed with ``runtime``, which runs on JAX, each with why."""
+    unavailable.append(_missing(
+        "xla", f"jit/off with {runtime}",
+        "Keras on JAX always compiles the train step with XLA (jit_compile=False there "
+        "runs it eagerly): nothing to choose"))
+    unavailable.append(_missing(
+        "intra_threads/inter_threads/onednn", f"with {runtime}",
+        "JAX has no thread pools of its own to size (XLA's CPU runtime uses every CPU the "
+        "process may run on) and no oneDNN switch: TensorFlow's settings do not act there"))
+
+
+def _train_runtimes(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
+    """A training step's runtimes, the user's own backend first: TensorFlow and Keras on JAX
+    (:func:`_keras_jax`), or, where ``KERAS_BACKEND=jax`` is the user's, JAX (the default,
+    :func:`build_space`'s bare runtime) and Keras on TensorFlow (``keras-tf``)."""
+    why = "training steps run in TensorFlow or Keras on JAX only"
+    unavailable.append(_missing("runtime", "litert/openvino", why))
+    if facts.keras_backend == "jax":
+        _not_on_jax("the default (KERAS_BACKEND=jax is your backend)", unavailable)
+        return [KERAS_JAX, KERAS_TF]
+    return ["tf", *_keras_jax(facts, unavailable)]
 
 
 def _precision_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
@@ -371,6 +385,7 @@ def build_space(facts: SpaceFacts) -> Space:
     threads = thread_values(max(1, facts.cores))
     allocators = _allocator_values(facts, unavailable)
     runtimes = _runtime_values(facts, unavailable)
+    bare = runtimes[0]  # what the default runs: the user's own runtime, before --runtimes
     if facts.runtimes is not None:
         runtimes = [r for r in runtimes if r in facts.runtimes] or runtimes[:1]
     if len(allocators) > 1 and set(runtimes) & set(OPENVINO_RUNTIMES):
@@ -401,7 +416,6 @@ def build_space(facts: SpaceFacts) -> Space:
     values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if facts.train else (None,)
     factory = facts.train and facts.model_format == "factory"
     values["input_pipeline"] = (None, "tuned") if factory else (None,)
-    bare = "litert" if facts.model_format == "tflite" else "tf"
     return Space(values, unavailable, bare, implied_values(facts))
 
 
@@ -413,14 +427,16 @@ MAX_TRAIN_CALL_S = 1.0
 """``steps_per_execution`` candidates stop where one call would take longer than this."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "steps_per_execution", "runtime", "xla", "intra_threads", "precision", "allocator",
+    "runtime", "steps_per_execution", "xla", "intra_threads", "precision", "allocator",
     "onednn", "inter_threads", "input_pipeline", "batch",
 )
 """The order a training tune visits its knobs (labels keep the table's order): what each
 costs to try is the same (a worker, its guard), so the knobs that gave most on the models
-measured come first -- steps per call (1.3-2.3x), Keras on JAX (0.36-1.9x by hand: it decides
-which of the knobs after it apply), XLA (up to 1.6x), one intra-op thread (1.15-1.5x), bf16 --
-then the allocator, oneDNN, the inter-op pool and the input pipeline."""
+measured come first. The runtime leads (Keras on JAX gave 0.36-1.9x by hand): it decides which
+knobs after it apply at all, and how many steps per call pay off differs between backends (a
+GRU gained 1.1x from 32 steps per call on TensorFlow and 1.2x more on JAX). Then steps per call
+(1.3-2.3x), XLA (up to 1.6x), one intra-op thread (1.15-1.5x), bf16, the allocator, oneDNN,
+the inter-op pool and the input pipeline."""
 
 
 @dataclass(frozen=True)
@@ -467,10 +483,11 @@ def fit_training_space(space: Space, baseline: TrainBaseline, step_s: float | No
     what a config that leaves them out runs (:attr:`Space.implied`, so a candidate is only
     ever the other value), the steps-per-call ladder follows the step time, and precision is
     not tried where the factory sets its own policy."""
+    own = space.bare_runtime  # the user's backend: TensorFlow, or JAX where it is theirs
     implied = {
         **space.implied,
-        "tf": {
-            **space.implied.get("tf", {}),
+        own: {
+            **space.implied.get(own, {}),
             "xla": "jit" if baseline.jit_compile else "off",
             "steps_per_execution": baseline.steps_per_execution,
         },
@@ -524,7 +541,7 @@ def machine_facts(
         allocator_packages=ALLOCATOR_PACKAGES,
         openvino=openvino_available(),
         jax=jax_available(),
-        keras_backend=os.environ.get("KERAS_BACKEND") or "tensorflow",
+        keras_backend=configured_backend()[0],
         xla_aot_missing=tuple(xla_aot_facts()["missing"]),
         model_format=model_format,
         train=train,

@@ -45,6 +45,7 @@ from typing import Any
 
 from tfperf.core.knobs import (
     KERAS_JAX,
+    KERAS_TF,
     LITERT_RUNTIMES,
     OPENVINO_RUNTIMES,
     RUNTIMES,
@@ -519,9 +520,9 @@ def prepare_variant(loaded: Any, config: dict) -> Any:
         raise ConversionError(f"unknown runtime {runtime!r}: use one of {', '.join(RUNTIMES)}.")
     if runtime != "tf" and precision != "fp32":
         raise ConversionError("precision applies to the TensorFlow runtime; use fp32 here.")
-    if runtime == KERAS_JAX:
+    if runtime in (KERAS_JAX, KERAS_TF):
         raise ConversionError(
-            "runtime=keras-jax runs the training step of your own Keras model "
+            f"runtime={runtime} runs the training step of your own Keras model "
             "(tfperf bench|tune --train); inference is measured on TensorFlow's runtimes."
         )
     if runtime in LITERT_RUNTIMES:

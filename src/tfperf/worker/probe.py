@@ -10,7 +10,7 @@ Two entry points:
   ``FILE.stderr`` while it imports TensorFlow so that cpu_feature_guard's lines can be parsed,
   runs a few small ops (so oneDNN, the thread pools and the allocator are really in use), and
   writes one JSON record to ``FILE`` (with the Keras backend in use and whether jax imports:
-  :mod:`tfperf.worker.kerasbackend`). If TensorFlow cannot be imported the record says why
+  :mod:`tfperf.core.kerasbackend`). If TensorFlow cannot be imported the record says why
   (``status``: ``not_installed`` or ``import_failed``); if the process dies, ``FILE.stderr`` is
   what the parent reads to say why.
 
@@ -37,10 +37,10 @@ from typing import Any
 from tfperf.core.allocators import current_allocator
 from tfperf.core.aot import xla_aot_facts
 from tfperf.core.isa import NEURAL_FEATURES, isa_from_flags, onednn_default_for, parse_cpuinfo
+from tfperf.core.kerasbackend import keras_backend_facts
 from tfperf.core.paths import read_text
 from tfperf.core.perfenv import perf_env
 from tfperf.core.tflog import parse_tf_log
-from tfperf.worker.kerasbackend import keras_backend_facts
 
 TF_DISTRIBUTIONS: dict[str, str] = {
     "tensorflow": "pypi",

@@ -20,7 +20,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from tfperf.worker.kerasbackend import configured_backend
+from tfperf.core.kerasbackend import configured_backend
 
 HIDDEN_DURING_IMPORT = ("jax",)
 """Packages TensorFlow imports at start only because they are installed, and never needs to run

@@ -1,7 +1,8 @@
-"""Which Keras backend this environment runs, and whether JAX can be that backend (worker side).
+"""Which Keras backend this environment runs, and whether JAX can be that backend.
 
 Contract: :func:`keras_backend_facts` ``() -> {"keras_backend", "keras_backend_source", "jax"}``
-reads the backend the way Keras 3 picks it at import, without importing keras:
+reads the backend the way Keras 3 picks it at import, without importing keras (so the parent
+reads it as its workers will):
 ``KERAS_BACKEND`` when set, else the ``"backend"`` of ``keras.json`` in ``KERAS_HOME`` (default
 ``~/.keras``), else ``"tensorflow"``; ``keras_backend_source`` says which (``"KERAS_BACKEND"``,
 ``"keras.json"`` or ``"default"``). ``jax`` is ``{"importable", "version", "error",
