@@ -108,9 +108,18 @@ def test_a_candidate_costs_what_the_candidates_took_once_two_were_tried(tmp_path
     assert evaluator.candidate_cost_s() == 11.0
 
 
-def test_quick_guards_over_the_floor_of_steps_unless_the_user_set_them():
-    from tfperf.tuning.traintune import MIN_STEPS, guard_length
+def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp_path):
+    from tfperf.tuning.traintune import (
+        QUICK_BLOCK_S,
+        QUICK_MAX_ROUNDS,
+        TRAIN_BLOCK_S,
+        TrainEvaluator,
+    )
 
-    assert guard_length({"batch": 8}, (), quick=True) == MIN_STEPS
-    assert guard_length({"batch": 8, "guard_steps": 120}, (), quick=True) == 120
-    assert guard_length({"batch": 8}, ()) > MIN_STEPS
+    workload = {"kind": "train", "path": "m.py", "batch": 8}
+    store = str(tmp_path / "s.db")
+    quick = TrainEvaluator(workload, options_from_args(quick=True, store=store)).options
+    full = TrainEvaluator(workload, options_from_args(store=store)).options
+    assert (quick.max_rounds, quick.block_s) == (QUICK_MAX_ROUNDS, QUICK_BLOCK_S)
+    assert (full.max_rounds, full.block_s) == (16, TRAIN_BLOCK_S)
+    assert quick.min_rounds <= quick.max_rounds

@@ -61,15 +61,11 @@ LEARNING_RATE_NOTE = (
 )
 
 
-def guard_length(
-    workload: Mapping[str, Any], batches: tuple[int, ...], quick: bool = False
-) -> int:
-    """The default's guard steps: ``--guard-steps`` (at least :data:`MIN_STEPS`; unset,
-    :data:`DEFAULT_GUARD_STEPS`, or the floor itself under ``--quick``), and enough for the
-    largest batch tried (``batches``, the workload's batch being ``batch``) to run
+def guard_length(workload: Mapping[str, Any], batches: tuple[int, ...]) -> int:
+    """The default's guard steps: ``--guard-steps`` (at least :data:`MIN_STEPS`), and enough
+    for the largest batch tried (``batches``, the workload's batch being ``batch``) to run
     :data:`MIN_STEPS` steps over the same samples."""
-    unset = MIN_STEPS if quick else DEFAULT_GUARD_STEPS
-    steps = max(MIN_STEPS, int(workload.get("guard_steps") or unset))
+    steps = max(MIN_STEPS, int(workload.get("guard_steps") or DEFAULT_GUARD_STEPS))
     own = int(workload.get("batch") or 1)
     ratio = max([b / own for b in batches], default=1.0)
     return max(steps, math.ceil(MIN_STEPS * ratio))
@@ -93,10 +89,11 @@ class TrainEvaluator(Evaluator):
         batches: tuple[int, ...] = (),
     ) -> None:
         self.started = time.monotonic()
-        options = replace(options, block_s=max(options.block_s, TRAIN_BLOCK_S))
+        floor = QUICK_BLOCK_S if options.quick else TRAIN_BLOCK_S
+        options = replace(options, block_s=max(options.block_s, floor))
         if options.quick:
             options = replace(options, max_rounds=min(options.max_rounds, QUICK_MAX_ROUNDS))
-        self.guard_steps = guard_length(workload, batches, options.quick)
+        self.guard_steps = guard_length(workload, batches)
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
@@ -274,9 +271,11 @@ TRAIN_TUNE_S = 270.0
 """A training tune's whole time when the user sets no limit (see :func:`train_limits`)..."""
 QUICK_TRAIN_TUNE_S = 110.0
 """...and under ``--quick``."""
-QUICK_MAX_ROUNDS = 8
-"""A ``--quick`` candidate's rounds at most (its interval is wider; the confirmation
-decides the answer)."""
+QUICK_MAX_ROUNDS = 6
+"""A ``--quick`` candidate's rounds at most, of blocks of at least :data:`QUICK_BLOCK_S`
+(its interval is wider; the confirmation decides the answer)..."""
+QUICK_BLOCK_S = 0.2
+"""...and under ``--quick``, blocks of at least this long (and :data:`BLOCK_STEPS` steps)."""
 SLOW_STEP_S = 0.05
 FIT_CALL_S = 1.0
 """A timed ``fit`` runs about this long of the default's steps..."""
