@@ -320,17 +320,26 @@ def train_limits(
     (:meth:`TrainEvaluator.reserve_s`). Either grows to one candidate of each knob, guarded
     over at least :data:`MIN_STEPS` steps, where that costs more here; the progress line
     says so."""
+    limits = _sized_limits(evaluator, space, options, progress)
+    evaluator.search_budget_s = limits.budget_s
+    return limits
+
+
+def _sized_limits(
+    evaluator: TrainEvaluator, space: Space, options: TuneOptions, progress: Progress
+) -> TrainLimits:
+    """:func:`train_limits`, before the evaluator is told the search's time."""
     knobs = len(space.knobs())
     trials, budget = options.max_trials, options.budget_s
-    evaluator.search_budget_s = budget
     if (budget is not None or trials is not None) and not options.quick_budget:
         return TrainLimits(trials, budget)
     whole = QUICK_TRAIN_TUNE_S if options.quick else TRAIN_TUNE_S
     each = evaluator.candidate_cost_s()
     # every knob once, with room to prune an answer of two knobs and confirm it
     floor = (knobs + 2) * each + evaluator.confirm_s()
-    budget = max(whole - evaluator.elapsed_s(), floor)
-    ends = evaluator.elapsed_s() + budget
+    spent = evaluator.elapsed_s()
+    budget = max(whole - spent, floor)
+    ends = spent + budget
     flag = "--quick's" if options.quick else "the tune's"
     if ends > whole + 1:
         progress.phase(
@@ -345,7 +354,6 @@ def train_limits(
             f"{each:.0f} s each here"
         )
     trials = max(trials or 0, knobs) if options.quick else trials
-    evaluator.search_budget_s = budget
     return TrainLimits(trials, budget, evaluator.reserve_s)
 
 
