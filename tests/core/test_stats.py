@@ -104,6 +104,19 @@ def test_paired_speedup_detects_faster_and_slower_despite_drift() -> None:
     assert slower["median"] == pytest.approx(1 / r["median"], rel=0.02)
 
 
+@pytest.mark.parametrize(("n", "truth"), [(7, 1.25), (8, 1.0), (13, 0.8)])
+def test_inverse_reads_the_same_pairs_the_other_way(n: int, truth: float) -> None:
+    rng = np.random.default_rng(n)
+    base, cand = paired(rng, n, truth, 0.02)
+    forward, backward = stats.paired_speedup(base, cand), stats.paired_speedup(cand, base)
+    read = stats.inverse(forward)
+    assert read["verdict"] == backward["verdict"]
+    assert read["ci95"] == pytest.approx(backward["ci95"], rel=1e-9)
+    assert read["p_value"] == pytest.approx(backward["p_value"])
+    # the median of an even number of ratios is a mean of the middle two: close, not equal
+    assert read["median"] == pytest.approx(backward["median"], rel=1e-9 if n % 2 else 0.02)
+
+
 def test_paired_speedup_same_and_inconclusive() -> None:
     rng = np.random.default_rng(7)
     base, cand = paired(rng, 40, 1.0, 0.005)

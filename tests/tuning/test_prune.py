@@ -91,3 +91,37 @@ def test_the_next_removal_starts_ahead_as_if_the_answer_kept_the_knob():
     assert evaluate.ahead == ["precision=bf16,intra_threads=1",
                               "steps_per_execution=32,precision=bf16"]
     assert [c[0] for c in evaluate.calls][1:] == evaluate.ahead
+
+
+def test_a_removal_the_search_measured_is_read_from_it_not_measured_again():
+    # the search reached the answer from intra_threads=1 by a significant step (the answer
+    # against the smaller config), and measured bf16's removal against the answer itself
+    answer = {"steps_per_execution": 32, "intra_threads": 1}
+    step = Outcome(dict(answer), MEASURED, incumbent={"intra_threads": 1},
+                   vs_incumbent={**verdict(1.4, 1.3, 1.5), "p_value": 0.001, "n_pairs": 9,
+                                 "threshold": 0.03})
+    evaluate = Scripted({
+        ("steps_per_execution=32", label(answer)): (0.99, 0.95, 1.03),  # threads: pruned
+    })
+    said: list[str] = []
+    result = prune(SearchResult(dict(answer), [step], "reached"), SPACE, evaluate,
+                   say=said.append)
+    # only the thread count's removal ran; steps per call's was the search's step, inverted
+    assert evaluate.calls == [("steps_per_execution=32", label(answer))]
+    assert result.incumbent == {"steps_per_execution": 32}
+    assert [p["knob"] for p in result.pruned] == ["intra_threads"]
+    (line,) = said
+    assert line.startswith("steps_per_execution=32: without it the answer ran 0.71x")
+    assert "(slower)" in line and "measured against intra_threads=1 in the search" in line
+    assert len(result.outcomes) == 2  # the search's step and the one removal measured
+
+
+def test_a_removal_measured_in_the_search_against_the_answer_is_reused_as_it_is():
+    answer = {"steps_per_execution": 32, "precision": "bf16"}
+    without_bf16 = Outcome({"steps_per_execution": 32}, MEASURED, incumbent=dict(answer),
+                           vs_incumbent=verdict(1.0, 0.98, 1.02))
+    evaluate = Scripted({})
+    result = prune(SearchResult(dict(answer), [without_bf16], "reached"), SPACE, evaluate)
+    assert not evaluate.calls
+    assert result.incumbent == {"steps_per_execution": 32}
+    assert result.pruned[0]["knob"] == "precision"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tfperf.core.knobs import label
-from tfperf.tuning.workers import WorkerPool
+from tfperf.tuning.workers import CandidateStart, WorkerPool
 
 pytestmark = [pytest.mark.tf]
 
@@ -19,8 +19,10 @@ ONE_POOL = {"inter_threads": 1}
 def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reused(
     monkeypatch,
 ):
+    own = CandidateStart(workload={"input_probe": False},
+                         warmup={"min_calls": 1, "max_seconds": 0.2})
     pool = WorkerPool(TINY_MLP, block_s=0.05, per_sample=False,
-                      warmup={"min_calls": 2, "max_seconds": 0.5}, keep=2)
+                      warmup={"min_calls": 2, "max_seconds": 0.5}, keep=2, candidates=own)
     try:
         pool.start_ahead(ONE_THREAD, 120.0)
         ahead = pool._ahead[label(ONE_THREAD)]
@@ -31,6 +33,10 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         assert handle is not None and handle.worker is ahead
         assert pool.get(ONE_THREAD, 120.0) is handle  # no second start
         assert handle.worker.config.intra_threads == 1
+        # a candidate starts as CandidateStart says, the default as the pool's own workload
+        assert handle.worker.warmup == own.warmup and default.worker.warmup["min_calls"] == 2
+        assert handle.worker.workload["input_probe"] is False
+        assert "input_probe" not in default.worker.workload
 
         monkeypatch.setenv("TFPERF_INJECT_FAULT", "exit-on-init")  # this start ahead dies
         pool.start_ahead(ONE_POOL, 120.0)

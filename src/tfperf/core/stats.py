@@ -434,6 +434,25 @@ def paired_speedup(
     return result
 
 
+def inverse(speedup: dict) -> dict:
+    """A :func:`paired_speedup` result read the other way (baseline over candidate): the same
+    pairs, so the median and the interval's ends are the reciprocals (the median exactly for
+    an odd number of pairs) and the p-value is the same; the verdict follows the same rule.
+    Process figures and warnings are not carried over."""
+    median = speedup.get("median")
+    low, high = (speedup.get("ci95") or [None, None])[:2]
+    out = {**{k: speedup.get(k) for k in ("p_value", "n_pairs", "threshold")},
+           "median": None, "ci95": [None, None], "verdict": "inconclusive", "warnings": []}
+    if not median or not low or not high:
+        return out
+    t = float(speedup.get("threshold") or DEFAULT_THRESHOLD)
+    p, n = speedup.get("p_value"), int(speedup.get("n_pairs") or 0)
+    out.update(median=1.0 / median, ci95=[1.0 / high, 1.0 / low])
+    if p is not None:
+        out["verdict"] = verdict(1.0 / median, 1.0 / high, 1.0 / low, p, n, t)
+    return out
+
+
 def detect_warmup(samples_s: Sequence[float]) -> int:
     """Index of the first steady-state sample in a series that starts with a warm-up.
 

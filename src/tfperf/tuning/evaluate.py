@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from tfperf.runner.rounds import Rounds, block_info
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import to_config_dict
-from tfperf.tuning.workers import Handle, WorkerPool
+from tfperf.tuning.workers import CandidateStart, Handle, WorkerPool
 
 CONFIRM_ROUNDS_PER_PROCESS = 7
 """Each pair of confirmation workers measures at least this many rounds (>= MIN_PAIRS)."""
@@ -117,6 +117,7 @@ class Evaluator:
         progress: Progress | None = None,
         per_sample: bool = False,
         keep_workers: int = 2,
+        candidates: CandidateStart = CandidateStart(),
     ) -> None:
         self.workload = dict(workload)
         self.options = options or TuneOptions()
@@ -131,6 +132,7 @@ class Evaluator:
             per_sample=per_sample,
             warmup=DEFAULT_WARMUP,
             keep=keep_workers,
+            candidates=candidates,
         )
         self.rounds = Rounds()
         self.reference: list | None = None
@@ -318,11 +320,14 @@ class Evaluator:
         rounds: int | None = None,
         first_round: int = 0,
         process: int = 0,
+        enough: Callable[[dict], bool] | None = None,
     ) -> list[list[float]]:
         """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
         block medians per call or per sample. With ``decide`` the rounds stop once the verdict
-        of ``handles[2]`` against ``handles[1]`` is decided. Stored blocks are numbered from
-        ``first_round`` and name their ``process`` if not 0."""
+        of ``handles[2]`` against ``handles[1]`` is decided, or (from ``min_rounds`` on too)
+        once ``enough`` says of that comparison that more rounds cannot change what the caller
+        does with it. Stored blocks are numbered from ``first_round`` and name their
+        ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
         medians: dict[int, list[float]] = {id(h): [] for h in unique}
         target = rounds or self.options.max_rounds
@@ -340,8 +345,10 @@ class Evaluator:
                 return "time limit"
             if decide and done >= self.options.min_rounds:
                 pair = (medians[id(handles[1])], medians[id(handles[2])])
-                verdict = paired_speedup(*pair, self.threshold)["verdict"]
-                return verdict if verdict in ("faster", "slower", "same") else None
+                speedup = paired_speedup(*pair, self.threshold)
+                if speedup["verdict"] in ("faster", "slower", "same"):
+                    return speedup["verdict"]
+                return "enough" if enough is not None and enough(speedup) else None
             return None
 
         self.rounds.run(unique, on_block, stop)

@@ -8,17 +8,21 @@ of the search). A knob stays where removing it makes the answer *significantly* 
 the threshold (:func:`removable`); otherwise it goes, and the smaller answer is the one the
 next removal starts from. Reduced precision is tried first, then
 the changes to the user's code, then the environment's: when two answers are within the
-threshold, fp32 and fewer code changes win. The result's ``pruned`` lists each knob removed
-with the measurement that allowed it; its outcomes include every removal tried.
+threshold, fp32 and fewer code changes win. A removal the search already measured (the answer
+was reached from the smaller config by a significant step, or the smaller one was measured
+against the answer) is read from that measurement, the same pairs read the other way
+(:func:`tfperf.core.stats.inverse`), not measured again. The result's ``pruned`` lists each
+knob removed with the measurement that allowed it; its outcomes include every removal measured.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from tfperf.core.knobs import KNOBS, show_value
-from tfperf.core.stats import DEFAULT_THRESHOLD
+from tfperf.core.knobs import KNOBS, label, show_value
+from tfperf.core.stats import DEFAULT_THRESHOLD, inverse
 from tfperf.tuning.search import MEASURED, Evaluate, Outcome, SearchResult
 from tfperf.tuning.space import Space
 
@@ -33,8 +37,12 @@ def removal_order(answer: dict) -> list[str]:
     return first + [k for k in KNOBS if k in answer and k not in first]
 
 
-def prune(result: SearchResult, space: Space, evaluate: Evaluate) -> SearchResult:
-    """``result`` with the knobs its answer does not need removed (module docstring)."""
+def prune(
+    result: SearchResult, space: Space, evaluate: Evaluate,
+    say: Callable[[str], None] = lambda _text: None,
+) -> SearchResult:
+    """``result`` with the knobs its answer does not need removed (module docstring); ``say``
+    tells where a removal was read from the search's measurements."""
     answer = space.canonical(result.incumbent)
     outcomes = list(result.outcomes)
     pruned: list[dict[str, Any]] = []
@@ -43,21 +51,55 @@ def prune(result: SearchResult, space: Space, evaluate: Evaluate) -> SearchResul
         if len(answer) < 2 or knob not in answer:
             continue  # one knob left: the confirmation against the default judges it
         smaller = space.canonical({k: v for k, v in answer.items() if k != knob})
-        _start_ahead(evaluate, answer, order[at + 1:], space)
-        outcome = evaluate(smaller, dict(answer), None)
-        outcomes.append(outcome)
+        outcome = measured_removal(outcomes, smaller, answer, space)
+        if outcome is not None:
+            say(f"{knob}={show_value(answer[knob])}: without it the answer "
+                f"{_speed_without(outcome)} ({outcome.info['read_from']})")
+        else:
+            _start_ahead(evaluate, answer, order[at + 1:], space, outcomes)
+            outcome = evaluate(smaller, dict(answer), None)
+            outcomes.append(outcome)
         if removable(outcome):
             pruned.append(_entry(knob, answer[knob], outcome))
             answer = smaller
     return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned))
 
 
-def _start_ahead(evaluate: Evaluate, answer: dict, rest: list[str], space: Space) -> None:
+def measured_removal(
+    outcomes: list[Outcome], smaller: dict, answer: dict, space: Space
+) -> Outcome | None:
+    """The search's own measurement of ``smaller`` against ``answer``: an outcome of that
+    pair, or of the answer measured against the smaller config, read the other way; ``None``
+    where neither was measured."""
+    want, have = label(smaller), label(answer)
+    for outcome in reversed(outcomes):
+        if outcome.status != MEASURED or not outcome.vs_incumbent:
+            continue
+        config, incumbent = label(space.canonical(outcome.config)), label(
+            space.canonical(outcome.incumbent))
+        if (config, incumbent) == (want, have):
+            read = f"{want} measured against {have} in the search"
+            return replace(outcome, info={**outcome.info, "read_from": read})
+        if (config, incumbent) == (have, want):
+            return Outcome(
+                smaller, MEASURED, incumbent=dict(answer),
+                vs_incumbent=inverse(outcome.vs_incumbent),
+                info={"read_from": f"{have} measured against {want} in the search"},
+            )
+    return None
+
+
+def _start_ahead(
+    evaluate: Evaluate, answer: dict, rest: list[str], space: Space, outcomes: list[Outcome]
+) -> None:
     """Start the next removal's worker ahead, as if this removal keeps the knob (see
-    :meth:`tfperf.tuning.search.Search._start_ahead`)."""
+    :meth:`tfperf.tuning.search.Search._start_ahead`), unless the search measured it."""
     start_ahead = getattr(evaluate, "start_ahead", None)
-    if start_ahead is not None and rest and rest[0] in answer:
-        start_ahead(space.canonical({k: v for k, v in answer.items() if k != rest[0]}))
+    if start_ahead is None or not rest or rest[0] not in answer:
+        return
+    nxt = space.canonical({k: v for k, v in answer.items() if k != rest[0]})
+    if measured_removal(outcomes, nxt, answer, space) is None:
+        start_ahead(nxt)
 
 
 def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:
@@ -74,16 +116,26 @@ def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:
     return True
 
 
-def _entry(knob: str, value: Any, outcome: Outcome) -> dict[str, Any]:
+def _speed_without(outcome: Outcome) -> str:
+    """The answer's speed without a knob, against its speed with it: "ran 0.83x [0.80-0.86]
+    its speed with it (slower)"."""
     vs = outcome.vs_incumbent or {}
     low, high = (vs.get("ci95") or [None, None])[:2]
     interval = "" if low is None else f" [{low:.2f}-{high:.2f}]"
+    median = vs.get("median")
+    return (f"ran {float('nan') if median is None else median:.2f}x"
+            f"{interval} its speed with it ({vs.get('verdict')})")
+
+
+def _entry(knob: str, value: Any, outcome: Outcome) -> dict[str, Any]:
+    vs = outcome.vs_incumbent or {}
+    read = outcome.info.get("read_from")
     return {
         "knob": knob,
         "value": show_value(value),
         "without": outcome.label,
         "speed_without": vs,
-        "why": (f"without {knob}={show_value(value)} the answer ran "
-                f"{vs.get('median', float('nan')):.2f}x{interval} its speed with it "
-                f"({vs.get('verdict')}): not significantly slower, so it is not needed"),
+        "why": (f"without {knob}={show_value(value)} the answer {_speed_without(outcome)}"
+                f"{f' ({read})' if read else ''}: not significantly slower, so it is not "
+                "needed"),
     }

@@ -6,10 +6,15 @@ sample (a call's time over its samples: per step at the same batch, so a candida
 ``steps_per_execution`` N is judged per step, not per call). Unlike inference it times a
 candidate *first*: one clearly slower than the default (verdict "slower", its whole 95%
 interval below :data:`CLEARLY_SLOWER`) is dropped there, without spending the guard's K steps
-on it; any other is then guarded (:func:`tfperf.tuning.trainguard.judge`: the per-step loss
-from the same initial weights on the same batches, against the default's) and *rejected* with
-its figures when it learns differently. The default's own trajectory must be finite
-(:func:`~tfperf.tuning.trainguard.default_problem`, else a :class:`UserError`).
+on it, and so is one that cannot become the answer (:func:`could_answer`: not significantly
+faster than its incumbent, nor a removal the pruning would take); the rounds of a candidate
+that is no removal end as soon as its interval against the incumbent lies wholly below the
+"faster" bound (:meth:`TrainEvaluator.cannot_win`). Any other is then guarded
+(:func:`tfperf.tuning.trainguard.judge`: the per-step loss from the same initial weights on
+the same batches, against the default's) and *rejected* with its figures when it learns
+differently. Every configuration that can be recommended has therefore passed the guard.
+The default's own trajectory must be finite (:func:`~tfperf.tuning.trainguard.default_problem`,
+else a :class:`UserError`).
 :func:`train_document` adds the training figures to tune's document. Nothing here imports
 TensorFlow.
 """
@@ -32,6 +37,7 @@ from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
+from tfperf.tuning.prune import removable
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import Space, TrainBaseline, fit_training_space
 from tfperf.tuning.trainguard import (
@@ -41,9 +47,12 @@ from tfperf.tuning.trainguard import (
     judge,
     loss_keys,
 )
-from tfperf.tuning.workers import MAX_CALLS
+from tfperf.tuning.workers import MAX_CALLS, CandidateStart
 
 SLOWER = "not run: clearly slower than the default, dropped after timing"
+NOT_FASTER = (
+    "not run: not significantly faster than the configuration it was measured against, so "
+    "it cannot become the answer")
 TRAIN_BLOCK_S = 0.3
 """Blocks of at least this long: a training step takes tens of milliseconds, and a block of
 one or two steps makes each pair's ratio as noisy as a single step."""
@@ -51,6 +60,11 @@ BLOCK_STEPS = 4
 """...and of at least this many of the default's steps: a 200 ms step gets 0.8 s blocks, so
 that one slow step's jitter does not decide a pair."""
 MAX_BLOCK_S = 2.0
+CANDIDATE_START = CandidateStart(
+    workload={"input_probe": False}, warmup={"min_calls": 2, "max_seconds": 2.0})
+"""A candidate's worker skips the input-wait probe (only the default's is shown) and warms
+up over at least 2 calls, not 5: its first call (tracing, compilation) is made apart, and a
+call of 32 slow steps can take seconds (five of them were most of a slow candidate's start)."""
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 
@@ -95,7 +109,8 @@ class TrainEvaluator(Evaluator):
             options = replace(options, max_rounds=min(options.max_rounds, QUICK_MAX_ROUNDS))
         self.guard_steps = guard_length(workload, batches)
         workload = {**workload, "guard_steps": self.guard_steps}
-        super().__init__(workload, options, run=run, progress=progress, per_sample=True)
+        super().__init__(workload, options, run=run, progress=progress, per_sample=True,
+                         candidates=CANDIDATE_START)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
         self.baseline = TrainBaseline()
         """The user's own setup, read back by the default worker."""
@@ -235,6 +250,12 @@ class TrainEvaluator(Evaluator):
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
 
+    def cannot_win(self, vs_incumbent: Mapping[str, Any]) -> bool:
+        """Whether a comparison's 95% interval lies wholly below the "faster" bound (1 +
+        threshold): more rounds would have to move its median beyond the interval's end."""
+        high = (vs_incumbent.get("ci95") or [None, None])[1]
+        return high is not None and high < 1.0 + self.threshold
+
     def _try(self, config: dict, incumbent: dict, limit: float, trial_id: int | None) -> Outcome:
         cand = self.workers.get(config, limit)
         info = {**self.candidate_info(cand), "train": cand.ready.get("train")}
@@ -243,7 +264,11 @@ class TrainEvaluator(Evaluator):
             return refused
         base = self.workers.get({}, limit)
         inc = self.workers.get(incumbent, limit) if incumbent else base
-        times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True)
+        # a candidate that cannot reach "faster" cannot become the answer (a removal can,
+        # by being as fast): its rounds end there
+        enough = None if is_removal(config, incumbent) else self.cannot_win
+        times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True,
+                             enough=enough)
         speed = paired_speedup(times[0], times[2], self.threshold)
         measured = {
             "speedup": speed,
@@ -252,8 +277,10 @@ class TrainEvaluator(Evaluator):
         }
         spe = int((cand.ready.get("train") or {}).get("steps_per_call") or 1)
         info["step_ms"] = measured["time_ms"] / spe
-        if clearly_slower(speed):
-            check = {"accepted": True, "reason": "", "guard": {"verdict": SLOWER}}
+        unguarded = SLOWER if clearly_slower(speed) else (
+            None if could_answer(config, incumbent, measured["vs_incumbent"]) else NOT_FASTER)
+        if unguarded:
+            check = {"accepted": True, "reason": "", "guard": {"verdict": unguarded}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
         reduced = (config.get("precision") or "fp32") != "fp32"
@@ -355,6 +382,24 @@ def _sized_limits(
         )
     trials = max(trials or 0, knobs) if options.quick else trials
     return TrainLimits(trials, budget, evaluator.reserve_s)
+
+
+def could_answer(config: Mapping[str, Any], incumbent: Mapping[str, Any],
+                 vs_incumbent: Mapping[str, Any]) -> bool:
+    """Whether a measured candidate can become the answer, so that its guard must run: it is
+    significantly faster than its incumbent (the search's only step), or it is the incumbent
+    with a knob removed that the pruning would remove (:func:`tfperf.tuning.prune.removable`).
+    Any other candidate leaves the answer as it is, whatever its loss does."""
+    if vs_incumbent.get("verdict") == "faster":
+        return True
+    return is_removal(config, incumbent) and removable(
+        Outcome(dict(config), MEASURED, vs_incumbent=dict(vs_incumbent)))
+
+
+def is_removal(config: Mapping[str, Any], incumbent: Mapping[str, Any]) -> bool:
+    """Whether ``config`` is ``incumbent`` with one knob or more taken out."""
+    return len(config) < len(incumbent) and all(
+        k in incumbent and incumbent[k] == v for k, v in config.items())
 
 
 def clearly_slower(speedup: Mapping[str, Any]) -> bool:

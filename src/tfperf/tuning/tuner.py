@@ -272,7 +272,7 @@ def search(
     if training and len(space.canonical(result.incumbent)) > 1:
         progress.phase(f"pruning {label(result.incumbent)}: each knob removed in turn, kept "
                        "only where the answer is significantly slower without it")
-        result = prune(result, space, evaluator)
+        result = prune(result, space, evaluator, say=progress.phase)
     return result, space, ready
 
 

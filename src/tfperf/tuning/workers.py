@@ -9,6 +9,10 @@ else :class:`~tfperf.runner.identity.ModelDiffers` is raised and the worker clos
 For a training step, the first worker (the default's) writes its initial weights to a file of
 the pool's and a worker of another runtime (``keras-jax``) loads them before its fingerprint is
 taken (``weights_out`` / ``weights_in`` in the workload, ``docs/ARCHITECTURE.md``).
+A candidate's worker (any config but the default) starts as :class:`CandidateStart` says: a
+training tune skips what only the default's figures show (the input-wait probe) and warms a
+candidate up over fewer calls (the rounds are interleaved with the default's, so a candidate
+still settling shows in its interval, not as a false speed).
 A :class:`Handle` knows what one timed value covers (``unit``: a call, or a sample in a
 throughput tune) and how many calls make a block.
 """
@@ -22,6 +26,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,15 @@ from tfperf.tuning.space import split_batch
 
 MAX_CALLS = 100_000
 """A tune's blocks may hold this many calls (bench caps them lower: it stores every sample)."""
+
+
+@dataclass(frozen=True)
+class CandidateStart:
+    """How a candidate's worker starts where the default's does otherwise: ``workload`` keys
+    laid over the workload, and its warm-up policy (``None``: the default's)."""
+
+    workload: Mapping[str, Any] = field(default_factory=dict)
+    warmup: Mapping[str, Any] | None = None
 
 
 class Handle:
@@ -75,8 +89,10 @@ class WorkerPool:
         per_sample: bool,
         warmup: Mapping[str, Any],
         keep: int,
+        candidates: CandidateStart = CandidateStart(),
     ) -> None:
         self.workload = dict(workload)
+        self.candidates = candidates
         self.block_s = block_s
         self.per_sample = per_sample
         self.warmup = dict(warmup)
@@ -123,12 +139,16 @@ class WorkerPool:
     def _spawn(self, config: dict, timeout_s: float) -> Worker:
         batch, worker_config = split_batch(config)
         workload = self._weights_handoff(worker_config)
+        warmup = self.warmup
+        if config:
+            workload = {**workload, **self.candidates.workload}
+            warmup = dict(self.candidates.warmup or warmup)
         worker = Worker(
             workload if batch is None else {**workload, "tile_to": batch},
             Config.from_dict(worker_config),
             timeout_s=max(5.0, timeout_s),
             init_timeout_s=max(5.0, timeout_s),
-            warmup=self.warmup,
+            warmup=warmup,
         )
         worker.start()
         return worker

@@ -23,7 +23,9 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   apart (``train["first_steps_s"]``); the optimizer's ``iterations`` must advance by exactly
   the steps run (checked after the first call and before each guard).
   ``train["input_wait_share"]`` is the share of a step spent waiting for input: the same
-  train function on one cached batch against the user's dataset, as ``tfperf pipeline`` does.
+  train function on one cached batch against the user's dataset, as ``tfperf pipeline`` does;
+  ``None`` where the workload says ``input_probe: false`` (a tune's candidates: only the
+  default's is shown, and on a 32-step call the probe's eight calls cost seconds).
 - **Guard.** ``outputs()`` restores the initial weights and optimizer state, runs the guard's
   steps (``guard_steps``, at most ``guard_seconds`` but never fewer than
   :data:`MIN_GUARD_STEPS`) on the same cached batches in the same order and returns
@@ -142,7 +144,9 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
         jaxstep.value(fn(timing)[keys[0]])
         timed.steps += spe
 
-    share = _input_wait_share(fn, timing, data.dataset, spe, keys[0])
+    share = None
+    if workload.get("input_probe", True):
+        share = _input_wait_share(fn, timing, data.dataset, spe, keys[0])
     timed.reset()
     batch = _batch_rows(data.batches[0])
     return TrainPrepared(

@@ -1,0 +1,74 @@
+"""Which training candidates spend the guard's steps: only one that could become the answer
+(significantly faster than its incumbent, or a removal the pruning would take), so that every
+configuration recommended has passed the guard and no other pays for it."""
+
+from __future__ import annotations
+
+from tfperf.tuning.traintune import could_answer
+
+ANSWER = {"steps_per_execution": 32, "precision": "bf16"}
+
+
+def vs(verdict: str, median: float, low: float, high: float) -> dict:
+    return {"verdict": verdict, "median": median, "ci95": [low, high]}
+
+
+def test_a_candidate_significantly_faster_than_its_incumbent_is_guarded():
+    assert could_answer({"intra_threads": 1}, {}, vs("faster", 1.2, 1.1, 1.3))
+
+
+def test_a_candidate_that_does_not_beat_its_incumbent_is_not_guarded():
+    for verdict in (vs("same", 1.0, 0.99, 1.01), vs("inconclusive", 1.1, 0.9, 1.3),
+                    vs("slower", 0.8, 0.7, 0.9)):
+        assert not could_answer({**ANSWER, "intra_threads": 1}, ANSWER, verdict)
+
+
+def test_a_removal_is_guarded_only_where_the_pruning_would_take_it():
+    without_bf16 = {"steps_per_execution": 32}
+    assert could_answer(without_bf16, ANSWER, vs("same", 1.0, 0.98, 1.02))
+    assert could_answer(without_bf16, ANSWER, vs("inconclusive", 0.99, 0.9, 1.1))
+    assert not could_answer(without_bf16, ANSWER, vs("slower", 0.7, 0.6, 0.8))
+    assert not could_answer(without_bf16, ANSWER, vs("inconclusive", 0.8, 0.6, 1.05))
+    # another value of a knob is no removal: it must beat the answer
+    other = {"steps_per_execution": 8, "precision": "bf16"}
+    assert not could_answer(other, ANSWER, vs("same", 1.0, 0.98, 1.02))
+
+
+class Blocks:
+    """A member of the rounds whose blocks take the given seconds, round after round."""
+
+    alive, unit = True, 1
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds, self.rounds = seconds, 0
+
+    def block(self, round_no: int) -> list[float]:
+        self.rounds += 1
+        return [self.seconds[round_no % len(self.seconds)]]
+
+
+def rounds_run(candidate_s: list[float], *, removal: bool) -> int:
+    """The rounds a training candidate runs against a default that takes 1 s a block."""
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    options = TuneOptions(min_rounds=6, max_rounds=16)
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, options)
+    base, cand = Blocks([1.0]), Blocks(candidate_s)
+    enough = None if removal else evaluator.cannot_win
+    evaluator.measure([base, base, cand], None, cand, limit=1e9, decide=True, enough=enough)
+    return cand.rounds
+
+
+# about 0.97x the default's speed, spread so that the verdict stays undecided at 6 rounds
+UNDECIDED_BELOW = [1.0, 1.11, 0.98, 1.05, 1.0, 1.08]
+
+
+def test_a_candidate_whose_interval_stays_below_faster_ends_its_rounds_at_the_minimum():
+    assert rounds_run(UNDECIDED_BELOW, removal=False) == 6
+
+
+def test_a_removal_or_a_candidate_that_may_still_win_runs_its_rounds_to_a_verdict():
+    assert rounds_run(UNDECIDED_BELOW, removal=True) == 16  # as fast may still be its answer
+    may_win = [0.8, 1.1, 0.85, 1.15, 0.9, 1.05]  # about 1.05x, its interval reaching past 1.1
+    assert rounds_run(may_win, removal=False) == 16
