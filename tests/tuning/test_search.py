@@ -448,19 +448,22 @@ def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget
     assert set(result.unreached) <= set(space.knobs())
 
 
-def test_the_reach_phase_starts_the_next_knobs_candidate_ahead_of_time():
-    # Each candidate's worker start overlaps the one before: the evaluator is told the next
-    # knob's candidate before the current one is measured; where a step is taken the hint was
-    # for the old incumbent, and the search goes on from the new one.
+def test_the_reach_phase_starts_the_next_knobs_candidates_ahead_of_time():
+    # Worker starts overlap: the evaluator is told the next two knobs' candidates before the
+    # current one is measured (it starts them together where the first has no worker yet);
+    # where a step is taken the hint was for the old incumbent, and the search goes on from
+    # the new one.
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
     space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
     events: list[tuple[str, str]] = []
+    hinted: list[list[str]] = []
 
     class Ahead(Synthetic):
-        def start_ahead(self, config):
-            events.append(("ahead", cache_key(config, {})))
+        def start_ahead(self, *configs):
+            events.append(("ahead", cache_key(configs[0], {})))
+            hinted.append([cache_key(c, {}) for c in configs])
 
         def __call__(self, config, incumbent, timeout_s):
             events.append(("try", cache_key(config, {})))
@@ -476,6 +479,10 @@ def test_the_reach_phase_starts_the_next_knobs_candidate_ahead_of_time():
     # after the step, the next candidate keeps steps_per_execution=128 and was hinted so
     later = [key for what, key in events[2:] if what == "ahead"]
     assert later and all("steps_per_execution=128" in key for key in later)
+    # two at a time: each hint names the next two knobs' candidates, the second the one tried
+    # after the next
+    assert all(len(h) == 2 for h in hinted[:-1])
+    assert hinted[1][1] == tried[3]
 
 
 def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():

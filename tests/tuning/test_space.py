@@ -332,6 +332,20 @@ def test_onednn_knob_tries_the_setting_tensorflow_does_not_choose_itself():
     assert build_space(FULL).values["onednn"] == (None, False)
 
 
+def test_bf16_is_never_tried_with_onednn_off_and_the_space_says_why():
+    # without oneDNN, TensorFlow's bf16 kernels are Eigen's emulation: 8x slower than fp32
+    space = build_space(replace(FULL, bf16=True))
+    assert space.neighbours({"precision": "bf16"}, "onednn") == []
+    assert space.neighbours({"onednn": False}, "precision") == []
+    assert [label(c) for c in space.neighbours({}, "onednn")] == ["onednn=off"]
+    assert not any(c.get("precision") == "bf16" and c.get("onednn") is False
+                   for c in space.points())
+    assert "Eigen's emulated path" in _why(space)[("onednn", "off with precision=bf16")]
+    # where the CPU has no bf16 there is nothing to exclude, nor to say
+    plain = build_space(replace(FULL, bf16=False))
+    assert not plain.conflicts and ("onednn", "off with precision=bf16") not in _why(plain)
+
+
 def test_the_runtime_step_puts_each_litert_runtime_on_every_usable_core():
     two = build_space(SpaceFacts(cores=2, bf16=True)).runtime_step({})
     threads = {c.get("runtime"): c.get("runtime_threads") for c in two}

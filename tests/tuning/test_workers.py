@@ -48,3 +48,20 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         assert again.worker is not crashed and again.worker.config.inter_threads == 1
     finally:
         pool.close()
+
+
+def test_the_next_candidates_start_together_only_when_the_first_has_no_worker(monkeypatch):
+    from tfperf.tuning.evaluate import Evaluator
+
+    evaluator = Evaluator(TINY_MLP)
+    ready: set[str] = set()
+    started: list[str] = []
+    monkeypatch.setattr(evaluator.workers, "started", lambda config: label(config) in ready)
+    monkeypatch.setattr(evaluator.workers, "start_ahead",
+                        lambda config, timeout_s: started.append(label(config)))
+    evaluator.start_ahead(ONE_THREAD, ONE_POOL)
+    assert started == [label(ONE_THREAD), label(ONE_POOL)]  # two starts share the cores
+    started.clear()
+    ready.add(label(ONE_THREAD))
+    evaluator.start_ahead(ONE_THREAD, ONE_POOL)  # the next is ready: nothing starts now
+    assert started == []

@@ -242,13 +242,21 @@ class Evaluator:
         self.progress.done(outcome)
         return outcome
 
-    def start_ahead(self, config: dict) -> None:
-        """Start the worker of the candidate likely to come next, where memory allows one
-        more worker (the default's peak twice over): its start overlaps the next one's."""
-        rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
-        if psutil.virtual_memory().available < 2 * rss + AHEAD_HEADROOM_BYTES:
+    def start_ahead(self, *configs: dict) -> None:
+        """Start the workers of the candidates likely to come next, where memory allows (the
+        default's peak once more for each): when the first has no worker yet, all of them
+        start together, so that two starts share the CPUs (one start alone leaves a core
+        idle) and the candidate after the next finds its worker ready too. A first one already
+        started leaves the rest for later: nothing is timed while a worker starts."""
+        wanted = [normalize(c) for c in configs]
+        if not wanted or self.workers.started(wanted[0]):
             return
-        self.workers.start_ahead(normalize(config), self.options.candidate_timeout_s)
+        rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
+        free = psutil.virtual_memory().available - AHEAD_HEADROOM_BYTES
+        for n, config in enumerate(wanted, start=1):
+            if free < (n + 1) * rss:
+                return
+            self.workers.start_ahead(config, self.options.candidate_timeout_s)
 
     @staticmethod
     def candidate_info(cand: Any) -> dict:

@@ -70,6 +70,8 @@ from tfperf.tuning.space import Space
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
 CONTENDERS = 2
+AHEAD = 2
+"""Candidates whose workers the reach phase names ahead at once (two starts share two cores)."""
 """Runners-up of one step that may challenge its leader head to head (see the docstring)."""
 
 
@@ -368,20 +370,21 @@ class Search:
         return candidates[0] if candidates else None
 
     def _start_ahead(self, knobs: list[str]) -> None:
-        """Tell an evaluator that can start a worker ahead (``start_ahead``) which candidate
-        comes next if the incumbent stays: its start then overlaps the current one's."""
+        """Tell an evaluator that can start workers ahead (``start_ahead``) which candidates
+        come next if the incumbent stays (the next :data:`AHEAD` knobs' reach candidates not
+        tried yet): their starts then overlap (see :meth:`tfperf.tuning.evaluate.Evaluator.
+        start_ahead`)."""
         start_ahead = getattr(self.evaluate, "start_ahead", None)
         if start_ahead is None:
             return
-        for knob in knobs:
-            nxt = self._reach_candidate(knob)
-            if nxt is None:
-                continue
-            nxt = self.space.canonical(nxt)
-            key = cache_key(nxt, self.incumbent)
-            if key not in self.cache and key not in self._done and label(nxt) not in self._final:
-                start_ahead(nxt)
-            return
+        upcoming = [c for c in map(self._reach_candidate, knobs) if c is not None][:AHEAD]
+        fresh = [
+            nxt for nxt in map(self.space.canonical, upcoming)
+            if cache_key(nxt, self.incumbent) not in self.cache
+            and cache_key(nxt, self.incumbent) not in self._done and label(nxt) not in self._final
+        ]
+        if fresh:
+            start_ahead(*fresh)
 
     def _neighbours(self, knob: str) -> list[dict]:
         """The staged step's candidates for ``knob``: the runtimes at full parallelism
@@ -408,7 +411,7 @@ class Search:
             trial = study.ask()
             config = self._suggest(trial)
             name = label(config)
-            if name in seen or name == "default":
+            if name in seen or name == "default" or not self.space.allowed(config):
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 seen.add(name)
                 continue

@@ -102,6 +102,26 @@ class SpaceFacts:
     """The batch sizes a throughput tune tries; empty for a latency tune (no ``batch`` knob)."""
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """Two knob values a search never tries together, and why (listed as unavailable)."""
+
+    first: tuple[str, Any]
+    second: tuple[str, Any]
+    reason: str
+
+    def hits(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` holds both values."""
+        return all(config.get(knob) == value for knob, value in (self.first, self.second))
+
+
+BF16_NEEDS_ONEDNN = Conflict(
+    ("precision", "bf16"), ("onednn", False),
+    "TensorFlow runs bf16 matmuls and convolutions fast through oneDNN only: without it they "
+    "take Eigen's emulated path (a CNN's training step ran 8x slower than in fp32 here)",
+)
+
+
 @dataclass
 class Space:
     """The values to try for each knob (the first value is the default)."""
@@ -114,6 +134,12 @@ class Space:
     """Per runtime, knob values that runtime takes when the knob is left at its default
     (LiteRT's interpreter runs on 1 thread; TensorFlow's pools have one thread per CPU this
     process may run on): a config naming one of them is the default config."""
+    conflicts: tuple[Conflict, ...] = ()
+    """Pairs of values no config holds together (:meth:`allowed`)."""
+
+    def allowed(self, config: Mapping[str, Any]) -> bool:
+        """Whether ``config`` holds no pair of :attr:`conflicts`."""
+        return not any(c.hits(config) for c in self.conflicts)
 
     def default_runtime(self) -> str:
         """The runtime whose knobs a config that names none is crossed with: the space's first
@@ -157,7 +183,7 @@ class Space:
             return []
         here = self.canonical(config)
         found = [self.canonical({**config, knob: v}) for v in self.values[knob]]
-        unique = {label(c): c for c in found if c != here}
+        unique = {label(c): c for c in found if c != here and self.allowed(c)}
         return list(unique.values())
 
     def runtime_step(self, config: Mapping[str, Any]) -> list[dict]:
@@ -192,7 +218,8 @@ class Space:
                 config = self.canonical(
                     {"runtime": runtime, **dict(zip(names, combo, strict=True))}
                 )
-                seen.setdefault(label(config), config)
+                if self.allowed(config):
+                    seen.setdefault(label(config), config)
         return list(seen.values())
 
     def restrict(self, knobs: tuple[str, ...]) -> Space:
@@ -416,7 +443,21 @@ def build_space(facts: SpaceFacts) -> Space:
     values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if facts.train else (None,)
     factory = facts.train and facts.model_format == "factory"
     values["input_pipeline"] = (None, "tuned") if factory else (None,)
-    return Space(values, unavailable, bare, implied_values(facts))
+    conflicts = _conflicts(values, unavailable)
+    return Space(values, unavailable, bare, implied_values(facts), conflicts)
+
+
+def _conflicts(values: Mapping[str, tuple[Any, ...]], unavailable: list[dict]) -> tuple:
+    """The pairs of ``values`` never tried together, each listed as unavailable."""
+    found = tuple(
+        c for c in (BF16_NEEDS_ONEDNN,)
+        if all(v in values.get(k, ()) for k, v in (c.first, c.second))
+    )
+    for c in found:
+        (knob, value), (other, other_value) = c.second, c.first
+        unavailable.append(_missing(
+            knob, f"{show_value(value)} with {other}={show_value(other_value)}", c.reason))
+    return found
 
 
 TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)

@@ -61,10 +61,11 @@ BLOCK_STEPS = 4
 that one slow step's jitter does not decide a pair."""
 MAX_BLOCK_S = 2.0
 CANDIDATE_START = CandidateStart(
-    workload={"input_probe": False}, warmup={"min_calls": 2, "max_seconds": 2.0})
+    workload={"input_probe": False}, warmup={"min_calls": 1, "max_seconds": 2.0})
 """A candidate's worker skips the input-wait probe (only the default's is shown) and warms
-up over at least 2 calls, not 5: its first call (tracing, compilation) is made apart, and a
-call of 32 slow steps can take seconds (five of them were most of a slow candidate's start)."""
+up for 2 s (or until its calls settle), however few calls that is, not over 5 calls at least:
+its first call (tracing, compilation) is made apart, and a call of 32 slow steps can take
+seconds (five of them were most of a slow candidate's start)."""
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 

@@ -127,6 +127,11 @@ class WorkerPool:
             with contextlib.suppress(WorkerFailed, UserError):
                 self._ahead[name] = self._spawn(config, timeout_s)
 
+    def started(self, config: dict) -> bool:
+        """Whether ``config``'s worker is started (ready, or started ahead)."""
+        name = label(config)
+        return name in self._handles or name in self._ahead
+
     def _settle(self) -> None:
         """Wait until each worker started ahead is ready, and keep the ones that are."""
         while self._ahead:
