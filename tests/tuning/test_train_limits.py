@@ -63,6 +63,7 @@ def test_a_timed_fit_runs_whole_calls_on_both_sides_for_about_a_second():
     assert fit_steps(0.004, 1, 32) == 256  # 250 steps of 4 ms, in calls of 32
     assert fit_steps(0.2, 1, 4) == 16  # never fewer than 16 steps
     assert fit_steps(0.05, 8, 3) == 24
+    assert fit_steps(0.03, 1, 32) == 32  # 33 steps wanted: the nearest whole call, not two
 
 
 def test_an_undecided_confirmation_says_what_more_rounds_would_decide():

@@ -322,10 +322,11 @@ def _spe(handle: Any) -> int:
 
 def fit_steps(step_s: float | None, *spes: int, call_s: float = FIT_CALL_S) -> int:
     """The steps of one timed ``fit``: about ``call_s`` of steps, at least
-    :data:`FIT_MIN_STEPS`, a whole number of calls on either side."""
+    :data:`FIT_MIN_STEPS`, rounded to the nearest whole number of calls on either side (one
+    call at least)."""
     unit = math.lcm(*spes) if spes else 1
     want = max(FIT_MIN_STEPS, round(call_s / step_s) if step_s else FIT_MIN_STEPS)
-    return unit * max(1, math.ceil(want / unit))
+    return unit * max(1, round(want / unit))  # the nearest whole number of calls
 
 
 @dataclass(frozen=True)
