@@ -114,6 +114,7 @@ def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp
         QUICK_BLOCK_S,
         QUICK_MAX_ROUNDS,
         TRAIN_BLOCK_S,
+        TRAIN_MAX_ROUNDS,
         TrainEvaluator,
     )
 
@@ -122,5 +123,5 @@ def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp
     quick = TrainEvaluator(workload, options_from_args(quick=True, store=store)).options
     full = TrainEvaluator(workload, options_from_args(store=store)).options
     assert (quick.max_rounds, quick.block_s) == (QUICK_MAX_ROUNDS, QUICK_BLOCK_S)
-    assert (full.max_rounds, full.block_s) == (16, TRAIN_BLOCK_S)
-    assert quick.min_rounds <= quick.max_rounds
+    assert (full.max_rounds, full.block_s) == (TRAIN_MAX_ROUNDS, TRAIN_BLOCK_S)
+    assert quick.min_rounds <= quick.max_rounds < full.max_rounds <= 16

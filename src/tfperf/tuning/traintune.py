@@ -106,8 +106,8 @@ class TrainEvaluator(Evaluator):
         self.started = time.monotonic()
         floor = QUICK_BLOCK_S if options.quick else TRAIN_BLOCK_S
         options = replace(options, block_s=max(options.block_s, floor))
-        if options.quick:
-            options = replace(options, max_rounds=min(options.max_rounds, QUICK_MAX_ROUNDS))
+        rounds = QUICK_MAX_ROUNDS if options.quick else TRAIN_MAX_ROUNDS
+        options = replace(options, max_rounds=min(options.max_rounds, rounds))
         self.guard_steps = guard_length(workload, batches)
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True,
@@ -299,6 +299,11 @@ TRAIN_TUNE_S = 270.0
 """A training tune's whole time when the user sets no limit (see :func:`train_limits`)..."""
 QUICK_TRAIN_TUNE_S = 110.0
 """...and under ``--quick``."""
+TRAIN_MAX_ROUNDS = 12
+"""A training candidate's rounds at most (blocks of at least :data:`TRAIN_BLOCK_S` and
+:data:`BLOCK_STEPS` steps): a candidate still undecided there is within a few percent of its
+incumbent, and at 16 each such candidate of a CNN's search took 34 s; from 12 pairs the 95%
+interval of the median leaves out the two most extreme ratios on each side..."""
 QUICK_MAX_ROUNDS = 10
 """A ``--quick`` candidate's rounds at most, of blocks of at least :data:`QUICK_BLOCK_S`
 (its interval is wider; the confirmation decides the answer). Most stop at the sixth, decided
