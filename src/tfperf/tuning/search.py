@@ -70,9 +70,9 @@ from tfperf.tuning.space import Space
 STRATEGIES = ("staged", "optuna")
 MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
 CONTENDERS = 2
+"""Runners-up of one step that may challenge its leader head to head (see the docstring)."""
 AHEAD = 2
 """Candidates whose workers the reach phase names ahead at once (two starts share two cores)."""
-"""Runners-up of one step that may challenge its leader head to head (see the docstring)."""
 
 
 @dataclass
