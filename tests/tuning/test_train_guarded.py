@@ -4,6 +4,8 @@ configuration recommended has passed the guard and no other pays for it."""
 
 from __future__ import annotations
 
+import functools
+
 from tfperf.tuning.traintune import could_answer
 
 ANSWER = {"steps_per_execution": 32, "precision": "bf16"}
@@ -54,8 +56,9 @@ def rounds_run(candidate_s: list[float], *, removal: bool) -> int:
 
     options = TuneOptions(min_rounds=6, max_rounds=16)
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, options)
+    assert evaluator.usual_rounds == 12
     base, cand = Blocks([1.0]), Blocks(candidate_s)
-    enough = None if removal else evaluator.cannot_win
+    enough = functools.partial(evaluator.rounds_enough, removal=removal)
     evaluator.measure([base, base, cand], None, cand, limit=1e9, decide=True, enough=enough)
     return cand.rounds
 
@@ -68,7 +71,11 @@ def test_a_candidate_whose_interval_stays_below_faster_ends_its_rounds_at_the_mi
     assert rounds_run(UNDECIDED_BELOW, removal=False) == 6
 
 
-def test_a_removal_or_a_candidate_that_may_still_win_runs_its_rounds_to_a_verdict():
-    assert rounds_run(UNDECIDED_BELOW, removal=True) == 16  # as fast may still be its answer
-    may_win = [0.8, 1.1, 0.85, 1.15, 0.9, 1.05]  # about 1.05x, its interval reaching past 1.1
+def test_a_removal_runs_its_usual_rounds_and_a_candidate_that_may_win_runs_on():
+    assert rounds_run(UNDECIDED_BELOW, removal=True) == 12  # as fast may still be its answer
+    # about 1.03x, its interval reaching past 1.1: it may become the answer, so it runs on
+    may_win = [0.8, 1.1, 0.85, 1.15, 0.9, 1.05]
     assert rounds_run(may_win, removal=False) == 16
+    # about 0.99x, its interval reaching past 1.03 but its median below: the usual 12
+    near = [1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.97]
+    assert rounds_run(near, removal=False) == 12

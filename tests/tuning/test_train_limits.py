@@ -120,8 +120,9 @@ def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp
 
     workload = {"kind": "train", "path": "m.py", "batch": 8}
     store = str(tmp_path / "s.db")
-    quick = TrainEvaluator(workload, options_from_args(quick=True, store=store)).options
-    full = TrainEvaluator(workload, options_from_args(store=store)).options
-    assert (quick.max_rounds, quick.block_s) == (QUICK_MAX_ROUNDS, QUICK_BLOCK_S)
-    assert (full.max_rounds, full.block_s) == (TRAIN_MAX_ROUNDS, TRAIN_BLOCK_S)
-    assert quick.min_rounds <= quick.max_rounds < full.max_rounds <= 16
+    quick = TrainEvaluator(workload, options_from_args(quick=True, store=store))
+    full = TrainEvaluator(workload, options_from_args(store=store))
+    assert (quick.usual_rounds, quick.options.block_s) == (QUICK_MAX_ROUNDS, QUICK_BLOCK_S)
+    assert (full.usual_rounds, full.options.block_s) == (TRAIN_MAX_ROUNDS, TRAIN_BLOCK_S)
+    assert quick.options.min_rounds <= quick.usual_rounds < full.usual_rounds
+    assert full.usual_rounds < full.options.max_rounds  # a candidate that may win runs on

@@ -328,13 +328,13 @@ class Evaluator:
         rounds: int | None = None,
         first_round: int = 0,
         process: int = 0,
-        enough: Callable[[dict], bool] | None = None,
+        enough: Callable[[dict, int], bool] | None = None,
     ) -> list[list[float]]:
         """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
         block medians per call or per sample. With ``decide`` the rounds stop once the verdict
         of ``handles[2]`` against ``handles[1]`` is decided, or (from ``min_rounds`` on too)
-        once ``enough`` says of that comparison that more rounds cannot change what the caller
-        does with it. Stored blocks are numbered from ``first_round`` and name their
+        once ``enough(comparison, rounds done)`` says that more rounds cannot change what the
+        caller does with it. Stored blocks are numbered from ``first_round`` and name their
         ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
         medians: dict[int, list[float]] = {id(h): [] for h in unique}
@@ -356,7 +356,7 @@ class Evaluator:
                 speedup = paired_speedup(*pair, self.threshold)
                 if speedup["verdict"] in ("faster", "slower", "same"):
                     return speedup["verdict"]
-                return "enough" if enough is not None and enough(speedup) else None
+                return "enough" if enough is not None and enough(speedup, done) else None
             return None
 
         self.rounds.run(unique, on_block, stop)

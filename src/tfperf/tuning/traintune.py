@@ -21,6 +21,7 @@ TensorFlow.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -106,8 +107,9 @@ class TrainEvaluator(Evaluator):
         self.started = time.monotonic()
         floor = QUICK_BLOCK_S if options.quick else TRAIN_BLOCK_S
         options = replace(options, block_s=max(options.block_s, floor))
-        rounds = QUICK_MAX_ROUNDS if options.quick else TRAIN_MAX_ROUNDS
-        options = replace(options, max_rounds=min(options.max_rounds, rounds))
+        self.usual_rounds = min(options.max_rounds,
+                                QUICK_MAX_ROUNDS if options.quick else TRAIN_MAX_ROUNDS)
+        """A candidate's rounds unless it may still win (:meth:`rounds_enough`)."""
         self.guard_steps = guard_length(workload, batches)
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True,
@@ -251,6 +253,16 @@ class TrainEvaluator(Evaluator):
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
 
+    def rounds_enough(self, vs_incumbent: Mapping[str, Any], done: int, removal: bool) -> bool:
+        """Whether a candidate's rounds (``done`` so far, undecided) can end: at
+        :attr:`usual_rounds`, unless it is no removal and its median is still at or above the
+        "faster" bound (it may yet become the answer: it runs on to ``max_rounds``); and before
+        that, once it cannot win (:meth:`cannot_win`)."""
+        median = vs_incumbent.get("median") or 0.0
+        if done >= self.usual_rounds and (removal or median < 1.0 + self.threshold):
+            return True
+        return not removal and self.cannot_win(vs_incumbent)
+
     def cannot_win(self, vs_incumbent: Mapping[str, Any]) -> bool:
         """Whether a comparison's 95% interval lies wholly below the "faster" bound (1 +
         threshold): more rounds would have to move its median beyond the interval's end."""
@@ -265,9 +277,8 @@ class TrainEvaluator(Evaluator):
             return refused
         base = self.workers.get({}, limit)
         inc = self.workers.get(incumbent, limit) if incumbent else base
-        # a candidate that cannot reach "faster" cannot become the answer (a removal can,
-        # by being as fast): its rounds end there
-        enough = None if is_removal(config, incumbent) else self.cannot_win
+        # rounds go where they can change the answer (rounds_enough)
+        enough = functools.partial(self.rounds_enough, removal=is_removal(config, incumbent))
         times = self.measure([base, inc, cand], trial_id, cand, limit=limit, decide=True,
                              enough=enough)
         speed = paired_speedup(times[0], times[2], self.threshold)
@@ -300,15 +311,16 @@ TRAIN_TUNE_S = 270.0
 QUICK_TRAIN_TUNE_S = 110.0
 """...and under ``--quick``."""
 TRAIN_MAX_ROUNDS = 12
-"""A training candidate's rounds at most (blocks of at least :data:`TRAIN_BLOCK_S` and
-:data:`BLOCK_STEPS` steps): a candidate still undecided there is within a few percent of its
-incumbent, and at 16 each such candidate of a CNN's search took 34 s; from 12 pairs the 95%
-interval of the median leaves out the two most extreme ratios on each side..."""
+"""A training candidate's rounds (blocks of at least :data:`TRAIN_BLOCK_S` and
+:data:`BLOCK_STEPS` steps) unless it may still win: one still undecided there with a median
+below the "faster" bound is within a few percent of its incumbent (at 16 rounds each such
+candidate of a CNN's search took 34 s); one at or above it runs on to ``max_rounds`` (16). From
+12 pairs the 95% interval of the median leaves out the two most extreme ratios each side..."""
 QUICK_MAX_ROUNDS = 10
-"""A ``--quick`` candidate's rounds at most, of blocks of at least :data:`QUICK_BLOCK_S`
-(its interval is wider; the confirmation decides the answer). Most stop at the sixth, decided
-or unable to win; at 6 pairs the 95% interval of the median is the whole range of the ratios
-and one disturbed pair leaves even a 1.5x step undecided, from 9 pairs it is not..."""
+"""...and under ``--quick`` (blocks of at least :data:`QUICK_BLOCK_S`): most stop at the sixth,
+decided or unable to win; at 6 pairs the interval is the whole range of the ratios and one
+disturbed pair leaves even a 1.5x step undecided, from 9 pairs it is not. A CNN's 1.06x step
+per call stayed undecided at 10 rounds of 0.2 s, so a promising one runs on to 16 here too..."""
 QUICK_BLOCK_S = 0.2
 """...and under ``--quick``, blocks of at least this long (and :data:`BLOCK_STEPS` steps)."""
 SLOW_STEP_S = 0.05
