@@ -392,8 +392,8 @@ def _sized_limits(
     if ends > whole + 1:
         progress.phase(
             f"{flag} time grows from {whole:.0f} s to {ends:.0f} s: one candidate for each of "
-            f"{knobs} knobs, each guarded over at least {MIN_STEPS} steps, takes about "
-            f"{each:.0f} s here"
+            f"{knobs} knobs takes about {each:.0f} s here (its worker, its rounds and, where it "
+            f"can become the answer, its guard over at least {MIN_STEPS} steps)"
         )
     else:
         progress.phase(
