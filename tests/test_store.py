@@ -414,6 +414,34 @@ def test_a_new_store_has_the_schema_of_an_upgraded_one(tmp_path: Path) -> None:
     assert schema(old) == schema(new)
 
 
+def test_an_upgrade_taken_over_between_its_steps_keeps_only_the_first_copy(
+    monkeypatch, store_path: Path
+) -> None:
+    # One opener applies the first step (keeping store.sqlite.v1.bak), then stops before the
+    # second, as a process does when another takes the lock between its steps: the next
+    # opener finishes the upgrade without copying the half-upgraded store.
+    import tfperf.store
+
+    def fails(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    write_v1_store(store_path)
+    first = tfperf.store.MIGRATIONS[0]
+    monkeypatch.setattr(tfperf.store, "MIGRATIONS", (first, Migration(3, fails)))
+    with pytest.raises(UserError):
+        Store.open(store_path)
+    monkeypatch.undo()
+    conn = sqlite3.connect(store_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+    with Store.open(store_path) as store:
+        assert len(store.list_runs()) == 4
+    assert [p.name for p in store_path.parent.glob("*.bak")] == ["store.sqlite.v1.bak"]
+    conn = sqlite3.connect(store_path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'upgrading_from'").fetchone() is None
+    conn.close()
+
+
 def test_processes_opening_a_version_1_store_at_once_upgrade_it_once(store_path: Path) -> None:
     import time
 

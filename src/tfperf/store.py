@@ -36,7 +36,9 @@ then the version read again inside it, so of two processes opening an old store 
 upgrades it and the other finds it done); a step that fails rolls back and leaves the store at
 the version before it. Nothing is ever dropped: a step adds tables, columns or indexes and fills
 them. Before the first step, a store of at most :data:`BACKUP_MAX_BYTES` is copied (SQLite's
-online backup, under the upgrade's lock) to ``<name>.v<version>.bak`` next to it; a larger one
+online backup, under the upgrade's lock) to ``<name>.v<version>.bak`` next to it, once per
+upgrade (``meta`` holds :data:`UPGRADING` from its first step to its last, so a process that
+takes the lock between another's steps does not copy the half-upgraded store); a larger one
 is upgraded without a copy, since copying it would cost more than the guard is worth when each
 step is a transaction already.
 
@@ -226,20 +228,30 @@ def _create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
+UPGRADING = "upgrading_from"
+"""The ``meta`` key an upgrade holds from its first step to its last: the version it started
+from, whose copy was kept."""
+
+
 def _upgrade(conn: sqlite3.Connection, target: Path) -> None:
     """Apply the missing migrations to an older store, one transaction per step; the version
-    is read again inside each, so a step another process has applied is not applied twice."""
-    copied = False
+    is read again inside each, so a step another process has applied is not applied twice.
+    The copy is kept by the first step of an upgrade only (:data:`UPGRADING` says one began):
+    a process that takes over between another's steps finds the store mid-upgrade, and its
+    copy would be of a half-upgraded store."""
     while True:
         with _immediate(conn):
             version = _user_version(conn)
             if version >= SCHEMA_VERSION:
                 return
-            if not copied:
+            began = conn.execute("SELECT 1 FROM meta WHERE key = ?", (UPGRADING,)).fetchone()
+            if not began:
                 _keep_copy(target, version)
-                copied = True
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (UPGRADING, str(version)))
             MIGRATIONS[version - 1].apply(conn)
             conn.execute(f"PRAGMA user_version = {version + 1}")
+            if version + 1 == SCHEMA_VERSION:
+                conn.execute("DELETE FROM meta WHERE key = ?", (UPGRADING,))
 
 
 def _keep_copy(target: Path, version: int) -> None:
