@@ -77,15 +77,12 @@ def measured_removal(
             continue
         config, incumbent = label(space.canonical(outcome.config)), label(
             space.canonical(outcome.incumbent))
+        read = f"{config} measured against {incumbent} in the search"
         if (config, incumbent) == (want, have):
-            read = f"{want} measured against {have} in the search"
             return replace(outcome, info={**outcome.info, "read_from": read})
         if (config, incumbent) == (have, want):
-            return Outcome(
-                smaller, MEASURED, incumbent=dict(answer),
-                vs_incumbent=inverse(outcome.vs_incumbent),
-                info={"read_from": f"{have} measured against {want} in the search"},
-            )
+            return Outcome(smaller, MEASURED, incumbent=dict(answer),
+                           vs_incumbent=inverse(outcome.vs_incumbent), info={"read_from": read})
     return None
 
 

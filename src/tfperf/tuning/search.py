@@ -378,13 +378,15 @@ class Search:
         if start_ahead is None:
             return
         upcoming = [c for c in map(self._reach_candidate, knobs) if c is not None][:AHEAD]
-        fresh = [
-            nxt for nxt in map(self.space.canonical, upcoming)
-            if cache_key(nxt, self.incumbent) not in self.cache
-            and cache_key(nxt, self.incumbent) not in self._done and label(nxt) not in self._final
-        ]
+        fresh = [c for c in map(self.space.canonical, upcoming) if not self._known(c)]
         if fresh:
             start_ahead(*fresh)
+
+    def _known(self, config: dict) -> bool:
+        """Whether ``config`` against the incumbent has an outcome already (this search's, a
+        resumed one's, or a final one)."""
+        key = cache_key(config, self.incumbent)
+        return key in self.cache or key in self._done or label(config) in self._final
 
     def _neighbours(self, knob: str) -> list[dict]:
         """The staged step's candidates for ``knob``: the runtimes at full parallelism
