@@ -297,11 +297,19 @@ print('{"document": true}')
 
 
 def test_ray_s_news_of_a_node_that_dies_as_a_command_ends_stays_out_of_its_json(cluster):
-    proc = cluster.popen(
-        [sys.executable, "-c", LATE_NEWS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-3000:]
-    assert json.loads(out) == {"document": True}
-    assert "Raylet is terminated (a late death)" in err
+    # Ray's listener may stop before the news reaches it (then nothing is printed at all):
+    # every run's stdout must be the one document, and one run at least must have had the
+    # news printed, to stderr, for the check to have been made.
+    delivered = []
+    for _ in range(4):
+        proc = cluster.popen(
+            [sys.executable, "-c", LATE_NEWS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+        assert json.loads(out) == {"document": True}
+        delivered.append("Raylet is terminated (a late death)" in err)
+        if delivered[-1]:
+            break
+    assert any(delivered), "Ray never printed the news in 4 runs: the check was not made"
