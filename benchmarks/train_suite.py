@@ -9,7 +9,8 @@ norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable lab
 2. One interleaved measurement (:func:`tfperf.runner.measure.measure`) of the default, each knob
    alone (steps_per_execution 32, ``mixed_bfloat16``, ``jit_compile``, the tuned input
    pipeline, oneDNN off, one intra-op thread, one inter-op thread, tcmalloc and jemalloc where
-   installed, Keras on JAX where jax is installed) and both tuned configurations, every worker
+   installed, Keras on JAX where jax is installed, and on one CPU) and both tuned
+   configurations, every worker
    then running the training guard (the same initial weights and batches, ``--guard-steps``
    steps) judged by
    :func:`tfperf.tuning.trainguard.judge`.
@@ -59,8 +60,11 @@ SINGLES = [
     {"intra_threads": 1},
     {"inter_threads": 1},
     *({"allocator": name} for name in ("tcmalloc", "jemalloc") if find_allocator(name)),
-    *([{"runtime": "keras-jax"}] if jax_available() else []),
+    *([{"runtime": "keras-jax"}, {"runtime": "keras-jax", "runtime_threads": 1}]
+      if jax_available() else []),
 ]
+"""Each knob alone; JAX's threads knob (the CPUs it runs on) exists on JAX only, so one CPU
+there is measured with the runtime."""
 
 
 def tuned_config(workload: dict, store: str, budget_s: float | None, quick: bool) -> tuple:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,27 @@ def test_a_keras_on_jax_profile_runs_the_command_on_jax_and_says_what_to_install
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "jax"
+
+
+def test_a_keras_on_jax_profile_with_one_cpu_runs_the_command_and_the_snippet_on_one(tmp_path):
+    usable = sorted(os.sched_getaffinity(0))
+    require(len(usable) >= 2, "one CPU: nothing to pin")
+    train = {"kind": "train", "path": "m:build", "format": "factory", "batch": 32}
+    profile = _profile({"runtime": "keras-jax", "runtime_threads": 1}, workload=train)
+    profile["code"] = train_code_lines(profile["config"])
+    path = save_profile(profile, tmp_path / "p.json")
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    result = run_cli("run", "--profile", str(path), "--", sys.executable, "-c", show)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(usable[:1])
+    # the Python snippet pins before anything is imported that could start a thread
+    snippet = render(profile, "python")
+    before_imports = snippet.split("import keras")[0].split("import tensorflow")[0]
+    out = subprocess.run(
+        [sys.executable, "-c", before_imports + "\n" + show],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert out.strip() == str(usable[:1])
 
 
 def test_mismatch_warnings_name_the_machine_and_the_install():

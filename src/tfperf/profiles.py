@@ -34,7 +34,7 @@ A profile is one JSON file::
   for ``--objective server`` saves one), ``None`` when it has none.
 - :func:`mismatch_warnings` compares the profile's machine and install with this one's.
 - :func:`run_with_profile` runs a command with the profile's environment and returns its exit
-  code. With a serving layout it runs one copy per instance (:func:`instance_copies`), each
+  code, pinned to the CPUs of Keras on JAX's ``runtime_threads`` where the config has them. With a serving layout it runs one copy per instance (:func:`instance_copies`), each
   pinned to its core set, with its thread counts and ``TFPERF_INSTANCE`` (0..K-1),
   ``TFPERF_INSTANCES`` (K), ``TFPERF_THREADS`` and ``TFPERF_CORES`` in its environment, so that
   a server can pick its port; it returns when all have ended (see
@@ -145,6 +145,13 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     """The lines a training script needs for a training tune's model-level knobs (threads,
     oneDNN and the allocator are set from outside by ``tfperf run``)."""
     lines = keras_backend_lines(config)
+    threads = config.get("runtime_threads")
+    if config.get("runtime") == KERAS_JAX and threads:
+        lines.append(
+            f"os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:{threads}])  # before "
+            f"import keras: XLA's CPU pool follows the process's CPUs (tfperf run --profile "
+            "pins them)"
+        )
     if config.get("precision") == "bf16":
         lines.append(
             'keras.mixed_precision.set_global_policy("mixed_bfloat16")  # before building the '
@@ -398,10 +405,12 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
             "# LD_PRELOAD must be set before the process starts: "
             f"launch with `tfperf run --profile ...` or export LD_PRELOAD={preload}"
         )
-    if env:
+    early = [line for line in code if line.startswith("os.")]  # before any import starts a thread
+    if env or early:
         lines += ["import os", ""]
         lines += [f"os.environ[{k!r}] = {v!r}" for k, v in env.items()]
-        lines.append("")
+        lines += [*early, ""]
+    code = [line for line in code if line not in early]
     lines += _imports(code)
     lines += code
     if artifact:
@@ -565,7 +574,8 @@ def run_with_profile(
         if layout is not None:
             copies = instance_copies(profile, layout, env)
             return run_copies(command, copies, on_failure=on_failure)
-        return _run_one(command, _with_knobs(profile, env, Config.from_dict({})))
+        cpus = _pinned_cpus(profile)
+        return _run_one(command, _with_knobs(profile, env, Config.from_dict({})), cpus)
     except LaunchError as exc:
         why = "permission denied" if isinstance(exc.__cause__, PermissionError) else (
             "no such program; check the command"
@@ -624,10 +634,21 @@ def _cpu_list(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
 
 
-def _run_one(command: Sequence[str], env: Mapping[str, str]) -> int:
+def _pinned_cpus(profile: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The CPUs the profile's config runs on (Keras on JAX's ``runtime_threads``), if any."""
+    config = profile.get("config")
+    if not isinstance(config, Mapping):
+        return None
+    return Config.from_dict(config).pinned_cpus(os.sched_getaffinity(0))
+
+
+def _run_one(
+    command: Sequence[str], env: Mapping[str, str], cpus: Sequence[int] | None = None
+) -> int:
     """The command once, in tfperf's process group: the terminal's Ctrl-C reaches it as it
-    would without tfperf, and leaving (Ctrl-C included) stops it if it still runs."""
-    child = Child(list(command), env=env, own_group=False, log=False)
+    would without tfperf, and leaving (Ctrl-C included) stops it if it still runs; pinned to
+    ``cpus`` where given."""
+    child = Child(list(command), env=env, own_group=False, log=False, cpus=cpus)
     child.start()
     with child:
         ended = child.wait()

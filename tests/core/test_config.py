@@ -125,6 +125,16 @@ def test_worker_env_applies_env_knobs():
     assert Config.parse(["onednn=on"], []).worker_env({})["TF_ENABLE_ONEDNN_OPTS"] == "1"
 
 
+def test_keras_on_jax_with_runtime_threads_runs_on_that_many_of_the_usable_cpus():
+    jax = Config.parse(["runtime=keras-jax", "runtime_threads=2"])
+    assert jax.pinned_cpus([7, 3, 5]) == (3, 5)
+    # no other runtime is pinned by its thread count, nor JAX without one
+    assert Config.parse(["runtime=litert", "runtime_threads=2"]).pinned_cpus([0, 1]) is None
+    assert Config.parse(["runtime=keras-jax"]).pinned_cpus([0, 1]) is None
+    with pytest.raises(UserError, match="may use only 2: set at most 2"):
+        Config.parse(["runtime=keras-jax", "runtime_threads=3"]).pinned_cpus([0, 1])
+
+
 def test_env_entries_override_knobs():
     env = Config.parse(["onednn=off"], ["TF_ENABLE_ONEDNN_OPTS=1"]).worker_env({})
     assert env["TF_ENABLE_ONEDNN_OPTS"] == "1"

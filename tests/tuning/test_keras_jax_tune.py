@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from helpers import require
 from tfperf.core import knobs
+from tfperf.core.config import Config
 from tfperf.modelref import resolve_train_target
+from tfperf.runner.handle import Worker
 from tfperf.tuning import traintune, tune
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.space import Space
@@ -64,6 +67,32 @@ def test_a_keras_model_is_tuned_on_jax_or_kept_on_tensorflow_with_figures(tmp_pa
     chosen = doc["recommendation"]["label"]
     assert chosen in ("default", "runtime=keras-jax")
     assert (profile["env"].get("KERAS_BACKEND") == "jax") is (chosen == "runtime=keras-jax")
+
+
+def _threads_cpus(pid: int) -> dict[str, str]:
+    """Each thread of process ``pid``: the CPUs it may run on."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        status = (task / "status").read_text()
+        found[task.name] = status.split("Cpus_allowed_list:")[1].split()[0]
+    return found
+
+
+def test_jax_s_threads_are_the_cpus_its_worker_runs_on():
+    usable = sorted(os.sched_getaffinity(0))
+    require(len(usable) >= 2, "one CPU: nothing to pin")
+    workload = resolve_train_target("train_factories:tabular_mlp")
+    config = Config.parse(["runtime=keras-jax", "runtime_threads=1"])
+    worker = Worker(workload, config, timeout_s=120, warmup={"min_calls": 1})
+    try:
+        worker.start()
+        ready = worker.wait_ready()
+        assert ready["cpus"] == usable[:1]
+        # XLA's pool, tf.data's and Python's threads alike: every one on that CPU
+        threads = _threads_cpus(worker.pid)
+        assert len(threads) > 4 and set(threads.values()) == {str(usable[0])}
+    finally:
+        worker.close()
 
 
 def test_a_train_step_written_with_gradient_tape_is_not_tried_on_jax(tmp_path):

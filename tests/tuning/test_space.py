@@ -180,13 +180,20 @@ def test_a_keras_training_step_tries_keras_on_jax_with_the_knobs_that_act_there(
     space = build_space(own)
     assert space.values["runtime"] == ("tf", "keras-jax")
     jax = {"runtime": "keras-jax"}
-    # the step's own knobs act on JAX too; XLA, TensorFlow's pools and oneDNN do not
+    # the step's own knobs act on JAX too, and its threads are the CPUs it runs on; XLA,
+    # TensorFlow's pools and oneDNN do not act there
     assert {k for k in space.knobs() if space.applicable(k, jax)} == {
-        "runtime", "steps_per_execution", "precision", "input_pipeline"}
+        "runtime", "steps_per_execution", "precision", "input_pipeline", "runtime_threads"}
     assert {"runtime": "keras-jax", "steps_per_execution": 4} in space.neighbours(
         jax, "steps_per_execution")
+    # every CPU is what JAX runs on anyway: one CPU is the candidate
+    assert space.neighbours(jax, "runtime_threads") == [{**jax, "runtime_threads": 1}]
     assert Config.from_dict(jax).worker_env({}) == {"KERAS_BACKEND": "jax"}
     assert adoption(jax) == "env" and adoption({**jax, "precision": "bf16"}) == "code"
+    assert adoption({**jax, "runtime_threads": 1}) == "code"
+    # one search visits TensorFlow's knobs or JAX's, never both: --quick counts TensorFlow's
+    on_tf = {k for k in space.knobs() if space.applicable(k, {})}
+    assert "runtime_threads" not in on_tf and space.most_knobs() == len(on_tf)
     why = _why(space)
     assert "always compiles" in why[("xla", "jit/off with keras-jax")]
     other = build_space(replace(own, jax=False))
@@ -205,8 +212,11 @@ def test_a_user_on_jax_runs_the_default_there_and_is_offered_keras_on_tensorflow
     assert space.canonical({"runtime": "keras-jax", "steps_per_execution": 32}) == {
         "steps_per_execution": 32}
     assert {k for k in space.knobs() if space.applicable(k, {})} == {
-        "runtime", "steps_per_execution", "precision", "input_pipeline"}
+        "runtime", "steps_per_execution", "precision", "input_pipeline", "runtime_threads"}
     assert space.runtime_step({}) == [{"runtime": "keras-tf"}]
+    # JAX's CPU set names the runtime: the worker pins only a config that runs on JAX
+    assert space.neighbours({}, "runtime_threads") == [
+        {"runtime": "keras-jax", "runtime_threads": 1}]
     on_jax = "with the default (KERAS_BACKEND=jax is your backend)"
     assert "always compiles" in _why(space)[("xla", f"jit/off {on_jax}")]
     assert "no oneDNN switch" in _why(space)[("intra_threads/inter_threads/onednn", on_jax)]

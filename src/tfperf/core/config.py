@@ -12,6 +12,8 @@ Contract:
 - :meth:`Config.worker_env` applies the knobs that act through the environment (oneDNN, the
   allocator's ``LD_PRELOAD``, ``xla=auto``, thread counts, ``KERAS_BACKEND=jax`` for the
   runtime ``keras-jax``, ``env``) to a base environment.
+  :meth:`Config.pinned_cpus` is the CPU set a process of the config runs on (Keras on JAX's
+  ``runtime_threads``), which the worker sets before anything starts a thread.
   Call-level knobs (thread pools) and model transformations (``xla=jit``, precision, runtime)
   are applied inside the worker.
 - The knobs, their parsers and defaults are those of :data:`tfperf.core.knobs.KNOBS`; a knob's
@@ -32,6 +34,7 @@ from tfperf.core.allocators import preload_env
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import (
     CONFIG_KNOBS,
+    KERAS_JAX,
     KNOBS,
     RUNTIME_ENV,
     current_name,
@@ -173,6 +176,25 @@ class Config:
             env["TF_NUM_INTEROP_THREADS"] = str(self.inter_threads)
         env.update(self.env)
         return env
+
+
+    def pinned_cpus(self, usable: Iterable[int]) -> tuple[int, ...] | None:
+        """The CPUs a process of this config runs on, of ``usable`` (the affinity it starts
+        with), or ``None`` where it is not pinned: Keras on JAX with ``runtime_threads`` N
+        runs on the first N (JAX has no thread setting; XLA's CPU pool follows the affinity).
+
+        Raises :class:`UserError` where N is more than ``usable`` holds.
+        """
+        if self.runtime != KERAS_JAX or not self.runtime_threads:
+            return None
+        cpus = tuple(sorted(int(c) for c in usable))
+        if self.runtime_threads > len(cpus):
+            raise UserError(
+                f"runtime_threads={self.runtime_threads} on {KERAS_JAX} pins the process to "
+                f"{self.runtime_threads} CPUs, and it may use only {len(cpus)}: set at most "
+                f"{len(cpus)}."
+            )
+        return cpus[: self.runtime_threads]
 
 
 _FIELDS = CONFIG_KNOBS

@@ -39,7 +39,11 @@ library called without TensorFlow's runtime; ``runtime_threads`` > 1 compiles it
 multithreading and runs it on an Eigen pool of that many threads."""
 KERAS_JAX = "keras-jax"
 """The user's own Keras 3 model on the JAX backend (``KERAS_BACKEND=jax`` before the worker
-imports keras): a training runtime, the train function ``fit`` runs on JAX."""
+imports keras): a training runtime, the train function ``fit`` runs on JAX. JAX has no thread
+setting of its own: its ``runtime_threads`` N pins the process to N CPUs
+(:meth:`tfperf.core.config.Config.pinned_cpus`), and XLA's CPU pool sizes itself from that
+(``--xla_cpu_multi_thread_eigen=false`` left a 1024x1024 matmul as fast as before on this
+XLA, so the flag is not the knob); adopting it is one line before ``import keras``."""
 KERAS_TF = "keras-tf"
 """The user's own Keras 3 model on the TensorFlow backend (``KERAS_BACKEND=tensorflow``): the
 training runtime a user whose Keras runs on JAX is offered (``tf``, the knob's default, is the
@@ -189,9 +193,10 @@ KNOBS: dict[str, Knob] = {
             "(keras-jax, KERAS_BACKEND=jax) or, for a user on JAX, on TensorFlow's (keras-tf)",
         ),
         Knob(
-            "runtime_threads", None, parse_threads, INTERPRETERS, "model", "model",
+            "runtime_threads", None, parse_threads, (*INTERPRETERS, KERAS_JAX), "model", "model",
             "threads of the runtime other than TensorFlow (LiteRT's interpreter, OpenVINO's "
-            "INFERENCE_NUM_THREADS, xla-aot's multithreaded Eigen pool when > 1)",
+            "INFERENCE_NUM_THREADS, xla-aot's multithreaded Eigen pool when > 1; on keras-jax "
+            "the CPUs the process runs on, whose count XLA's CPU pool follows)",
         ),
         Knob(
             "allocator", "system", choice(*ALLOCATORS), PRELOADABLE, "env", "env",
@@ -272,7 +277,8 @@ def adoption(config: Mapping[str, Any]) -> str:
     needs = ["env"]
     for name, value in normalize(config).items():
         by_env = (name, value) in (("xla", "auto"), ("runtime", KERAS_JAX), ("runtime", KERAS_TF))
-        needs.append("env" if by_env else KNOBS[name].adoption)
+        pinned = name == "runtime_threads" and config.get("runtime") == KERAS_JAX
+        needs.append("env" if by_env else "code" if pinned else KNOBS[name].adoption)
     return max(needs, key=ADOPTION_ORDER.index)
 
 

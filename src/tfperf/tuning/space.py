@@ -21,8 +21,9 @@ Contract
   workload's batch, so a latency tune's configs never name it. A training step tries
   :func:`train_batches` (2x and 4x its batch) unless told others.
 - Knobs that cannot act on a runtime are not crossed with it (:meth:`Space.applicable`): the
-  TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the interpreter's
-  thread count only for LiteRT and OpenVINO runtimes; the allocator for TensorFlow and LiteRT
+  TensorFlow knobs (threads, oneDNN, XLA, precision) only for ``runtime="tf"``; the runtime's
+  own thread count (``runtime_threads``) only for LiteRT, OpenVINO, xla-aot and Keras on JAX
+  (there the CPUs the process runs on); the allocator for TensorFlow and LiteRT
   (OpenVINO's CPU plugin aborts under a preloaded tcmalloc or jemalloc, so it keeps the system
   allocator).
 - A config here is a plain dict holding only the knobs that differ from the default
@@ -177,6 +178,14 @@ class Space:
         """The knobs with something to try, in search order."""
         return [k for k in KNOBS if len(self.values.get(k, ())) > 1]
 
+    def most_knobs(self) -> int:
+        """How many knobs one search can visit: those acting on one runtime, for the runtime
+        with the most (TensorFlow's pools and JAX's CPU set are never both searched)."""
+        runtimes = self.values.get("runtime") or (self.bare_runtime,)
+        return max(
+            sum(self.applicable(k, {"runtime": r}) for k in self.knobs()) for r in runtimes
+        )
+
     def neighbours(self, config: Mapping[str, Any], knob: str) -> list[dict]:
         """Configs that differ from ``config`` in ``knob`` only (applicable values)."""
         if not self.applicable(knob, config):
@@ -282,13 +291,14 @@ def thread_values(cores: int) -> tuple[int | None, ...]:
 
 def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     """:attr:`Space.implied` for this machine: LiteRT's interpreter defaults to one thread;
-    TensorFlow's pools to one thread per CPU the process may run on (its affinity, which a
-    cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
+    TensorFlow's pools, and Keras on JAX's CPU set, to every CPU the process may run on (its
+    affinity, which a cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
     of its values is implied."""
     implied: dict[str, dict[str, Any]] = {r: {"runtime_threads": 1} for r in LITERT_RUNTIMES}
     implied[XLA_AOT] = {"runtime_threads": 1}
     implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
     implied[KERAS_TF] = dict(implied["tf"])
+    implied[KERAS_JAX] = {"runtime_threads": facts.schedulable or facts.cores}
     return implied
 
 
@@ -336,7 +346,8 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
 def _keras_jax(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     """``keras-jax`` for the user's own Keras training step where jax is installed. On JAX the
     train step is always compiled by XLA and JAX has no thread pools of its own to set, so the
-    ``xla`` and thread knobs are not crossed with it (listed here)."""
+    ``xla`` knob and TensorFlow's thread knobs are not crossed with it (listed here); its
+    threads are ``runtime_threads``, the CPUs the process runs on."""
     if not facts.jax:
         why = "jax is not installed (pip install 'tfperf[jax]')"
         unavailable.append(_missing("runtime", KERAS_JAX, why))
@@ -353,8 +364,9 @@ def _not_on_jax(runtime: str, unavailable: list[dict]) -> None:
         "runs it eagerly): nothing to choose"))
     unavailable.append(_missing(
         "intra_threads/inter_threads/onednn", f"with {runtime}",
-        "JAX has no thread pools of its own to size (XLA's CPU runtime uses every CPU the "
-        "process may run on) and no oneDNN switch: TensorFlow's settings do not act there"))
+        "JAX has no thread pools of its own to size and no oneDNN switch: TensorFlow's "
+        "settings do not act there; its threads are runtime_threads, the CPUs the process "
+        "runs on (XLA's CPU pool follows them)"))
 
 
 def _train_runtimes(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
@@ -436,7 +448,7 @@ def build_space(facts: SpaceFacts) -> Space:
         "onednn": (None, False) if facts.onednn_default else (None, True),
         "intra_threads": threads,
         "inter_threads": (None, 1) if facts.cores > 1 else (None,),
-        "runtime_threads": threads if set(runtimes) & set(INTERPRETERS) else (None,),
+        "runtime_threads": threads if set(runtimes) & {*INTERPRETERS, KERAS_JAX} else (None,),
         "allocator": tuple(allocators),
     }
     values["batch"] = _batch_values(facts, unavailable)
@@ -468,16 +480,16 @@ MAX_TRAIN_CALL_S = 1.0
 """``steps_per_execution`` candidates stop where one call would take longer than this."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "runtime", "steps_per_execution", "xla", "intra_threads", "precision", "allocator",
-    "onednn", "inter_threads", "input_pipeline", "batch",
+    "runtime", "steps_per_execution", "xla", "intra_threads", "runtime_threads", "precision",
+    "allocator", "onednn", "inter_threads", "input_pipeline", "batch",
 )
 """The order a training tune visits its knobs (labels keep the table's order): what each
 costs to try is the same (a worker, its guard), so the knobs that gave most on the models
 measured come first. The runtime leads (Keras on JAX gave 0.36-1.9x by hand): it decides which
 knobs after it apply at all, and how many steps per call pay off differs between backends (a
 GRU gained 1.1x from 32 steps per call on TensorFlow and 1.2x more on JAX). Then steps per call
-(1.3-2.3x), XLA (up to 1.6x), one intra-op thread (1.15-1.5x), bf16, the allocator, oneDNN,
-the inter-op pool and the input pipeline."""
+(1.3-2.3x), XLA (up to 1.6x), one intra-op thread (1.15-1.5x; on JAX one CPU), bf16, the
+allocator, oneDNN, the inter-op pool and the input pipeline."""
 
 
 @dataclass(frozen=True)

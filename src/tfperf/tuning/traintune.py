@@ -377,7 +377,7 @@ def _sized_limits(
     evaluator: TrainEvaluator, space: Space, options: TuneOptions, progress: Progress
 ) -> TrainLimits:
     """:func:`train_limits`, before the evaluator is told the search's time."""
-    knobs = len(space.knobs())
+    knobs = space.most_knobs()
     trials, budget = options.max_trials, options.budget_s
     if (budget is not None or trials is not None) and not options.quick_budget:
         return TrainLimits(trials, budget)

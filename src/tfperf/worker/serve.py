@@ -13,7 +13,10 @@ a ``serving`` section (``cores``, ``max_batch``, ``max_delay_ms``,
 asynchronously (:mod:`tfperf.worker.requests`: a ``null`` request skips the model call,
 ``trace`` in the section stamps each answer); its ``ready`` then has ``serving:
 {"cores"}``, the CPUs it may run on, and ``infer_requests`` where OpenVINO serves it
-asynchronously (a ``hint`` or ``streams`` in the section).
+asynchronously (a ``hint`` or ``streams`` in the section). A config on Keras on JAX with
+``runtime_threads`` N is pinned the same way, to the first N CPUs it may use
+(:meth:`tfperf.core.config.Config.pinned_cpus`); every ``ready`` says in ``cpus`` which CPUs
+the worker runs on.
 Any exception becomes ``{"op": "error", "kind", "message"}`` and exit code 3: ``kind`` is
 :data:`USER_KIND` (``"user"``) for a :class:`tfperf.core.errors.UserError` -- something the user
 caused and can fix (a corrupt model file, a .keras that needs --unsafe, a factory that raises or
@@ -201,9 +204,7 @@ class Session:
         _inject(self.fault, "init")
         config = msg.get("config") or {}
         serving = msg.get("serving")
-        if serving and serving.get("cores") and hasattr(os, "sched_setaffinity"):
-            # before TensorFlow starts a thread: each thread it starts inherits the core set
-            os.sched_setaffinity(0, [int(c) for c in serving["cores"]])
+        _pin(config, serving)
         if serving and serving.get("streams"):
             config = {**config, "streams": int(serving["streams"])}  # OpenVINO compiles with them
         if serving and serving.get("hint"):
@@ -248,6 +249,7 @@ class Session:
             "input_shapes": _input_shapes(self.prepared),
             "rss_bytes": rss_bytes(),
             "peak_rss_bytes": peak_rss_bytes(),
+            "cpus": _cpus(),
             **({"serving": self._serving_facts()} if serving else {}),
             **({"train": self.prepared.train} if getattr(self.prepared, "train", None) else {}),
         }
@@ -336,6 +338,21 @@ def _runtime_of(workload: dict[str, Any], config: dict[str, Any]) -> str:
     """The runtime a worker runs: a .tflite file always runs on LiteRT."""
     runtime = config.get("runtime") or "tf"
     return "litert" if workload.get("format") == "tflite" and runtime == "tf" else runtime
+
+
+def _pin(config: dict[str, Any], serving: dict[str, Any] | None) -> None:
+    """Pin this process to a serving instance's cores, or to the CPUs of Keras on JAX's
+    ``runtime_threads``, before TensorFlow or XLA starts a thread: each thread they start
+    inherits the set, and XLA sizes its CPU pool from it."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cores = (serving or {}).get("cores")
+    if not cores:
+        from tfperf.core.config import Config
+
+        cores = Config.from_dict(config).pinned_cpus(os.sched_getaffinity(0))
+    if cores:
+        os.sched_setaffinity(0, [int(c) for c in cores])
 
 
 def _cpus() -> list[int] | None:
