@@ -78,9 +78,10 @@ def _threads_cpus(pid: int) -> dict[str, str]:
     return found
 
 
-def test_jax_s_threads_are_the_cpus_its_worker_runs_on():
+def test_jax_s_threads_are_the_cpus_its_worker_runs_on(tmp_path, monkeypatch):
     usable = sorted(os.sched_getaffinity(0))
     require(len(usable) >= 2, "one CPU: nothing to pin")
+    monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path))
     workload = resolve_train_target("train_factories:tabular_mlp")
     config = Config.parse(["runtime=keras-jax", "runtime_threads=1"])
     worker = Worker(workload, config, timeout_s=120, warmup={"min_calls": 1})
@@ -93,6 +94,8 @@ def test_jax_s_threads_are_the_cpus_its_worker_runs_on():
         assert len(threads) > 4 and set(threads.values()) == {str(usable[0])}
     finally:
         worker.close()
+    # its compilations are kept for the next JAX worker on one CPU
+    assert any((tmp_path / "jax-compilations" / "1-cpus").iterdir())
 
 
 def test_a_train_step_written_with_gradient_tape_is_not_tried_on_jax(tmp_path):
