@@ -79,3 +79,10 @@ def test_a_removal_runs_its_usual_rounds_and_a_candidate_that_may_win_runs_on():
     # about 0.99x, its interval reaching past 1.03 but its median below: the usual 12
     near = [1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.97]
     assert rounds_run(near, removal=False) == 12
+
+
+def test_a_removal_that_looks_significantly_slower_runs_on_until_it_is_decided():
+    # about 0.92x the answer's speed, spread so that the verdict stays undecided: the knob
+    # removed may yet be kept, so the rounds run on to the maximum
+    looks_slower = [1.3, 0.9, 1.35, 0.85, 1.4, 0.95]
+    assert rounds_run(looks_slower, removal=True) == 16

@@ -255,11 +255,17 @@ class TrainEvaluator(Evaluator):
 
     def rounds_enough(self, vs_incumbent: Mapping[str, Any], done: int, removal: bool) -> bool:
         """Whether a candidate's rounds (``done`` so far, undecided) can end: at
-        :attr:`usual_rounds`, unless it is no removal and its median is still at or above the
-        "faster" bound (it may yet become the answer: it runs on to ``max_rounds``); and before
-        that, once it cannot win (:meth:`cannot_win`)."""
+        :attr:`usual_rounds`, unless its median still points where a verdict would change
+        the answer -- at or above the "faster" bound for a candidate (it may yet become the
+        answer), at or below the "slower" one for a removal (its knob may yet be kept) -- and
+        then it runs on to ``max_rounds``; and before that, once it cannot win
+        (:meth:`cannot_win`)."""
         median = vs_incumbent.get("median") or 0.0
-        if done >= self.usual_rounds and (removal or median < 1.0 + self.threshold):
+        if removal:
+            may_decide = 0.0 < median <= 1.0 / (1.0 + self.threshold)
+        else:
+            may_decide = median >= 1.0 + self.threshold
+        if done >= self.usual_rounds and not may_decide:
             return True
         return not removal and self.cannot_win(vs_incumbent)
 
