@@ -49,14 +49,14 @@ class Blocks:
         return [self.seconds[round_no % len(self.seconds)]]
 
 
-def rounds_run(candidate_s: list[float], *, removal: bool) -> int:
+def rounds_run(candidate_s: list[float], *, removal: bool, quick: bool = False) -> int:
     """The rounds a training candidate runs against a default that takes 1 s a block."""
     from tfperf.tuning.options import TuneOptions
     from tfperf.tuning.traintune import TrainEvaluator
 
-    options = TuneOptions(min_rounds=6, max_rounds=16)
+    options = TuneOptions(min_rounds=6, max_rounds=16, quick=quick)
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, options)
-    assert evaluator.usual_rounds == 12
+    assert evaluator.usual_rounds == (10 if quick else 12)
     base, cand = Blocks([1.0]), Blocks(candidate_s)
     enough = functools.partial(evaluator.rounds_enough, removal=removal)
     evaluator.measure([base, base, cand], None, cand, limit=1e9, decide=True, enough=enough)
@@ -69,6 +69,16 @@ UNDECIDED_BELOW = [1.0, 1.11, 0.98, 1.05, 1.0, 1.08]
 
 def test_a_candidate_whose_interval_stays_below_faster_ends_its_rounds_at_the_minimum():
     assert rounds_run(UNDECIDED_BELOW, removal=False) == 6
+
+
+def test_under_quick_a_candidate_every_pair_of_which_is_slower_ends_at_the_fourth_round():
+    # every pair below the "faster" bound from the first: --quick stops it at 4, the default
+    # tune at its minimum of 6
+    assert rounds_run(UNDECIDED_BELOW, removal=False, quick=True) == 4
+    # one pair 1.11x among the first four: it is not called lost, and runs its usual rounds
+    assert rounds_run([1.0, 0.9, 1.05, 1.05, 1.02, 1.08], removal=False, quick=True) == 10
+    # a removal is never stopped for losing: as fast is what the pruning asks of it
+    assert rounds_run(UNDECIDED_BELOW, removal=True, quick=True) == 10
 
 
 def test_a_removal_runs_its_usual_rounds_and_a_candidate_that_may_win_runs_on():

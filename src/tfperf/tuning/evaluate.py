@@ -135,6 +135,9 @@ class Evaluator:
             candidates=candidates,
         )
         self.rounds = Rounds()
+        self.enough_from = self.options.min_rounds
+        """The round from which ``measure``'s ``enough`` is asked (verdicts wait for
+        ``min_rounds`` whatever it is)."""
         self.reference: list | None = None
         self.default_batch = 1
         """The batch of the default (and of the reference outputs)."""
@@ -332,9 +335,9 @@ class Evaluator:
     ) -> list[list[float]]:
         """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
         block medians per call or per sample. With ``decide`` the rounds stop once the verdict
-        of ``handles[2]`` against ``handles[1]`` is decided, or (from ``min_rounds`` on too)
-        once ``enough(comparison, rounds done)`` says that more rounds cannot change what the
-        caller does with it. Stored blocks are numbered from ``first_round`` and name their
+        of ``handles[2]`` against ``handles[1]`` is decided (from ``min_rounds`` on), or from
+        :attr:`enough_from` on once ``enough(comparison, rounds done)`` says that more rounds
+        cannot change what the caller does with it. Stored blocks are numbered from ``first_round`` and name their
         ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
         medians: dict[int, list[float]] = {id(h): [] for h in unique}
@@ -351,12 +354,14 @@ class Evaluator:
                 return "rounds"
             if time.monotonic() - started > limit:
                 return "time limit"
-            if decide and done >= self.options.min_rounds:
-                pair = (medians[id(handles[1])], medians[id(handles[2])])
-                speedup = paired_speedup(*pair, self.threshold)
-                if speedup["verdict"] in ("faster", "slower", "same"):
-                    return speedup["verdict"]
-                return "enough" if enough is not None and enough(speedup, done) else None
+            if not decide or done < min(self.options.min_rounds, self.enough_from):
+                return None
+            pair = (medians[id(handles[1])], medians[id(handles[2])])
+            speedup = paired_speedup(*pair, self.threshold)
+            if done >= self.options.min_rounds and speedup["verdict"] != "inconclusive":
+                return speedup["verdict"]
+            if done >= self.enough_from and enough is not None and enough(speedup, done):
+                return "enough"
             return None
 
         self.rounds.run(unique, on_block, stop)
