@@ -421,6 +421,26 @@ def test_steps_per_call_follow_the_step_time_and_keep_a_call_under_a_second():
     assert steps_ladder(0.6, own=8) == (1,)
 
 
+def test_under_quick_a_call_of_several_steps_stays_under_its_shorter_cap():
+    from tfperf.tuning.space import QUICK_MAX_CALL_S
+
+    # a 28 ms CNN step: 8 steps a call (0.22 s) rather than 32 (0.9 s)
+    assert steps_ladder(0.028, max_call_s=QUICK_MAX_CALL_S) == (4, 8)
+    assert steps_ladder(0.028) == (4, 32)
+    quick = fit_training_space(_own_training_space(), TrainBaseline(), 0.028, QUICK_MAX_CALL_S)
+    assert quick.values["steps_per_execution"] == (None, 4, 8)
+    # the evaluator of a --quick tune fits its space so, from the default's measured steps
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    for is_quick, top in ((True, 8), (False, 32)):
+        evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8},
+                                   TuneOptions(quick=is_quick))
+        evaluator.default_ready = {"warmup": {"samples_s": [0.028] * 5}}
+        fitted = evaluator.fit_space(_own_training_space())
+        assert max(fitted.values["steps_per_execution"][1:]) == top
+
+
 def test_a_factory_that_sets_its_own_policy_is_not_tried_in_another_precision():
     space = fit_training_space(_own_training_space(), TrainBaseline(
         policy="mixed_bfloat16", policy_source="factory"), 0.01)

@@ -477,7 +477,12 @@ TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)
 steps in one call of the train function. :func:`fit_training_space` replaces them with
 :func:`steps_ladder` once the step time is known."""
 MAX_TRAIN_CALL_S = 1.0
-"""``steps_per_execution`` candidates stop where one call would take longer than this."""
+"""``steps_per_execution`` candidates stop where one call would take longer than this..."""
+QUICK_MAX_CALL_S = 0.3
+"""...and under ``--quick`` this: every candidate after the step to more steps per call runs
+whole calls, so its rounds cost at least two calls each (a CNN's 32-step calls of 0.9 s made
+a quick tune's rounds take 1.5-2 s each), while the gain of more steps per call, Python's
+overhead per call spread over them, is mostly had at a few steps."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
     "runtime", "steps_per_execution", "xla", "intra_threads", "runtime_threads", "precision",
@@ -518,12 +523,14 @@ class TrainBaseline:
                 f"{self.steps_per_execution}, {self.policy}")
 
 
-def steps_ladder(step_s: float, own: int = 1) -> tuple[int, ...]:
+def steps_ladder(
+    step_s: float, own: int = 1, max_call_s: float = MAX_TRAIN_CALL_S
+) -> tuple[int, ...]:
     """The ``steps_per_execution`` values worth trying at ``step_s`` seconds a step: the
-    largest power of two whose call stays under :data:`MAX_TRAIN_CALL_S` (at most
+    largest power of two whose call stays under ``max_call_s`` (at most
     :data:`MAX_STEPS_PER_EXECUTION`), 4 and 32 below it, and Keras' 1 where the user runs
     more; never the user's own value (that is the default)."""
-    cap = min(MAX_STEPS_PER_EXECUTION, int(MAX_TRAIN_CALL_S / max(step_s, 1e-6)))
+    cap = min(MAX_STEPS_PER_EXECUTION, int(max_call_s / max(step_s, 1e-6)))
     top = 1 << (max(cap, 1).bit_length() - 1)
     values = {v for v in (4, 32) if v < top} | ({top} if top > 1 else set())
     if own != 1:
@@ -531,7 +538,10 @@ def steps_ladder(step_s: float, own: int = 1) -> tuple[int, ...]:
     return tuple(sorted(values - {own}))
 
 
-def fit_training_space(space: Space, baseline: TrainBaseline, step_s: float | None) -> Space:
+def fit_training_space(
+    space: Space, baseline: TrainBaseline, step_s: float | None,
+    max_call_s: float = MAX_TRAIN_CALL_S,
+) -> Space:
     """A training space once the default ran: the user's jit_compile and steps per call are
     what a config that leaves them out runs (:attr:`Space.implied`, so a candidate is only
     ever the other value), the steps-per-call ladder follows the step time, and precision is
@@ -547,7 +557,8 @@ def fit_training_space(space: Space, baseline: TrainBaseline, step_s: float | No
     }
     values = dict(space.values)
     if len(values.get("steps_per_execution", ())) > 1 and step_s:
-        values["steps_per_execution"] = (None, *steps_ladder(step_s, baseline.steps_per_execution))
+        ladder = steps_ladder(step_s, baseline.steps_per_execution, max_call_s)
+        values["steps_per_execution"] = (None, *ladder)
     fitted = replace(space, values=values, implied=implied)
     if baseline.policy_source == "factory" and len(values.get("precision", ())) > 1:
         fitted = fitted.drop(

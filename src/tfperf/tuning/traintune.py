@@ -40,7 +40,13 @@ from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.prune import removable
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
-from tfperf.tuning.space import Space, TrainBaseline, fit_training_space
+from tfperf.tuning.space import (
+    MAX_TRAIN_CALL_S,
+    QUICK_MAX_CALL_S,
+    Space,
+    TrainBaseline,
+    fit_training_space,
+)
 from tfperf.tuning.trainguard import (
     MIN_STEPS,
     TrainTolerance,
@@ -250,7 +256,9 @@ class TrainEvaluator(Evaluator):
     def fit_space(self, space: Space) -> Space:
         """The space once the default ran (:func:`fit_training_space`), without the batch
         sizes its guard does not cover."""
-        return self.within_guard(fit_training_space(space, self.baseline, self.step_s()))
+        max_call_s = QUICK_MAX_CALL_S if self.options.quick else MAX_TRAIN_CALL_S
+        fitted = fit_training_space(space, self.baseline, self.step_s(), max_call_s)
+        return self.within_guard(fitted)
 
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
