@@ -34,7 +34,8 @@ A profile is one JSON file::
   for ``--objective server`` saves one), ``None`` when it has none.
 - :func:`mismatch_warnings` compares the profile's machine and install with this one's.
 - :func:`run_with_profile` runs a command with the profile's environment and returns its exit
-  code, pinned to the CPUs of Keras on JAX's ``runtime_threads`` where the config has them. With a serving layout it runs one copy per instance (:func:`instance_copies`), each
+  code, pinned to the CPUs of Keras on JAX's ``runtime_threads`` where the config has them.
+  With a serving layout it runs one copy per instance (:func:`instance_copies`), each
   pinned to its core set, with its thread counts and ``TFPERF_INSTANCE`` (0..K-1),
   ``TFPERF_INSTANCES`` (K), ``TFPERF_THREADS`` and ``TFPERF_CORES`` in its environment, so that
   a server can pick its port; it returns when all have ended (see

@@ -292,8 +292,8 @@ def thread_values(cores: int) -> tuple[int | None, ...]:
 def implied_values(facts: SpaceFacts) -> dict[str, dict[str, Any]]:
     """:attr:`Space.implied` for this machine: LiteRT's interpreter defaults to one thread;
     TensorFlow's pools, and Keras on JAX's CPU set, to every CPU the process may run on (its
-    affinity, which a cgroup quota does not shrink). OpenVINO picks its own count per model and hint, so none
-    of its values is implied."""
+    affinity, which a cgroup quota does not shrink). OpenVINO picks its own count per model
+    and hint, so none of its values is implied."""
     implied: dict[str, dict[str, Any]] = {r: {"runtime_threads": 1} for r in LITERT_RUNTIMES}
     implied[XLA_AOT] = {"runtime_threads": 1}
     implied["tf"] = {"intra_threads": facts.schedulable or facts.cores}
