@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
 from tfperf.tuning.traintune import could_answer
 
 ANSWER = {"steps_per_execution": 32, "precision": "bf16"}
@@ -96,3 +98,30 @@ def test_a_removal_that_looks_significantly_slower_runs_on_until_it_is_decided()
     # removed may yet be kept, so the rounds run on to the maximum
     looks_slower = [1.3, 0.9, 1.35, 0.85, 1.4, 0.95]
     assert rounds_run(looks_slower, removal=True) == 16
+
+
+class Calls:
+    """A member whose every block holds these calls' seconds."""
+
+    alive, unit = True, 1
+
+    def __init__(self, seconds: list[float]) -> None:
+        self.seconds = seconds
+
+    def block(self, round_no: int) -> list[float]:
+        return list(self.seconds)
+
+
+def test_a_training_block_counts_every_call_as_fit_pays_every_step():
+    from tfperf.core.stats import paired_speedup
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
+    # one-step calls, one of ten slow: 1.1 s a step on average, 1.0 s by their median; a
+    # candidate whose one call runs the same steps in 1.1 s a step is as fast, not slower
+    default, candidate = Calls([1.0] * 9 + [2.0]), Calls([1.1])
+    times = evaluator.measure([default, default, candidate], None, candidate, limit=1e9,
+                              decide=False, rounds=6)
+    assert times[0] == pytest.approx([1.1] * 6) and times[2] == pytest.approx([1.1] * 6)
+    assert paired_speedup(times[0], times[2], 0.03)["verdict"] == "same"

@@ -107,6 +107,10 @@ def failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) -
 class Evaluator:
     """Tries candidates for real in worker processes (see the module docstring)."""
 
+    block_time = staticmethod(statistics.median)
+    """A block's time per call from its calls' times: their median (a served call's
+    latency; :class:`~tfperf.tuning.traintune.TrainEvaluator` takes their mean)."""
+
     def __init__(
         self,
         workload: Mapping[str, Any],
@@ -334,8 +338,8 @@ class Evaluator:
         enough: Callable[[dict, int], bool] | None = None,
     ) -> list[list[float]]:
         """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
-        block medians per call or per sample. With ``decide`` the rounds stop once the verdict
-        of ``handles[2]`` against ``handles[1]`` is decided (from ``min_rounds`` on), or from
+        block times (:attr:`block_time`) per call or per sample. With ``decide`` the rounds
+        stop once the verdict of ``handles[2]`` against ``handles[1]`` is decided (from ``min_rounds`` on), or from
         :attr:`enough_from` on once ``enough(comparison, rounds done)`` says that more rounds
         cannot change what the caller does with it. Stored blocks are numbered from
         ``first_round`` and name their ``process`` if not 0."""
@@ -345,7 +349,7 @@ class Evaluator:
         started = time.monotonic()
 
         def on_block(handle: Any, round_no: int, samples: list[float]) -> None:
-            medians[id(handle)].append(statistics.median(samples) / handle.unit)
+            medians[id(handle)].append(self.block_time(samples) / handle.unit)
             info = block_info(first_round + round_no, process)
             self._record(handle, cand, trial_id, samples, info)
 
