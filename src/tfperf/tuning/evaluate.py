@@ -339,9 +339,9 @@ class Evaluator:
     ) -> list[list[float]]:
         """Interleaved rounds of ``handles`` (a handle listed twice runs once); each one's
         block times (:attr:`block_time`) per call or per sample. With ``decide`` the rounds
-        stop once the verdict of ``handles[2]`` against ``handles[1]`` is decided (from ``min_rounds`` on), or from
-        :attr:`enough_from` on once ``enough(comparison, rounds done)`` says that more rounds
-        cannot change what the caller does with it. Stored blocks are numbered from
+        stop once the verdict of ``handles[2]`` against ``handles[1]`` is decided (from
+        ``min_rounds`` on), or from :attr:`enough_from` on once ``enough(comparison, rounds
+        done)`` says that more rounds cannot change what the caller does with it. Stored blocks are numbered from
         ``first_round`` and name their ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
         medians: dict[int, list[float]] = {id(h): [] for h in unique}
