@@ -341,8 +341,8 @@ class Evaluator:
         block times (:attr:`block_time`) per call or per sample. With ``decide`` the rounds
         stop once the verdict of ``handles[2]`` against ``handles[1]`` is decided (from
         ``min_rounds`` on), or from :attr:`enough_from` on once ``enough(comparison, rounds
-        done)`` says that more rounds cannot change what the caller does with it. Stored blocks are numbered from
-        ``first_round`` and name their ``process`` if not 0."""
+        done)`` says that more rounds cannot change what the caller does with it. Stored
+        blocks are numbered from ``first_round`` and name their ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
         medians: dict[int, list[float]] = {id(h): [] for h in unique}
         target = rounds or self.options.max_rounds
