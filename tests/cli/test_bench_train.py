@@ -8,6 +8,7 @@ the default and one training knob side by side; bad input ends with one sentence
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -199,3 +200,12 @@ def test_tune_train_for_throughput_tries_a_larger_batch_guarded_at_equal_samples
         assert any("may need another learning rate" in n for n in rec["notes"])
         assert rec["code"][0].startswith("dataset = dataset.rebatch(64)")
     assert not [u for u in doc["unavailable"] if u["knob"] == "batch"]
+
+
+def test_more_cpus_for_jax_than_the_process_may_use_is_one_sentence_and_exit_2(tmp_path):
+    more = len(os.sched_getaffinity(0)) + 1
+    res = bench_train("train_factories:tabular_mlp", "--set", "runtime=keras-jax", "--set",
+                      f"runtime_threads={more}", store=tmp_path / "s.db")
+    assert res.returncode == 2
+    assert f"runtime_threads={more} on keras-jax pins the process to {more} CPUs" in res.stderr
+    assert "Traceback" not in res.stderr

@@ -199,6 +199,8 @@ class Worker:
         if self._child is not None:
             raise RuntimeError("worker already started")
         env = self.environment()
+        # a CPU set this process cannot give is the user's input, said before any worker runs
+        self.config.pinned_cpus(os.sched_getaffinity(0))
         if self.config.runtime == XLA_AOT:
             self._build_aot_runtime(env)
         cmd_r, cmd_w = os.pipe()
