@@ -78,8 +78,8 @@ def test_the_next_removal_starts_ahead_as_if_the_answer_kept_the_knob():
             super().__init__(ratios)
             self.ahead: list[str] = []
 
-        def start_ahead(self, config):
-            self.ahead.append(label(config))
+        def start_ahead(self, *configs):
+            self.ahead.append([label(c) for c in configs])
 
     evaluate = Ahead({
         ("steps_per_execution=32,intra_threads=1", label(ANSWER)): (0.7, 0.6, 0.8),  # kept
@@ -87,10 +87,14 @@ def test_the_next_removal_starts_ahead_as_if_the_answer_kept_the_knob():
         ("steps_per_execution=32,precision=bf16", label(ANSWER)): (0.99, 0.95, 1.03),
     })
     prune(SearchResult(dict(ANSWER), [], "converged"), SPACE, evaluate)
-    # while bf16's removal starts, the steps-per-call removal's worker starts; then threads'
-    assert evaluate.ahead == ["precision=bf16,intra_threads=1",
-                              "steps_per_execution=32,precision=bf16"]
-    assert [c[0] for c in evaluate.calls][1:] == evaluate.ahead
+    # bf16's removal starts beside the steps-per-call removal's worker; then threads' beside
+    # nothing (it is the last)
+    assert evaluate.ahead == [
+        ["steps_per_execution=32,intra_threads=1", "precision=bf16,intra_threads=1"],
+        ["precision=bf16,intra_threads=1", "steps_per_execution=32,precision=bf16"],
+        ["steps_per_execution=32,precision=bf16"],
+    ]
+    assert [c[0] for c in evaluate.calls] == [names[0] for names in evaluate.ahead]
 
 
 def test_a_removal_the_search_measured_is_read_from_it_not_measured_again():

@@ -430,8 +430,9 @@ def test_runtimes_race_at_full_parallelism_so_the_one_that_needs_threads_wins():
 
 
 def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget():
-    # Keras on JAX wins the second step; the budget then ends. Threads and XLA have no value to
-    # try on JAX (the space says why), so only knobs the budget left are "unreached".
+    # Keras on JAX wins the third step; the budget then ends. Threads, oneDNN and the inter-op
+    # pool have no value to try on JAX (the space says why), so only knobs the budget left
+    # are "unreached".
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
@@ -443,19 +444,18 @@ def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget
         now[0] += 10.0
         return Synthetic(effects)(config, incumbent, timeout_s)
 
-    result = Search(space, evaluate, budget_s=15.0, clock=lambda: now[0],
+    result = Search(space, evaluate, budget_s=25.0, clock=lambda: now[0],
                     knob_order=TRAIN_SEARCH_ORDER, reach_first=True).run()
     assert result.stopped == "budget" and result.incumbent.get("runtime") == "keras-jax"
-    assert {"xla", "intra_threads", "inter_threads"}.isdisjoint(result.unreached)
-    assert "precision" in result.unreached
+    assert {"intra_threads", "onednn", "inter_threads"}.isdisjoint(result.unreached)
+    assert {"precision", "input_pipeline"} <= set(result.unreached)
     assert set(result.unreached) <= set(space.knobs())
 
 
-def test_the_reach_phase_starts_the_next_knobs_candidates_ahead_of_time():
-    # Worker starts overlap: the evaluator is told the next two knobs' candidates before the
-    # current one is measured (it starts them together where the first has no worker yet);
-    # where a step is taken the hint was for the old incumbent, and the search goes on from
-    # the new one.
+def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead():
+    # Worker starts overlap: before each candidate is measured the evaluator is told it and
+    # the next two knobs' candidates (it starts them two at a time); where a step is taken
+    # the hint was for the old incumbent, and the search goes on from the new one.
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
@@ -472,20 +472,21 @@ def test_the_reach_phase_starts_the_next_knobs_candidates_ahead_of_time():
             events.append(("try", cache_key(config, {})))
             return super().__call__(config, incumbent, timeout_s)
 
-    spe_first = ("steps_per_execution",
-                 *(k for k in TRAIN_SEARCH_ORDER if k != "steps_per_execution"))
+    assert TRAIN_SEARCH_ORDER[0] == "steps_per_execution"
     Search(space, Ahead({("steps_per_execution", 128): 0.5}), max_trials=4,
-           knob_order=spe_first, reach_first=True).run()
+           knob_order=TRAIN_SEARCH_ORDER, reach_first=True).run()
     tried = [key for what, key in events if what == "try"]
-    assert events[0] == ("ahead", tried[1].replace("steps_per_execution=128,", ""))
-    assert events[1] == ("try", tried[0]) and "steps_per_execution=128" in tried[0]
-    # after the step, the next candidate keeps steps_per_execution=128 and was hinted so
-    later = [key for what, key in events[2:] if what == "ahead"]
-    assert later and all("steps_per_execution=128" in key for key in later)
-    # two at a time: each hint names the next two knobs' candidates, the second the one tried
-    # after the next
-    assert all(len(h) == 2 for h in hinted[:-1])
-    assert hinted[1][1] == tried[3]
+    assert events[:2] == [("ahead", tried[0]), ("try", tried[0])]
+    assert "steps_per_execution=128" in tried[0]
+    # the next knob's candidate was named as if the default stayed the answer
+    assert hinted[0][1] == tried[1].replace("steps_per_execution=128,", "")
+    # after the step, every hint keeps steps_per_execution=128, the one tried now first
+    assert all("steps_per_execution=128" in key for names in hinted[1:] for key in names)
+    # (the last hint names the candidate the trial limit then stopped)
+    assert [names[0] for names in hinted] == [*tried, hinted[-1][0]]
+    # three names each: the one tried now and the next two knobs' candidates
+    assert all(len(names) == 3 for names in hinted)
+    assert hinted[1][1:] == tried[2:4]
 
 
 def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():

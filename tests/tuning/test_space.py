@@ -402,7 +402,7 @@ def _own_training_space() -> Space:
 def test_a_training_candidate_is_only_ever_another_value_than_the_users_own():
     space = _own_training_space()
     jit_user = fit_training_space(space, TrainBaseline(jit_compile=True, steps_per_execution=8),
-                                  0.004)
+                                  0.002)
     assert jit_user.neighbours({}, "xla") == [{"xla": "off"}]  # XLA off is the candidate
     spe = [c["steps_per_execution"] for c in jit_user.neighbours({}, "steps_per_execution")]
     assert 8 not in spe and 1 in spe and max(spe) == 128
@@ -413,10 +413,10 @@ def test_a_training_candidate_is_only_ever_another_value_than_the_users_own():
     assert jit_user.canonical({"xla": "jit", "steps_per_execution": 8}) == {}
 
 
-def test_steps_per_call_follow_the_step_time_and_keep_a_call_under_a_second():
+def test_steps_per_call_follow_the_step_time_and_keep_a_call_under_half_a_second():
     assert steps_ladder(0.001) == (4, 32, 128)
-    assert steps_ladder(0.048) == (4, 16)  # 16 x 48 ms < 1 s < 32 x 48 ms
-    assert steps_ladder(0.2) == (4,)
+    assert steps_ladder(0.048) == (4, 8)  # 8 x 48 ms < 0.5 s < 16 x 48 ms
+    assert steps_ladder(0.2) == (2,)
     assert steps_ladder(0.6) == ()
     assert steps_ladder(0.6, own=8) == (1,)
 
@@ -424,16 +424,16 @@ def test_steps_per_call_follow_the_step_time_and_keep_a_call_under_a_second():
 def test_under_quick_a_call_of_several_steps_stays_under_its_shorter_cap():
     from tfperf.tuning.space import QUICK_MAX_CALL_S
 
-    # a 28 ms CNN step: 8 steps a call (0.22 s) rather than 32 (0.9 s)
+    # a 28 ms CNN step: 8 steps a call (0.22 s) rather than 16 (0.45 s)
     assert steps_ladder(0.028, max_call_s=QUICK_MAX_CALL_S) == (4, 8)
-    assert steps_ladder(0.028) == (4, 32)
+    assert steps_ladder(0.028) == (4, 16)
     quick = fit_training_space(_own_training_space(), TrainBaseline(), 0.028, QUICK_MAX_CALL_S)
     assert quick.values["steps_per_execution"] == (None, 4, 8)
     # the evaluator of a --quick tune fits its space so, from the default's measured steps
     from tfperf.tuning.options import TuneOptions
     from tfperf.tuning.traintune import TrainEvaluator
 
-    for is_quick, top in ((True, 8), (False, 32)):
+    for is_quick, top in ((True, 8), (False, 16)):
         evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8},
                                    TuneOptions(quick=is_quick))
         evaluator.default_ready = {"warmup": {"samples_s": [0.028] * 5}}

@@ -50,7 +50,7 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         pool.close()
 
 
-def test_the_next_candidates_start_together_only_when_the_first_has_no_worker(monkeypatch):
+def test_workers_start_two_at_a_time_the_one_tried_now_first(monkeypatch):
     from tfperf.tuning.evaluate import Evaluator
 
     evaluator = Evaluator(TINY_MLP)
@@ -59,9 +59,17 @@ def test_the_next_candidates_start_together_only_when_the_first_has_no_worker(mo
     monkeypatch.setattr(evaluator.workers, "started", lambda config: label(config) in ready)
     monkeypatch.setattr(evaluator.workers, "start_ahead",
                         lambda config, timeout_s: started.append(label(config)))
-    evaluator.start_ahead(ONE_THREAD, ONE_POOL)
-    assert started == [label(ONE_THREAD), label(ONE_POOL)]  # two starts share the cores
+    one_pool_one_thread = {**ONE_POOL, **ONE_THREAD}
+    # the one tried now has no worker: it starts with the next, not with the two after it
+    evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
+    assert started == [label(ONE_THREAD), label(ONE_POOL)]
     started.clear()
+    # it has one, the next has none: the next two start together
     ready.add(label(ONE_THREAD))
-    evaluator.start_ahead(ONE_THREAD, ONE_POOL)  # the next is ready: nothing starts now
+    evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
+    assert started == [label(ONE_POOL), label(one_pool_one_thread)]
+    started.clear()
+    # both have one: the one after waits to start beside another, nothing starts now
+    ready.add(label(ONE_POOL))
+    evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
     assert started == []

@@ -56,7 +56,7 @@ def prune(
             say(f"{knob}={show_value(answer[knob])}: without it the answer "
                 f"{_speed_without(outcome)} ({outcome.info['read_from']})")
         else:
-            _start_ahead(evaluate, answer, order[at + 1:], space, outcomes)
+            _start_ahead(evaluate, smaller, answer, order[at + 1:], space, outcomes)
             outcome = evaluate(smaller, dict(answer), None)
             outcomes.append(outcome)
         if removable(outcome):
@@ -87,16 +87,21 @@ def measured_removal(
 
 
 def _start_ahead(
-    evaluate: Evaluate, answer: dict, rest: list[str], space: Space, outcomes: list[Outcome]
+    evaluate: Evaluate, smaller: dict, answer: dict, rest: list[str], space: Space,
+    outcomes: list[Outcome],
 ) -> None:
-    """Start the next removal's worker ahead, as if this removal keeps the knob (see
-    :meth:`tfperf.tuning.search.Search._start_ahead`), unless the search measured it."""
+    """Start this removal's worker (``smaller``) and the next one's, as if this removal
+    keeps the knob, together (see :meth:`tfperf.tuning.search.Search._start_ahead`); the
+    next one only where the search did not measure it."""
     start_ahead = getattr(evaluate, "start_ahead", None)
-    if start_ahead is None or not rest or rest[0] not in answer:
+    if start_ahead is None:
         return
-    nxt = space.canonical({k: v for k, v in answer.items() if k != rest[0]})
-    if measured_removal(outcomes, nxt, answer, space) is None:
-        start_ahead(nxt)
+    configs = [smaller]
+    if rest and rest[0] in answer:
+        nxt = space.canonical({k: v for k, v in answer.items() if k != rest[0]})
+        if measured_removal(outcomes, nxt, answer, space) is None:
+            configs.append(nxt)
+    start_ahead(*configs)
 
 
 def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:

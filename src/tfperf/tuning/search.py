@@ -72,7 +72,8 @@ MEASURED, REJECTED, FAILED = "measured", "rejected", "failed"
 CONTENDERS = 2
 """Runners-up of one step that may challenge its leader head to head (see the docstring)."""
 AHEAD = 2
-"""Candidates whose workers the reach phase names ahead at once (two starts share two cores)."""
+"""Candidates after the one tried now whose workers the reach phase names ahead (the evaluator
+starts two at a time: two starts share two cores)."""
 
 
 @dataclass
@@ -355,7 +356,7 @@ class Search:
                 first = self._reach_candidate(knob)
                 if first is None:
                     continue
-                self._start_ahead(knobs[at + 1:])
+                self._start_ahead(knobs[at:])
                 outcome = self._try(first)
                 self.reached.add(knob)
                 self._step([outcome])
@@ -371,14 +372,14 @@ class Search:
 
     def _start_ahead(self, knobs: list[str]) -> None:
         """Tell an evaluator that can start workers ahead (``start_ahead``) which candidates
-        come next if the incumbent stays (the next :data:`AHEAD` knobs' reach candidates not
-        tried yet): their starts then overlap (see :meth:`tfperf.tuning.evaluate.Evaluator.
-        start_ahead`)."""
+        it tries now and next if the incumbent stays: the reach candidates of ``knobs`` (the
+        first is the knob tried now; :data:`AHEAD` after it) not tried yet. Their starts then
+        overlap, two at a time (see :meth:`tfperf.tuning.evaluate.Evaluator.start_ahead`)."""
         start_ahead = getattr(self.evaluate, "start_ahead", None)
         if start_ahead is None:
             return
-        upcoming = [c for c in map(self._reach_candidate, knobs) if c is not None][:AHEAD]
-        fresh = [c for c in map(self.space.canonical, upcoming) if not self._known(c)]
+        upcoming = [c for c in map(self._reach_candidate, knobs) if c is not None]
+        fresh = [c for c in map(self.space.canonical, upcoming[:AHEAD + 1]) if not self._known(c)]
         if fresh:
             start_ahead(*fresh)
 

@@ -476,8 +476,12 @@ TRAIN_STEPS_PER_EXECUTION = (None, 4, 32)
 """Before the default has run (its step time unknown): the user's own setting, and several
 steps in one call of the train function. :func:`fit_training_space` replaces them with
 :func:`steps_ladder` once the step time is known."""
-MAX_TRAIN_CALL_S = 1.0
-"""``steps_per_execution`` candidates stop where one call would take longer than this..."""
+MAX_TRAIN_CALL_S = 0.5
+"""``steps_per_execution`` candidates stop where one call would take longer than this: a
+candidate after the step to more steps per call times whole calls in each of its rounds (a
+transformer's 32-step calls of 0.64 s made each round 1.6 s, and its tune 5.5 minutes), while
+the gain, Python's overhead per call spread over the steps, is mostly had at a few (8 steps
+a call of 20 ms steps leave it under 1% of a step)..."""
 QUICK_MAX_CALL_S = 0.3
 """...and under ``--quick`` this: every candidate after the step to more steps per call runs
 whole calls, so its rounds cost at least two calls each (a CNN's 32-step calls of 0.9 s made
@@ -485,16 +489,19 @@ a quick tune's rounds take 1.5-2 s each), while the gain of more steps per call,
 overhead per call spread over them, is mostly had at a few steps."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "runtime", "steps_per_execution", "xla", "intra_threads", "runtime_threads", "precision",
+    "steps_per_execution", "xla", "runtime", "intra_threads", "runtime_threads", "precision",
     "allocator", "onednn", "inter_threads", "input_pipeline", "batch",
 )
 """The order a training tune visits its knobs (labels keep the table's order): what each
 costs to try is the same (a worker, its guard), so the knobs that gave most on the models
-measured come first. The runtime leads (Keras on JAX gave 0.36-1.9x by hand): it decides which
-knobs after it apply at all, and how many steps per call pay off differs between backends (a
-GRU gained 1.1x from 32 steps per call on TensorFlow and 1.2x more on JAX). Then steps per call
-(1.3-2.3x), XLA (up to 1.6x), one intra-op thread (1.15-1.5x; on JAX one CPU), bf16, the
-allocator, oneDNN, the inter-op pool and the input pipeline."""
+measured come first: steps per call (1.3-2.3x) and XLA (up to 1.6x), then the runtime, so
+that Keras on JAX (0.36-1.9x by hand) is measured against TensorFlow with its two largest
+levers, not against plain TensorFlow. Tried first, JAX won on a transformer at 1.46x the
+default, and XLA, which acts on TensorFlow only, was never tried: it gave 1.53x alone, and the
+answer ended at 0.79 of it. Where JAX wins, the knobs of TensorFlow alone after it are not
+tried (one intra-op thread, 1.15-1.5x; bf16; oneDNN; the inter-op pool): a model JAX runs
+faster than TensorFlow with its largest levers is not won back by them on the models
+measured. Then JAX's CPU set, the allocator and the input pipeline."""
 
 
 @dataclass(frozen=True)

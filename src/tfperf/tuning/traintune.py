@@ -126,8 +126,7 @@ class TrainEvaluator(Evaluator):
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True,
                          candidates=CANDIDATE_START)
-        if options.quick:
-            self.enough_from = min(self.enough_from, QUICK_FUTILE_ROUNDS)
+        self.enough_from = min(self.enough_from, FUTILE_ROUNDS)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
         self.baseline = TrainBaseline()
         """The user's own setup, read back by the default worker."""
@@ -343,13 +342,13 @@ QUICK_MAX_ROUNDS = 10
 decided or unable to win; at 6 pairs the interval is the whole range of the ratios and one
 disturbed pair leaves even a 1.5x step undecided, from 9 pairs it is not. A CNN's 1.06x step
 per call stayed undecided at 10 rounds of 0.2 s, so a promising one runs on to 16 here too..."""
-QUICK_FUTILE_ROUNDS = 4
-"""Under ``--quick`` a candidate stops from this round on once it cannot win
+FUTILE_ROUNDS = 4
+"""A candidate stops from this round on once it cannot win
 (:meth:`TrainEvaluator.cannot_win`; at 4 pairs its interval is every pair's ratio, so all of
 them below the "faster" bound): a candidate truly 1.03x the faster shows that by chance with
 odds of at most 1 in 16, one 1.1x with a pair's spread of 10% about 1 in 300. Losing
-candidates made most of a quick tune's rounds (a JAX candidate on one CPU at 0.57x ran 6 rounds
-of 1.2 s calls)."""
+candidates made most of a tune's rounds (a JAX candidate on one CPU at 0.57x ran 6 rounds of
+1.2 s calls; a transformer's default tune measured 9 knobs at 10-33 s each)."""
 QUICK_BLOCK_S = 0.2
 """...and under ``--quick``, blocks of at least this long (and :data:`BLOCK_STEPS` steps)."""
 SLOW_STEP_S = 0.05
