@@ -347,12 +347,12 @@ class Evaluator:
         done)`` says that more rounds cannot change what the caller does with it. Stored
         blocks are numbered from ``first_round`` and name their ``process`` if not 0."""
         unique = list({id(h): h for h in handles}.values())
-        medians: dict[int, list[float]] = {id(h): [] for h in unique}
+        block_times: dict[int, list[float]] = {id(h): [] for h in unique}
         target = rounds or self.options.max_rounds
         started = time.monotonic()
 
         def on_block(handle: Any, round_no: int, samples: list[float]) -> None:
-            medians[id(handle)].append(self.block_time(samples) / handle.unit)
+            block_times[id(handle)].append(self.block_time(samples) / handle.unit)
             info = block_info(first_round + round_no, process)
             self._record(handle, cand, trial_id, samples, info)
 
@@ -363,7 +363,7 @@ class Evaluator:
                 return "time limit"
             if not decide or done < min(self.options.min_rounds, self.enough_from):
                 return None
-            pair = (medians[id(handles[1])], medians[id(handles[2])])
+            pair = (block_times[id(handles[1])], block_times[id(handles[2])])
             speedup = paired_speedup(*pair, self.threshold)
             if done >= self.options.min_rounds and speedup["verdict"] != "inconclusive":
                 return speedup["verdict"]
@@ -372,7 +372,7 @@ class Evaluator:
             return None
 
         self.rounds.run(unique, on_block, stop)
-        return [medians[id(h)] for h in handles]
+        return [block_times[id(h)] for h in handles]
 
     def confirm(self, config: dict, rounds: int) -> dict:
         """Winner vs default, interleaved for ``rounds`` rounds: ``paired_speedup``'s result

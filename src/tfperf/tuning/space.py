@@ -38,7 +38,7 @@ Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -499,9 +499,9 @@ that Keras on JAX (0.36-1.9x by hand) is measured against TensorFlow with its tw
 levers, not against plain TensorFlow. Tried first, JAX won on a transformer at 1.46x the
 default, and XLA, which acts on TensorFlow only, was never tried: it gave 1.53x alone, and the
 answer ended at 0.79 of it. Where JAX wins, the knobs of TensorFlow alone after it are not
-tried (one intra-op thread, 1.15-1.5x; bf16; oneDNN; the inter-op pool): a model JAX runs
-faster than TensorFlow with its largest levers is not won back by them on the models
-measured. Then JAX's CPU set, the allocator and the input pipeline."""
+tried (one intra-op thread, 1.15-1.5x; the allocator; oneDNN; the inter-op pool): a model JAX
+runs faster than TensorFlow with its largest levers is not won back by them on the models
+measured. Then JAX's CPU set, bf16 and the input pipeline, which act on both."""
 
 
 @dataclass(frozen=True)
@@ -621,8 +621,3 @@ def machine_facts(
         batch=batch,
         batches=tuple(batches),
     )
-
-
-def iter_stages(space: Space) -> Iterator[str]:
-    """Knob names in the order the staged search visits them (runtime first)."""
-    yield from space.knobs()

@@ -216,10 +216,11 @@ class Session:
         if serving and serving.get("hint"):
             config = {**config, "hint": str(serving["hint"])}
         self.runtime = _runtime_of(msg["workload"], config)
+        needs_jax = jax_is_needed(self.runtime)
         t0 = time.perf_counter()
-        tf, hidden = import_tensorflow(hide_jax=not jax_is_needed(self.runtime))
+        tf, hidden = import_tensorflow(hide_jax=not needs_jax)
         import_s = time.perf_counter() - t0
-        if jax_is_needed(self.runtime):
+        if needs_jax:
             share_jax_compilations(cache_dir() / "jax-compilations" / f"{len(_cpus() or [])}-cpus")
         if config.get("intra_threads"):
             tf.config.threading.set_intra_op_parallelism_threads(int(config["intra_threads"]))
