@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from tfperf.core.knobs import normalize
+from tfperf.core.knobs import label, normalize
 from tfperf.core.stats import paired_speedup
 from tfperf.tuning.search import FAILED, MEASURED, Outcome, Search, cache_key
 from tfperf.tuning.space import SpaceFacts, build_space
@@ -170,7 +170,7 @@ def test_a_budget_sized_to_reach_every_knob_is_not_cut_in_the_reach_phase_a_type
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
-    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
     now = [0.0]
 
     def evaluate(config, incumbent, timeout_s):
@@ -436,7 +436,7 @@ def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
-    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
     now = [0.0]
     effects = {("runtime", "keras-jax"): 0.5}
 
@@ -459,7 +459,7 @@ def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead()
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
-    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
     events: list[tuple[str, str]] = []
     hinted: list[list[str]] = []
 
@@ -489,12 +489,37 @@ def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead()
     assert hinted[1][1:] == tried[2:4]
 
 
+def test_the_evaluator_is_told_what_comes_next_if_the_candidate_tried_now_wins():
+    # a training tune starts those workers while the winner's guard runs
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    told: dict[str, list[str]] = {}
+
+    class Told(Synthetic):
+        next_if_won = None
+
+        def __call__(self, config, incumbent, timeout_s):
+            told[label(config)] = [label(c) for c in self.next_if_won(config)]
+            return super().__call__(config, incumbent, timeout_s)
+
+    evaluate = Told({("steps_per_execution", 128): 0.5})
+    Search(space, evaluate, max_trials=3, knob_order=TRAIN_SEARCH_ORDER,
+           reach_first=True).run()
+    # steps per call wins its step: what was named is what the search tried next
+    assert told["steps_per_execution=128"] == [
+        "steps_per_execution=128,xla=jit", "steps_per_execution=128,runtime=keras-jax"]
+    assert list(told)[1:] == told["steps_per_execution=128"]
+    assert evaluate.next_if_won is None  # cleared once the reach phase ends
+
+
 def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():
     # --quick's training search: one candidate of each knob that applies, then stop.
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
     facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
-    space = fit_training_space(build_space(facts), TrainBaseline(), 0.005)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
     evaluate = Synthetic({("steps_per_execution", 128): 0.5, ("intra_threads", 1): 0.9})
     result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
                     sweeps=0).run()

@@ -121,3 +121,24 @@ def test_a_training_block_counts_every_call_as_fit_pays_every_step():
                               decide=False, rounds=6)
     assert times[0] == pytest.approx([1.1] * 6) and times[2] == pytest.approx([1.1] * 6)
     assert paired_speedup(times[0], times[2], 0.03)["verdict"] == "same"
+
+
+def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatch):
+    from tfperf.tuning import traintune
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
+    events: list[str] = []
+    evaluator.next_if_won = lambda winner: [{**winner, "xla": "jit"}, {**winner, "onednn": False}]
+    monkeypatch.setattr(evaluator, "start_ahead",
+                        lambda *configs: events.append(f"start {len(configs)}"))
+    monkeypatch.setattr(evaluator.workers, "outputs", lambda cand: events.append("guard") or [])
+    monkeypatch.setattr(traintune, "judge", lambda *args: {"accepted": True, "reason": ""})
+
+    class Candidate:
+        def __init__(self) -> None:
+            self.ready: dict = {}
+
+    evaluator._guard({"steps_per_execution": 32}, Candidate())
+    assert events == ["start 2", "guard"]

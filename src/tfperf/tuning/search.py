@@ -357,15 +357,35 @@ class Search:
                 if first is None:
                     continue
                 self._start_ahead(knobs[at:])
+                self._tell_next_if_won(knobs[at + 1:])
                 outcome = self._try(first)
                 self.reached.add(knob)
                 self._step([outcome])
         finally:
             self._reaching = False
+            self._tell_next_if_won([])
 
-    def _reach_candidate(self, knob: str) -> dict | None:
-        """The one candidate :meth:`_reach` tries of ``knob`` from the incumbent."""
-        candidates = self._neighbours(knob)
+    def _tell_next_if_won(self, knobs: list[str]) -> None:
+        """Give an evaluator that can use it (``next_if_won``) what comes after the candidate
+        tried now if it becomes the answer: the reach candidates of the next :data:`AHEAD`
+        ``knobs`` from it. An evaluator that checks a winner before it is taken (a training
+        tune's guard: compilation and steps, nothing timed) starts their workers meanwhile."""
+        if not hasattr(self.evaluate, "next_if_won"):
+            return
+        if not knobs:
+            self.evaluate.next_if_won = None
+            return
+
+        def upcoming(winner: dict) -> list[dict]:
+            found = [self._reach_candidate(k, self.space.canonical(winner)) for k in knobs]
+            return [c for c in found if c is not None][:AHEAD]
+
+        self.evaluate.next_if_won = upcoming
+
+    def _reach_candidate(self, knob: str, incumbent: dict | None = None) -> dict | None:
+        """The one candidate :meth:`_reach` tries of ``knob`` from ``incumbent`` (default:
+        the incumbent)."""
+        candidates = self._neighbours(knob, incumbent)
         if knob == "steps_per_execution":
             candidates.sort(key=lambda c: -int(c.get(knob) or 1))
         return candidates[0] if candidates else None
@@ -389,12 +409,14 @@ class Search:
         key = cache_key(config, self.incumbent)
         return key in self.cache or key in self._done or label(config) in self._final
 
-    def _neighbours(self, knob: str) -> list[dict]:
-        """The staged step's candidates for ``knob``: the runtimes at full parallelism
-        (:meth:`Space.runtime_step`), any other knob's other values."""
+    def _neighbours(self, knob: str, incumbent: dict | None = None) -> list[dict]:
+        """The staged step's candidates for ``knob`` from ``incumbent`` (default: the
+        incumbent): the runtimes at full parallelism (:meth:`Space.runtime_step`), any other
+        knob's other values."""
+        start = self.incumbent if incumbent is None else incumbent
         if knob == "runtime":
-            return self.space.runtime_step(self.incumbent)
-        return self.space.neighbours(self.incumbent, knob)
+            return self.space.runtime_step(start)
+        return self.space.neighbours(start, knob)
 
     def _optuna(self, max_proposals: int | None) -> str:
         import optuna

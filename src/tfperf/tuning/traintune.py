@@ -136,6 +136,9 @@ class TrainEvaluator(Evaluator):
         """The answer's ``fit`` against the default's (:meth:`confirm_fit`)."""
         self.search_budget_s: float | None = None
         """The search's time (:func:`train_limits`)."""
+        self.next_if_won: Callable[[dict], list[dict]] | None = None
+        """Set by the search: the candidates that come next if the one tried now becomes the
+        answer. Their workers start while its guard runs (:meth:`_guard`)."""
 
     def within_guard(self, space: Space) -> Space:
         """``space`` without the batch sizes the default's guard does not cover: a batch of
@@ -316,15 +319,25 @@ class TrainEvaluator(Evaluator):
             check = {"accepted": True, "reason": "", "guard": {"verdict": unguarded}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
+        check = self._guard(config, cand)
+        status = MEASURED if check["accepted"] else REJECTED
+        return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
+                       accuracy=check, info=info, **measured)
+
+    def _guard(self, config: dict, cand: Any) -> dict:
+        """The guard's verdict on a candidate that can become the answer. The workers of what
+        comes next if it does (:attr:`next_if_won`) start meanwhile: the guard is timed by
+        no one, and its compilation (a transformer's XLA step: 12 s) kept one core busy while
+        the other waited."""
+        if self.next_if_won is not None:
+            self.start_ahead(*self.next_if_won(config))
         reduced = (config.get("precision") or "fp32") != "fp32"
         ratio = self._rows_ratio(cand)
         check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance,
                       ratio)
         if not check["accepted"] and ratio != 1.0 and "--guard-seconds" not in check["reason"]:
             check["reason"] += f"; {LEARNING_RATE_NOTE}"
-        status = MEASURED if check["accepted"] else REJECTED
-        return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
-                       accuracy=check, info=info, **measured)
+        return check
 
 
 TRAIN_TUNE_S = 270.0
