@@ -58,6 +58,7 @@ caller (:mod:`tfperf.tuning.tuner`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -376,11 +377,14 @@ class Search:
             self.evaluate.next_if_won = None
             return
 
-        def upcoming(winner: dict) -> list[dict]:
-            found = [self._reach_candidate(k, self.space.canonical(winner)) for k in knobs]
-            return [c for c in found if c is not None][:AHEAD]
+        self.evaluate.next_if_won = lambda winner: self._upcoming(
+            knobs, AHEAD, self.space.canonical(winner))
 
-        self.evaluate.next_if_won = upcoming
+    def _upcoming(self, knobs: list[str], count: int, incumbent: dict | None = None) -> list[dict]:
+        """The reach candidates of ``knobs`` from ``incumbent`` (default: the incumbent), the
+        first ``count`` of them (a knob with no value to try there has none)."""
+        found = (self._reach_candidate(k, incumbent) for k in knobs)
+        return list(itertools.islice((c for c in found if c is not None), count))
 
     def _reach_candidate(self, knob: str, incumbent: dict | None = None) -> dict | None:
         """The one candidate :meth:`_reach` tries of ``knob`` from ``incumbent`` (default:
@@ -398,8 +402,8 @@ class Search:
         start_ahead = getattr(self.evaluate, "start_ahead", None)
         if start_ahead is None:
             return
-        upcoming = [c for c in map(self._reach_candidate, knobs) if c is not None]
-        fresh = [c for c in map(self.space.canonical, upcoming[:AHEAD + 1]) if not self._known(c)]
+        upcoming = map(self.space.canonical, self._upcoming(knobs, AHEAD + 1))
+        fresh = [c for c in upcoming if not self._known(c)]
         if fresh:
             start_ahead(*fresh)
 
