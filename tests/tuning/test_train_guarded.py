@@ -8,6 +8,7 @@ import functools
 
 import pytest
 
+from tfperf.core.knobs import label
 from tfperf.tuning.traintune import could_answer
 
 ANSWER = {"steps_per_execution": 32, "precision": "bf16"}
@@ -129,6 +130,7 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
     from tfperf.tuning.traintune import TrainEvaluator
 
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
+    evaluator.reference = []  # the default's own guard ran
     events: list[str] = []
     evaluator.next_if_won = lambda winner: [{**winner, "xla": "jit"}, {**winner, "onednn": False}]
     monkeypatch.setattr(evaluator, "start_ahead",
@@ -142,3 +144,27 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
 
     evaluator._guard({"steps_per_execution": 32}, Candidate())
     assert events == ["start 2", "guard"]
+
+
+def test_the_defaults_guard_runs_once_while_the_first_candidates_workers_start(monkeypatch):
+    import numpy as np
+
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
+    events: list[str] = []
+    monkeypatch.setattr(evaluator.workers, "started", lambda config: False)
+    monkeypatch.setattr(evaluator.workers, "start_ahead",
+                        lambda config, timeout_s: events.append(f"start {label(config)}"))
+    monkeypatch.setattr(evaluator.workers, "find", lambda name: f"the {name}'s worker")
+    losses = [np.linspace(1.0, 0.5, 50)[:, None], np.zeros(0), np.array([], dtype=str),
+              np.array(["loss"]), np.array([1.0, 0.0, 60.0])]
+    monkeypatch.setattr(evaluator.workers, "outputs",
+                        lambda handle: events.append(f"guard of {handle}") or losses)
+    evaluator.start_ahead({"steps_per_execution": 8}, {"xla": "jit"})
+    evaluator.start_ahead({"intra_threads": 1}, {"onednn": False})
+    assert events == ["start steps_per_execution=8", "start xla=jit",
+                      "guard of the default's worker",
+                      "start intra_threads=1", "start onednn=off"]
+    assert evaluator.reference is losses

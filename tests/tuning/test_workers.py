@@ -50,7 +50,7 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         pool.close()
 
 
-def test_workers_start_two_at_a_time_the_one_tried_now_first(monkeypatch):
+def test_workers_start_two_at_a_time_the_one_tried_now_first_none_before_its_verdict(monkeypatch):
     from tfperf.tuning.evaluate import Evaluator
 
     evaluator = Evaluator(TINY_MLP)
@@ -64,12 +64,34 @@ def test_workers_start_two_at_a_time_the_one_tried_now_first(monkeypatch):
     evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
     assert started == [label(ONE_THREAD), label(ONE_POOL)]
     started.clear()
-    # it has one, the next has none: the next two start together
+    # it has one, the next has none: nothing starts before its rounds, whose verdict says
+    # which candidates come next
     ready.add(label(ONE_THREAD))
     evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
-    assert started == [label(ONE_POOL), label(one_pool_one_thread)]
-    started.clear()
-    # both have one: the one after waits to start beside another, nothing starts now
-    ready.add(label(ONE_POOL))
-    evaluator.start_ahead(ONE_THREAD, ONE_POOL, one_pool_one_thread)
     assert started == []
+    # the next one tried has no worker: it starts with the first after it that has none
+    ready.add(label(ONE_POOL))
+    evaluator.start_ahead(one_pool_one_thread, ONE_THREAD, {"intra_threads": 2}, ONE_POOL)
+    assert started == [label(one_pool_one_thread), label({"intra_threads": 2})]
+
+
+def test_the_workers_of_part_of_the_incumbent_are_kept_for_its_pruning(monkeypatch):
+    from tfperf.tuning.evaluate import Evaluator
+
+    evaluator = Evaluator(TINY_MLP)
+    live = ["default", "xla=jit", "intra_threads=1", "steps_per_execution=8",
+            "steps_per_execution=8,intra_threads=1"]
+    kept: list[set[str]] = []
+    monkeypatch.setattr(evaluator.workers, "labels", lambda: live)
+    monkeypatch.setattr(evaluator.workers, "evict", kept.append)
+
+    def measured(*args):
+        raise LookupError("measured")
+
+    monkeypatch.setattr(evaluator, "_try", measured)
+    with pytest.raises(LookupError):
+        evaluator({"steps_per_execution": 8, "xla": "jit", "inter_threads": 1},
+                  {"steps_per_execution": 8, "xla": "jit"}, None)
+    assert kept == [{"default", "steps_per_execution=8,xla=jit",
+                     "steps_per_execution=8,xla=jit,inter_threads=1",
+                     "xla=jit", "steps_per_execution=8"}]

@@ -22,10 +22,11 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -181,14 +182,14 @@ class Evaluator:
 
         Raises :class:`UserError` when the default itself cannot run (nothing to tune).
         """
-        try:
+        ready = self.start_default_worker()
+        self.take_reference()
+        return ready
+
+    def start_default_worker(self) -> dict:
+        """Start the default worker (:meth:`start_default` without the reference outputs)."""
+        with _default_fails():
             handle = self.workers.get({}, self.options.candidate_timeout_s)
-            self.reference = self.workers.outputs(handle)
-        except WorkerFailed as exc:
-            raise UserError(
-                f"the workload does not run under the default configuration ({exc.reason}); "
-                "check it with `tfperf bench` first."
-            ) from None
         self.default_ready = handle.ready
         self.default_memory = memory_of(handle.worker)
         self.default_batch = handle.batch
@@ -199,6 +200,15 @@ class Evaluator:
             if warm:
                 self.run.block(self.baseline_trial, warm, "warmup")
         return handle.ready
+
+    def take_reference(self) -> None:
+        """Take the default's reference outputs, once; workers started ahead start on
+        meanwhile (nothing is timed)."""
+        if self.reference is None:
+            with _default_fails():
+                handle = self.workers.find(label({})) or self.workers.get(
+                    {}, self.options.candidate_timeout_s)
+                self.reference = self.workers.outputs(handle)
 
     def reference_at(self, batch: int) -> tuple[list, Any]:
         """The reference outputs and labels for a candidate that ran at ``batch``: a worker at
@@ -228,7 +238,7 @@ class Evaluator:
         name = label(config)
         self.progress.candidate(name)
         trial_id = self._new_trial(config)
-        self.workers.evict({"default", label(incumbent), name})
+        self.workers.evict({"default", label(incumbent), name, *self._parts_of(incumbent)})
         limit = self.options.candidate_timeout_s
         if timeout_s is not None:
             limit = min(limit, timeout_s)
@@ -252,13 +262,16 @@ class Evaluator:
     def start_ahead(self, *configs: dict) -> None:
         """Start workers two at a time, where memory allows (the default's peak once more for
         each): ``configs`` are the candidate tried now, then those likely to come next. Where
-        the first or the second has no worker, the first two that have none start together:
-        two starts share two CPUs (one alone leaves a core idle, a third slows both; a
+        the candidate tried now has no worker, it starts with the first after it that has
+        none: two starts share two CPUs (one alone leaves a core idle, a third slows both; a
         transformer's candidate took 18.6 s to start beside two others, 13 s beside one), and
-        the candidate after this one finds its worker ready. Nothing is timed while a worker
-        starts."""
+        the candidate after this one finds its worker ready. Where it has one, nothing starts:
+        its rounds come first, and what comes after them is known only from its verdict (a
+        winner's next candidates start during its guard; workers started for a loser's would
+        be wasted, as were two of a transformer's, 9.9 s, before the step they waited on).
+        Nothing is timed while a worker starts."""
         wanted = [normalize(c) for c in configs]
-        if all(self.workers.started(c) for c in wanted[:2]):
+        if not wanted or self.workers.started(wanted[0]):
             return
         fresh = [c for c in wanted if not self.workers.started(c)][:2]
         rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
@@ -311,6 +324,15 @@ class Evaluator:
             time_ms=statistics.median(times[2]) * cand.unit * 1e3,
             info=info,
         )
+
+    def _parts_of(self, incumbent: dict) -> set[str]:
+        """The live workers whose config is part of ``incumbent`` (some of its knobs, as set
+        there): an answer is pruned by removing each knob in turn, and the first pair of a
+        training tune had started ``xla=jit`` beside the ``steps_per_execution`` that won, a
+        removal of ``steps_per_execution=8,xla=jit`` that a transformer's pruning started
+        again (5.4 s)."""
+        knobs = set(label(incumbent).split(","))
+        return {n for n in self.workers.labels() if set(n.split(",")) < knobs}
 
     def memory_refusal(self, cand: Handle, config: dict, incumbent: dict, info: dict,
                        accuracy: dict | None = None) -> Outcome | None:
@@ -455,3 +477,15 @@ def samples_per_s(time_ms: float | None, batch: int | None) -> float | None:
     if not time_ms or not batch:
         return None
     return batch / (time_ms / 1e3)
+
+
+@contextlib.contextmanager
+def _default_fails() -> Iterator[None]:
+    """A failing default worker as one sentence: there is nothing to tune."""
+    try:
+        yield
+    except WorkerFailed as exc:
+        raise UserError(
+            f"the workload does not run under the default configuration ({exc.reason}); "
+            "check it with `tfperf bench` first."
+        ) from None

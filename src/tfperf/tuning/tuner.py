@@ -269,6 +269,8 @@ def search(
         # --quick's training search: one candidate of every knob, then the answer is pruned
         sweeps=0 if training and options.quick else 3,
     ).run(options.strategy)
+    if training:
+        evaluator.take_reference()  # where no candidate needed it
     if training and len(space.canonical(result.incumbent)) > 1:
         progress.phase(f"pruning {label(result.incumbent)}: each knob removed in turn, kept "
                        "only where the answer is significantly slower without it")

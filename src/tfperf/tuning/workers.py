@@ -177,6 +177,10 @@ class WorkerPool:
         self._first_runtime = self._first_runtime or runtime
         return workload
 
+    def labels(self) -> list[str]:
+        """The labels of the live (ready) workers."""
+        return list(self._handles)
+
     def find(self, name: str) -> Handle | None:
         """The live worker of the config labelled ``name``, if any."""
         return self._handles.get(name)
