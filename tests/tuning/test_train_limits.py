@@ -126,3 +126,40 @@ def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp
     assert (full.usual_rounds, full.options.block_s) == (TRAIN_MAX_ROUNDS, TRAIN_BLOCK_S)
     assert quick.options.min_rounds <= quick.usual_rounds < full.usual_rounds
     assert full.usual_rounds < full.options.max_rounds  # a candidate that may win runs on
+
+
+def test_an_undecided_confirmation_that_may_still_win_runs_on_to_the_most_rounds(
+    tmp_path, monkeypatch
+):
+    from tfperf.core.stats import paired_speedup
+
+    options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
+    evaluator = evaluator_after_default(options, 5.0, 0.3)
+
+    class Pair:
+        unit, batch = 1, 8
+
+    # the candidate's calls: 1.08x the default's by their median, too spread to decide in 10
+    spread = [0.80, 1.05, 0.85, 1.02, 0.90, 0.95, 0.88, 1.10, 0.86, 0.93]
+    asked: list[int] = []
+
+    def measure(handles, trial_id, cand, *, limit, decide, rounds, first_round, process):
+        asked.append(rounds)
+        candidate = (spread * 2)[first_round:first_round + rounds]
+        return [[1.0] * rounds, [1.0] * rounds, [c * 0.97 for c in candidate]
+                if first_round else candidate]
+
+    monkeypatch.setattr(evaluator, "measure", measure)
+    monkeypatch.setattr(evaluator.workers, "get", lambda config, timeout_s: Pair())
+    monkeypatch.setattr(evaluator, "confirm_processes", lambda rounds: 1)
+    monkeypatch.setattr(evaluator, "confirm_fit", lambda config: None)  # model.fit: not here
+    first = paired_speedup([1.0] * 10, spread, evaluator.threshold)
+    assert first["verdict"] == "inconclusive" and first["median"] >= 1 + evaluator.threshold
+    result = evaluator.confirm({"steps_per_execution": 8}, options.confirm_rounds)
+    assert asked == [10, options.max_rounds - 10]
+    assert result["n_pairs"] == options.max_rounds
+    # one that cannot change the answer by more rounds ends where it was asked to
+    asked.clear()
+    spread = [1.0] * 10
+    assert evaluator.confirm({"steps_per_execution": 8}, 10)["verdict"] == "same"
+    assert asked == [10]

@@ -356,7 +356,8 @@ def render_server(doc: dict) -> None:
     default=21,
     show_default=True,
     help="Rounds of the final winner-vs-default confirmation, shared among up to 3 fresh "
-    "pairs of worker processes (one per 7 rounds).",
+    "pairs of worker processes (one per 7 rounds); a training tune's, still undecided with "
+    "its median above the threshold, runs on to 16 in its last pair.",
 )
 @click.option(
     "--candidate-timeout",

@@ -410,6 +410,19 @@ class Evaluator:
         processes = self.confirm_processes(rounds)
         times: list[list[float]] = [[], []]
         process_of: list[int] = []
+
+        def pair_rounds(k: int, count: int, base: Handle, cand: Handle) -> dict:
+            """``count`` rounds of the ``k``-th pair; the comparison of every round so far."""
+            result = self.measure(
+                [base, base, cand], trial_id, cand, limit=math.inf, decide=False,
+                rounds=count, first_round=len(process_of), process=k,
+            )
+            times[0].extend(result[0])
+            times[1].extend(result[2])
+            process_of.extend([k] * len(result[0]))
+            return paired_speedup(times[0], times[1], self.threshold,
+                                  processes=process_of if processes > 1 else None)
+
         for k in range(processes):
             if k:  # a fresh pair, its two workers started side by side
                 self.workers.drop(label({}))
@@ -418,15 +431,10 @@ class Evaluator:
             base = self.workers.get({}, self.options.candidate_timeout_s)
             cand = self.workers.get(config, self.options.candidate_timeout_s)
             share = rounds // processes + (1 if k < rounds % processes else 0)
-            result = self.measure(
-                [base, base, cand], trial_id, cand, limit=math.inf, decide=False,
-                rounds=share, first_round=len(process_of), process=k,
-            )
-            times[0] += result[0]
-            times[1] += result[2]
-            process_of += [k] * len(result[0])
-        by_process = process_of if processes > 1 else None
-        speedup = paired_speedup(times[0], times[1], self.threshold, processes=by_process)
+            speedup = pair_rounds(k, share, base, cand)
+        more = self.confirm_runs_on(speedup, len(process_of))
+        if more:
+            speedup = pair_rounds(processes - 1, more, base, cand)
         for side, handle, ts in (("default", base, times[0]), ("candidate", cand, times[1])):
             speedup[f"{side}_ms"] = statistics.median(ts) * handle.unit * 1e3
             speedup[f"{side}_batch"] = handle.batch
@@ -435,6 +443,11 @@ class Evaluator:
         if self.run is not None and trial_id is not None:
             self.run.finish_trial(trial_id, "ok", {"confirmation": speedup})
         return speedup
+
+    def confirm_runs_on(self, speedup: Mapping[str, Any], done: int) -> int:
+        """How many more rounds the confirmation's last pair runs after ``done`` left
+        ``speedup`` undecided: none here (a training tune's may, :class:`TrainEvaluator`)."""
+        return 0
 
     def confirm_processes(self, rounds: int) -> int:
         """How many worker pairs share the confirmation's rounds (:func:`confirm_processes`)."""
