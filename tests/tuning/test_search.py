@@ -6,6 +6,7 @@ default, the incumbent and the candidate and feeds them to the real ``stats.pair
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -512,6 +513,41 @@ def test_the_evaluator_is_told_what_comes_next_if_the_candidate_tried_now_wins()
         "steps_per_execution=128,xla=jit", "steps_per_execution=128,runtime=keras-jax"]
     assert list(told)[1:] == told["steps_per_execution=128"]
     assert evaluate.next_if_won is None  # cleared once the reach phase ends
+
+
+def test_a_quick_search_names_the_prunings_removals_beside_its_last_knobs():
+    # --quick's search ends with its reach: the last knob's worker starts beside the worker
+    # of the pruning's first removal the search did not measure, and a last knob that wins
+    # names its own answer's removals (all but the one its step measured)
+    from tfperf.tuning.prune import removals_ahead
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    hinted: list[list[str]] = []
+    told: dict[str, list[str]] = {}
+
+    class Ahead(Synthetic):
+        next_if_won = None
+
+        def start_ahead(self, *configs):
+            hinted.append([label(c) for c in configs])
+
+        def __call__(self, config, incumbent, timeout_s):
+            told[label(config)] = [label(c) for c in self.next_if_won(config)]
+            return super().__call__(config, incumbent, timeout_s)
+
+    evaluate = Ahead({("steps_per_execution", 128): 0.5, ("intra_threads", 1): 0.9})
+    result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=0, after=functools.partial(removals_ahead, space=space)).run()
+    assert result.incumbent == {"steps_per_execution": 128, "intra_threads": 1}
+    last = label({**result.incumbent, "input_pipeline": "tuned"})
+    # removing steps per call was never measured; removing the threads was the step itself
+    assert hinted[-1] == [last, "intra_threads=1"]
+    assert told[last] == [label({"intra_threads": 1, "input_pipeline": "tuned"}),
+                          label({"steps_per_execution": 128, "input_pipeline": "tuned"})]
+    # before the last knobs, the hints name reach candidates only
+    assert all(names[-1].startswith("steps_per_execution=") for names in hinted[1:-2])
 
 
 def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():

@@ -441,6 +441,15 @@ def test_under_quick_a_call_of_several_steps_stays_under_its_shorter_cap():
         assert max(fitted.values["steps_per_execution"][1:]) == top
 
 
+def test_a_factory_that_gives_arrays_has_no_input_pipeline_to_tune():
+    assert _own_training_space().values["input_pipeline"] == (None, "tuned")
+    space = fit_training_space(_own_training_space(), TrainBaseline(data="arrays"), 0.01)
+    assert space.values["input_pipeline"] == (None,)
+    assert "Keras' fit builds their pipeline" in _why(space)[("input_pipeline", "tuned")]
+    kept = fit_training_space(_own_training_space(), TrainBaseline(data="dataset"), 0.01)
+    assert kept.values["input_pipeline"] == (None, "tuned")
+
+
 def test_a_factory_that_sets_its_own_policy_is_not_tried_in_another_precision():
     space = fit_training_space(_own_training_space(), TrainBaseline(
         policy="mixed_bfloat16", policy_source="factory"), 0.01)

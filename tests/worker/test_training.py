@@ -61,12 +61,22 @@ def test_the_baseline_is_what_the_user_compiled_and_a_knob_left_out_keeps_it(tmp
     own = train_prepared(wl, {})
     assert own.train["baseline"] == {"jit_compile": True, "steps_per_execution": 8,
                                      "policy": "float32", "policy_source": "tfperf",
-                                     "notes": []}
+                                     "data": "arrays", "notes": []}
     assert own.batch == 8 * 32 and any("as you compiled it" in n for n in own.notes)
     off = train_prepared(wl, {"xla": "off", "steps_per_execution": 1})
     assert off.batch == 32 and not any("XLA" in n for n in off.notes)
     assert off.train["baseline"]["jit_compile"] is True  # read before the knobs apply
     assert off.fingerprint == own.fingerprint
+
+
+def test_arrays_run_on_the_pipeline_keras_fit_builds_and_a_dataset_as_the_user_wrote_it(
+        tmp_path):
+    arrays = train_prepared(workload(tmp_path), {})
+    assert arrays.train["baseline"]["data"] == "arrays"
+    assert any("prefetched as Keras' fit does" in n for n in arrays.notes)
+    own = train_prepared(workload(tmp_path, path="train_factories:clipped_subclass"), {})
+    assert own.train["baseline"]["data"] == "dataset"
+    assert not any("prefetched" in n for n in own.notes)
 
 
 def test_a_factory_that_sets_its_own_policy_is_the_baseline_s_policy(tmp_path):

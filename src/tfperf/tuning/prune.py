@@ -13,6 +13,8 @@ was reached from the smaller config by a significant step, or the smaller one wa
 against the answer) is read from that measurement, the same pairs read the other way
 (:func:`tfperf.core.stats.inverse`), not measured again. The result's ``pruned`` lists each
 knob removed with the measurement that allowed it; its outcomes include every removal measured.
+:func:`removals_ahead` names the configs a pruning would measure, for a search that starts
+their workers before it ends.
 """
 
 from __future__ import annotations
@@ -84,6 +86,18 @@ def measured_removal(
             return Outcome(smaller, MEASURED, incumbent=dict(answer),
                            vs_incumbent=inverse(outcome.vs_incumbent), info={"read_from": read})
     return None
+
+
+def removals_ahead(answer: dict, outcomes: list[Outcome], space: Space) -> list[dict]:
+    """The configs :func:`prune` measures from ``answer``, in order, as if each removal keeps
+    its knob: ``answer`` without each of its knobs, those the search did not measure (for a
+    search that starts their workers ahead of the pruning)."""
+    answer = space.canonical(answer)
+    if len(answer) < 2:
+        return []
+    smaller = (space.canonical({k: v for k, v in answer.items() if k != knob})
+               for knob in removal_order(answer))
+    return [c for c in smaller if measured_removal(outcomes, c, answer, space) is None]
 
 
 def _start_ahead(

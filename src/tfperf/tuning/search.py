@@ -173,6 +173,7 @@ class Search:
         knob_order: tuple[str, ...] | None = None,
         reach_first: bool = False,
         reserve: Callable[[dict], float] | None = None,
+        after: Callable[[dict, list[Outcome]], list[dict]] | None = None,
     ) -> None:
         self.space = space
         self.evaluate = evaluate
@@ -187,6 +188,11 @@ class Search:
         self.knob_order = knob_order
         self.reach_first = reach_first
         self.reserve = reserve
+        self.after = after
+        """What the caller measures from an answer after the search (a training tune's
+        pruning: the answer with a knob removed), given the outcomes so far: where the reach
+        is the search's last phase (``sweeps=0``), the last knobs' workers start beside
+        those (:meth:`_then`)."""
         self._reaching = False
         self.reached: set[str] = set()
         """Knobs at least one candidate of which was tried."""
@@ -364,21 +370,35 @@ class Search:
                 self._step([outcome])
         finally:
             self._reaching = False
-            self._tell_next_if_won([])
+            self._tell_next_if_won(None)
 
-    def _tell_next_if_won(self, knobs: list[str]) -> None:
+    def _tell_next_if_won(self, knobs: list[str] | None) -> None:
         """Give an evaluator that can use it (``next_if_won``) what comes after the candidate
         tried now if it becomes the answer: the reach candidates of the next :data:`AHEAD`
-        ``knobs`` from it. An evaluator that checks a winner before it is taken (a training
-        tune's guard: compilation and steps, nothing timed) starts their workers meanwhile."""
+        ``knobs`` from it, then what follows the search (:meth:`_then`); ``None``: nothing
+        now. An evaluator that checks a winner before it is taken (a training tune's guard:
+        compilation and steps, nothing timed) starts their workers meanwhile."""
         if not hasattr(self.evaluate, "next_if_won"):
             return
-        if not knobs:
+        if knobs is None:
             self.evaluate.next_if_won = None
             return
+        # the winner's removal of its last knob is the incumbent, measured by then
+        now = label(self.incumbent)
 
-        self.evaluate.next_if_won = lambda winner: self._upcoming(
-            knobs, AHEAD, self.space.canonical(winner))
+        def next_if_won(winner: dict) -> list[dict]:
+            winner = self.space.canonical(winner)
+            then = [c for c in self._then(winner) if label(c) != now]
+            return [*self._upcoming(knobs, AHEAD, winner), *then][:AHEAD]
+
+        self.evaluate.next_if_won = next_if_won
+
+    def _then(self, answer: dict) -> list[dict]:
+        """What the caller measures after a search that ends at ``answer`` (:attr:`after`),
+        where the reach is the last phase; else nothing."""
+        if self.after is None or self.sweeps:
+            return []
+        return [self.space.canonical(c) for c in self.after(answer, self.outcomes)]
 
     def _upcoming(self, knobs: list[str], count: int, incumbent: dict | None = None) -> list[dict]:
         """The reach candidates of ``knobs`` from ``incumbent`` (default: the incumbent), the
@@ -397,15 +417,19 @@ class Search:
     def _start_ahead(self, knobs: list[str]) -> None:
         """Tell an evaluator that can start workers ahead (``start_ahead``) which candidates
         it tries now and next if the incumbent stays: the reach candidates of ``knobs`` (the
-        first is the knob tried now; :data:`AHEAD` after it) not tried yet. Their starts then
-        overlap, two at a time (see :meth:`tfperf.tuning.evaluate.Evaluator.start_ahead`)."""
+        first is the knob tried now; :data:`AHEAD` after it) not tried yet, then what follows
+        the search (:meth:`_then`: the last knob's worker started alone left a core idle
+        through a transformer's 10-s start, and the pruning's first removal then started
+        alone after it). Their starts then overlap, two at a time (see
+        :meth:`tfperf.tuning.evaluate.Evaluator.start_ahead`)."""
         start_ahead = getattr(self.evaluate, "start_ahead", None)
         if start_ahead is None:
             return
         upcoming = map(self.space.canonical, self._upcoming(knobs, AHEAD + 1))
         fresh = [c for c in upcoming if not self._known(c)]
+        fresh += self._then(self.incumbent)
         if fresh:
-            start_ahead(*fresh)
+            start_ahead(*fresh[:AHEAD + 1])
 
     def _known(self, config: dict) -> bool:
         """Whether ``config`` against the incumbent has an outcome already (this search's, a

@@ -513,6 +513,8 @@ class TrainBaseline:
     steps_per_execution: int = 1
     policy: str = "float32"
     policy_source: str = "tfperf"
+    data: str = "dataset"
+    """``"arrays"`` where Keras' ``fit`` builds the pipeline from the user's arrays."""
     notes: tuple[str, ...] = ()
 
     @classmethod
@@ -551,8 +553,9 @@ def fit_training_space(
 ) -> Space:
     """A training space once the default ran: the user's jit_compile and steps per call are
     what a config that leaves them out runs (:attr:`Space.implied`, so a candidate is only
-    ever the other value), the steps-per-call ladder follows the step time, and precision is
-    not tried where the factory sets its own policy."""
+    ever the other value), the steps-per-call ladder follows the step time, precision is
+    not tried where the factory sets its own policy, nor the input pipeline where the factory
+    gives arrays (Keras' ``fit`` builds that pipeline, prefetch included)."""
     own = space.bare_runtime  # the user's backend: TensorFlow, or JAX where it is theirs
     implied = {
         **space.implied,
@@ -571,6 +574,12 @@ def fit_training_space(
         fitted = fitted.drop(
             "precision", values["precision"][1:],
             f"not tried: your factory sets the policy ({baseline.policy})",
+        )
+    if baseline.data == "arrays" and len(values.get("input_pipeline", ())) > 1:
+        fitted = fitted.drop(
+            "input_pipeline", values["input_pipeline"][1:],
+            "not tried: your factory gives arrays, and Keras' fit builds their pipeline "
+            "(prefetch included)",
         )
     return fitted
 

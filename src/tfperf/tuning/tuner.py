@@ -48,6 +48,7 @@ Nothing here imports TensorFlow.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Mapping
@@ -66,7 +67,7 @@ from tfperf.store import Store
 from tfperf.tuning.conclude import conclude, export_artifact
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
-from tfperf.tuning.prune import prune
+from tfperf.tuning.prune import prune, removals_ahead
 from tfperf.tuning.search import Outcome, Search, SearchResult, cache_key
 from tfperf.tuning.servertune import tune_server
 from tfperf.tuning.space import (
@@ -268,6 +269,7 @@ def search(
         reach_first=training,
         # --quick's training search: one candidate of every knob, then the answer is pruned
         sweeps=0 if training and options.quick else 3,
+        after=functools.partial(removals_ahead, space=space) if training else None,
     ).run(options.strategy)
     if training:
         evaluator.take_reference()  # where no candidate needed it

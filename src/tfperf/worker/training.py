@@ -105,6 +105,8 @@ class _Source:
     model: Any
     dataset: Any
     notes: list[str]
+    data: str = "dataset"
+    """:attr:`tfperf.worker.trainstate.Baseline.data`."""
 
 
 def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
@@ -179,7 +181,7 @@ def _model_as_configured(
     keras.mixed_precision.set_global_policy(policy or "float32")
     source = _load_source(workload)
     _check_compiled(source.model, workload)
-    baseline = read_baseline(source.model, policy or "float32")
+    baseline = read_baseline(source.model, policy or "float32", source.data)
     if policy:
         _check_policy_reached(source.model, policy)
     notes = apply_knobs(source.model, config, baseline)
@@ -262,12 +264,13 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
         model, x, y = result
         batch = int(workload.get("batch") or 32)
         try:
-            data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+            data = _array_dataset(x, y, batch)
         except Exception as exc:  # arrays of different lengths, ragged lists...
             raise UserError(
                 f"Factory {ref} returned x and y that do not pair: {first_line(exc)}."
             ) from None
-        return _Source(model, data, [f"arrays batched at {batch} in order (no shuffling)"])
+        return _Source(model, data, [f"arrays batched at {batch} in order (no shuffling), "
+                                     "prefetched as Keras' fit does"], "arrays")
     if isinstance(result, tuple) and len(result) == 2 and _is_model(result[0]):
         model, data = result
         if isinstance(data, tf.data.Dataset):
@@ -290,7 +293,6 @@ def _is_model(obj: Any) -> bool:
 
 def _load_keras(workload: dict[str, Any]) -> _Source:
     import keras
-    import tensorflow as tf
 
     from tfperf.worker.loading import load_keras_file
 
@@ -305,12 +307,21 @@ def _load_keras(workload: dict[str, Any]) -> _Source:
     x, y = _array(workload["inputs"]), _array(workload["labels"])
     batch = int(workload.get("batch") or 32)
     try:
-        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        data = _array_dataset(x, y, batch)
     except Exception as exc:  # different row counts
         raise UserError(
             f"--inputs and --labels do not pair row by row: {first_line(exc)}."
         ) from None
-    return _Source(model, data, [f"--inputs/--labels batched at {batch} in order"])
+    return _Source(model, data, [f"--inputs/--labels batched at {batch} in order"], "arrays")
+
+
+def _array_dataset(x: Any, y: Any, batch: int) -> Any:
+    """Arrays as ``fit(x, y)`` feeds them (in order: the guard compares the same batches):
+    batched, and prefetched as Keras' array adapter does, so a config runs on the pipeline
+    the user's ``fit`` builds."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch).prefetch(tf.data.AUTOTUNE)
 
 
 def _array(path: str) -> Any:

@@ -44,6 +44,9 @@ class Baseline:
     policy: str
     policy_source: str
     """``"tfperf"`` (the policy tfperf set before the factory ran) or ``"factory"``."""
+    data: str = "dataset"
+    """``"dataset"`` (the user's own ``tf.data`` pipeline) or ``"arrays"`` (Keras' ``fit``
+    builds the pipeline: there is none of the user's to tune)."""
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,8 +72,9 @@ def model_policy(model: Any) -> str:
     return "float32"
 
 
-def read_baseline(model: Any, set_policy: str) -> Baseline:
-    """What the user compiled (module docstring); ``set_policy`` is what tfperf set."""
+def read_baseline(model: Any, set_policy: str, data: str = "dataset") -> Baseline:
+    """What the user compiled (module docstring); ``set_policy`` is what tfperf set; ``data``
+    how the user's data reaches ``fit`` (:attr:`Baseline.data`)."""
     policy = model_policy(model)
     layer_policies = {
         getattr(getattr(layer, "dtype_policy", None), "name", None) for layer in model.layers
@@ -81,6 +85,7 @@ def read_baseline(model: Any, set_policy: str) -> Baseline:
         steps_per_execution=int(model.steps_per_execution or 1),
         policy=policy,
         policy_source=source,
+        data=data,
     )
 
 
