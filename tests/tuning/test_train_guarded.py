@@ -125,6 +125,8 @@ def test_a_training_block_counts_every_call_as_fit_pays_every_step():
 
 
 def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatch):
+    # those without a worker start, even where the first has one (ready: its rounds come
+    # after the guard, and nothing is timed during it)
     from tfperf.tuning import traintune
     from tfperf.tuning.options import TuneOptions
     from tfperf.tuning.traintune import TrainEvaluator
@@ -132,9 +134,11 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
     evaluator.reference = []  # the default's own guard ran
     events: list[str] = []
-    evaluator.next_if_won = lambda winner: [{**winner, "xla": "jit"}, {**winner, "onednn": False}]
-    monkeypatch.setattr(evaluator, "start_ahead",
-                        lambda *configs: events.append(f"start {len(configs)}"))
+    evaluator.next_if_won = lambda winner: [{**winner, "runtime": "keras-jax"},
+                                            {**winner, "intra_threads": 1}]
+    monkeypatch.setattr(evaluator.workers, "started", lambda config: "runtime" in config)
+    monkeypatch.setattr(evaluator.workers, "start_ahead",
+                        lambda config, timeout_s: events.append(f"start {label(config)}"))
     monkeypatch.setattr(evaluator.workers, "outputs", lambda cand: events.append("guard") or [])
     monkeypatch.setattr(traintune, "judge", lambda *args: {"accepted": True, "reason": ""})
 
@@ -143,7 +147,10 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
             self.ready: dict = {}
 
     evaluator._guard({"steps_per_execution": 32}, Candidate())
-    assert events == ["start 2", "guard"]
+    assert events == ["start steps_per_execution=32,intra_threads=1", "guard"]
+    # before a ready candidate's rounds, by contrast, nothing starts
+    evaluator.start_ahead({"runtime": "keras-jax"}, {"intra_threads": 1})
+    assert events == ["start steps_per_execution=32,intra_threads=1", "guard"]
 
 
 def test_the_defaults_guard_runs_once_while_the_first_candidates_workers_start(monkeypatch):

@@ -271,9 +271,13 @@ class Evaluator:
         be wasted, as were two of a transformer's, 9.9 s, before the step they waited on).
         Nothing is timed while a worker starts."""
         wanted = [normalize(c) for c in configs]
-        if not wanted or self.workers.started(wanted[0]):
-            return
-        fresh = [c for c in wanted if not self.workers.started(c)][:2]
+        if wanted and not self.workers.started(wanted[0]):
+            self.start_fresh(*wanted)
+
+    def start_fresh(self, *configs: dict) -> None:
+        """Start the workers of the first two ``configs`` that have none, where memory allows
+        (the default's peak once more for each)."""
+        fresh = [c for c in map(normalize, configs) if not self.workers.started(c)][:2]
         rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
         free = psutil.virtual_memory().available - AHEAD_HEADROOM_BYTES
         for n, config in enumerate(fresh, start=1):

@@ -357,11 +357,14 @@ class TrainEvaluator(Evaluator):
 
     def _guard(self, config: dict, cand: Any) -> dict:
         """The guard's verdict on a candidate that can become the answer. The workers of what
-        comes next if it does (:attr:`next_if_won`) start meanwhile: the guard is timed by
-        no one, and its compilation (a transformer's XLA step: 12 s) kept one core busy while
-        the other waited."""
+        comes next if it does (:attr:`next_if_won`) start meanwhile, those that have none even
+        where the first has one: the guard is timed by no one, and its compilation (a
+        transformer's XLA step: 12 s) kept one core busy while the other waited. (Where the
+        next candidate wins in turn, a worker started here for what follows it from this one
+        is wasted; a transformer's next pair, Keras on JAX ready and the threads after it,
+        otherwise waited for JAX's rounds and started on its own, 10 s.)"""
         if self.next_if_won is not None:
-            self.start_ahead(*self.next_if_won(config))
+            self.start_fresh(*self.next_if_won(config))
         self.take_reference()
         reduced = (config.get("precision") or "fp32") != "fp32"
         ratio = self._rows_ratio(cand)
