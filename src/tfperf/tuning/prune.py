@@ -39,6 +39,11 @@ def removal_order(answer: dict) -> list[str]:
     return first + [k for k in KNOBS if k in answer and k not in first]
 
 
+def without(answer: dict, knob: str, space: Space) -> dict:
+    """``answer`` with ``knob`` removed (left at its default), canonical in ``space``."""
+    return space.canonical({k: v for k, v in answer.items() if k != knob})
+
+
 def prune(
     result: SearchResult, space: Space, evaluate: Evaluate,
     say: Callable[[str], None] = lambda _text: None,
@@ -52,7 +57,7 @@ def prune(
     for at, knob in enumerate(order):
         if len(answer) < 2 or knob not in answer:
             continue  # one knob left: the confirmation against the default judges it
-        smaller = space.canonical({k: v for k, v in answer.items() if k != knob})
+        smaller = without(answer, knob, space)
         outcome = measured_removal(outcomes, smaller, answer, space)
         if outcome is not None:
             say(f"{knob}={show_value(answer[knob])}: without it the answer "
@@ -95,8 +100,7 @@ def removals_ahead(answer: dict, outcomes: list[Outcome], space: Space) -> list[
     answer = space.canonical(answer)
     if len(answer) < 2:
         return []
-    smaller = (space.canonical({k: v for k, v in answer.items() if k != knob})
-               for knob in removal_order(answer))
+    smaller = (without(answer, knob, space) for knob in removal_order(answer))
     return [c for c in smaller if measured_removal(outcomes, c, answer, space) is None]
 
 
@@ -112,7 +116,7 @@ def _start_ahead(
         return
     configs = [smaller]
     if rest and rest[0] in answer:
-        nxt = space.canonical({k: v for k, v in answer.items() if k != rest[0]})
+        nxt = without(answer, rest[0], space)
         if measured_removal(outcomes, nxt, answer, space) is None:
             configs.append(nxt)
     start_ahead(*configs)
