@@ -148,6 +148,7 @@ def test_tune_train_starts_from_the_users_compile_and_adds_only_what_changes(tmp
     assert "pruned" in rec and rec["step_ms"] > 0
     fit = rec["fit_speedup"]  # the search found a winner: it was confirmed by model.fit too
     assert fit is None or (fit["steps"] % 8 == 0 and fit["default_step_ms"] > 0)
+    assert fit is None or 0 <= fit["return_wait_ms"]["median"] <= fit["return_wait_ms"]["max"]
     if doc["train"]["chosen"]:
         assert fit is not None and fit["median"] > 0
     code = " ".join(rec["code"])

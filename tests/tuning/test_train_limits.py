@@ -80,6 +80,20 @@ def test_an_undecided_confirmation_says_what_more_rounds_would_decide():
     assert answer["fit_speedup"]["median"] == 1.1
 
 
+def test_a_fit_that_returns_long_after_its_steps_says_so_apart_from_the_speedup():
+    from tfperf.tuning.traintune import fit_sentence
+
+    fit = {"median": 1.4, "ci95": [1.3, 1.5], "steps": 19, "default_step_ms": 20.0,
+           "return_wait_ms": {"median": 190.0, "max": 800.0}}
+    answer = {"keep_default": False, "speedup": {"median": 1.4, "ci95": [1.3, 1.5]}}
+    fit_sentence(answer, fit)
+    assert len(answer["notes"]) == 1
+    assert "returned a median 190 ms (at most 800 ms) after its 19 steps" in answer["notes"][0]
+    quick = {"keep_default": False, "speedup": {"median": 1.4, "ci95": [1.3, 1.5]}}
+    fit_sentence(quick, {**fit, "return_wait_ms": {"median": 30.0, "max": 40.0}})
+    assert not quick.get("notes")  # under a tenth of the default's 380 ms of steps
+
+
 def test_a_training_tune_without_limits_ends_within_its_time_or_grows_to_reach_every_knob(
     tmp_path,
 ):

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,15 @@ def is_parent_interpreter(python: str) -> bool:
 def gib(n_bytes: float) -> str:
     """``2.0 GiB`` style."""
     return f"{n_bytes / 2**30:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class ExtraCalls:
+    """The calls of an extra (:meth:`Worker.extra_calls`): each one's seconds, and what it
+    returned (``None`` where it returned nothing)."""
+
+    samples_s: list[float]
+    returned: list[Any]
 
 
 class Worker:
@@ -309,12 +319,21 @@ class Worker:
         """Time ``calls`` calls of another way to call the model ("eager", "predict", a
         training step's "fit" of ``arg`` steps); ``None`` when the workload does not offer
         it."""
+        got = self.extra_calls(name, calls, arg)
+        return None if got is None else got.samples_s
+
+    def extra_calls(self, name: str, calls: int, arg: Any = None) -> ExtraCalls | None:
+        """:meth:`extra` with what each call returned (a "fit" its seconds to the end of
+        training, :mod:`tfperf.worker.training`)."""
         msg: dict[str, Any] = {"op": "extra", "name": name, "calls": int(calls)}
         if arg is not None:
             msg["arg"] = arg
         self._send(msg)
         msg = self._receive("extra", self.timeout_s)
-        return list(msg["samples_s"]) if msg.get("available") else None
+        if not msg.get("available"):
+            return None
+        samples = list(msg["samples_s"])
+        return ExtraCalls(samples, list(msg.get("returned") or [None] * len(samples)))
 
     def profile(self, seconds: float) -> dict[str, Any]:
         """The op profile of about ``seconds`` of calls under the runtime's own profiler

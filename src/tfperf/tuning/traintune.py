@@ -263,25 +263,32 @@ class TrainEvaluator(Evaluator):
         """``paired_speedup`` of the answer's ``fit`` over the default's, per step: each side
         fits ``steps`` steps (a multiple of both sides' steps per call, about
         :data:`FIT_CALL_S` of the default's steps, half under ``--quick``), one warm-up fit
-        each, then
-        :data:`FIT_ROUNDS` alternating pairs. ``None`` where the workers have no fit."""
+        each, then :data:`FIT_ROUNDS` alternating pairs. A step's time runs from the call to
+        fit's end of training; ``return_wait_ms`` (median, max) is what fit took after it,
+        its iterator's deletion (:mod:`tfperf.worker.training`). ``None`` where the workers
+        have no fit."""
         self.progress.phase(f"timing model.fit of the default and of {label(config)}")
         base = self.workers.get({}, self.options.candidate_timeout_s)
         cand = self.workers.get(config, self.options.candidate_timeout_s)
         call_s = QUICK_FIT_CALL_S if self.options.quick else FIT_CALL_S
         steps = fit_steps(self.step_s(), _spe(base), _spe(cand), call_s=call_s)
         times: list[list[float]] = [[], []]
+        waits: list[float] = []
         for round_no in range(FIT_ROUNDS + 1):
             order = ((0, base), (1, cand)) if round_no % 2 else ((1, cand), (0, base))
             for side, handle in order:
-                got = handle.worker.extra("fit", 1, arg=steps)
+                got = handle.worker.extra_calls("fit", 1, arg=steps)
                 if not got:
                     return None
                 if round_no:  # the first fit of each side warms up (its iterator, callbacks)
-                    times[side].append(got[0] / steps)
+                    call_s, trained_s = got.samples_s[0], got.returned[0] or got.samples_s[0]
+                    times[side].append(trained_s / steps)
+                    waits.append(call_s - trained_s)
         result = paired_speedup(times[0], times[1], self.threshold)
         result.update(steps=steps, default_step_ms=statistics.median(times[0]) * 1e3,
-                      candidate_step_ms=statistics.median(times[1]) * 1e3)
+                      candidate_step_ms=statistics.median(times[1]) * 1e3,
+                      return_wait_ms={"median": statistics.median(waits) * 1e3,
+                                      "max": max(waits) * 1e3})
         return result
 
     def fit_space(self, space: Space) -> Space:
@@ -569,6 +576,7 @@ def fit_sentence(rec: dict, fit: dict | None) -> None:
     """``recommendation.fit_speedup``, and a note where ``fit``'s speedup and the train
     function's disagree beyond their intervals."""
     rec["fit_speedup"] = fit
+    _return_wait_sentence(rec, fit)
     speed = rec.get("speedup") or {}
     if not fit or not fit.get("ci95") or not speed.get("ci95"):
         return
@@ -578,6 +586,22 @@ def fit_sentence(rec: dict, fit: dict | None) -> None:
             f"model.fit gave {fit['median']:.2f}x [{flo:.2f}-{fhi:.2f}] per step where the "
             f"train function gave {speed['median']:.2f}x [{lo:.2f}-{hi:.2f}]: what fit does "
             "around the steps (its iterator, callbacks, syncing) is part of your answer")]
+
+
+def _return_wait_sentence(rec: dict, fit: dict | None) -> None:
+    """A note where fit returned long after its training ended (more than a tenth of the
+    default's fit): a cost of each call of fit, the same on both sides, that no knob moves."""
+    wait = (fit or {}).get("return_wait_ms") or {}
+    trained_ms = (fit or {}).get("default_step_ms", 0.0) * (fit or {}).get("steps", 0)
+    if not wait or wait["median"] <= 0.1 * trained_ms:
+        return
+    rec["notes"] = [*(rec.get("notes") or []), (
+        f"model.fit returned a median {wait['median']:.0f} ms (at most {wait['max']:.0f} ms) "
+        f"after its {fit['steps']} steps ended ({trained_ms:.0f} ms with your setup), on both "
+        "sides: deleting fit's data iterator waits for tf.data's autotune thread, whose period "
+        "starts at 10 ms and doubles up to 60 s. Each call of fit pays it once, whatever its "
+        "steps cost; a loop of short fit calls pays it each time, one fit over more steps "
+        "once. The speedups above leave it out.")]
 
 
 def without_trajectories(guard: dict) -> dict:

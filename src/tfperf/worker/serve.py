@@ -78,14 +78,17 @@ def _input_shapes(prepared: Any) -> list | None:
     return [[[int(d) for d in a.shape], str(a.dtype)] for a in inputs]
 
 
-def _timed(fn: Callable[[], Any], calls: int) -> list[float]:
-    """Run ``fn`` ``calls`` times; one perf_counter duration per call, in seconds."""
+def _timed(fn: Callable[[], Any], calls: int, returned: list[Any] | None = None) -> list[float]:
+    """Run ``fn`` ``calls`` times; one perf_counter duration per call, in seconds. What each
+    call returns is appended to ``returned`` where given."""
     clock = time.perf_counter
     out = []
     for _ in range(calls):
         t0 = clock()
-        fn()
+        value = fn()
         out.append(clock() - t0)
+        if returned is not None:
+            returned.append(value)
     return out
 
 
@@ -339,8 +342,12 @@ class Session:
         fn = self.prepared.extra.get(name)
         if fn is not None and msg.get("arg") is not None:
             fn = functools.partial(fn, msg["arg"])
-        samples = _timed(fn, int(msg["calls"])) if fn is not None else []
-        return {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
+        returned: list[Any] = []
+        samples = _timed(fn, int(msg["calls"]), returned) if fn is not None else []
+        reply = {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
+        if any(value is not None for value in returned):
+            reply["returned"] = returned
+        return reply
 
 
 def _runtime_of(workload: dict[str, Any], config: dict[str, Any]) -> str:

@@ -49,6 +49,12 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   backend before the fingerprint is taken. A ``keras-jax`` candidate whose model cannot build
   or step on JAX is a :class:`UserError` starting "not tried:" that names the user's frame.
   ``train["backend"]`` says which backend ran.
+- **fit.** The ``"fit"`` extra runs ``model.fit`` for the steps the parent names and returns
+  the seconds from the call to fit's ``on_train_end``: the steps and what fit does around
+  them. fit returns later, once its data iterator is deleted, and that waits for tf.data's
+  autotune thread to wake (its period starts at 10 ms and doubles up to 60 s, so a short
+  ``fit`` returns on a ladder of 0.63, 1.27, 2.55, 5.1 ... s whatever its steps cost): the
+  extra's call time, less this figure, is that wait.
 
 Testing hook: ``config["train_lr_scale"]`` (a knob only tests register) multiplies the
 optimizer's learning rate, so that a test can plant a candidate that breaks training.
@@ -213,16 +219,35 @@ def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) 
     return _Data(dataset, notes, steps, guard_data, batches, own_batches or batches[:4])
 
 
-def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., None]:
+def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., float]:
     """The ``"fit"`` extra: what the user runs, Keras' fit over the same (repeated) dataset,
-    its callbacks and epoch iterator included; the guard restores the state it changes."""
+    its callbacks and epoch iterator included; the guard restores the state it changes.
+    Each call returns its seconds up to fit's ``on_train_end`` (the module's "fit")."""
+    end = _train_end_callback()
 
-    def fit(steps: int = FIT_STEPS) -> None:
+    def fit(steps: int = FIT_STEPS) -> float:
         jaxstep.sync(model)  # on JAX, fit takes its state from the variables
-        model.fit(dataset, steps_per_epoch=int(steps), epochs=1, verbose=0)
+        started = time.perf_counter()
+        model.fit(dataset, steps_per_epoch=int(steps), epochs=1, verbose=0, callbacks=[end])
         timed.steps += int(steps)
+        return end.at - started
 
     return fit
+
+
+def _train_end_callback() -> Any:
+    """A Keras callback that notes when training ended; it has no batch hooks, so fit keeps
+    dispatching its batch callbacks asynchronously, as it does for a user's plain ``fit``."""
+    import keras
+
+    class TrainEnd(keras.callbacks.Callback):
+        at = 0.0
+
+        def on_train_end(self, logs: Any = None) -> None:
+            self.at = time.perf_counter()
+
+    return TrainEnd()
+
 
 
 def require_keras3(version: str) -> None:
