@@ -599,9 +599,9 @@ def _return_wait_sentence(rec: dict, fit: dict | None) -> None:
         f"model.fit returned a median {wait['median']:.0f} ms (at most {wait['max']:.0f} ms) "
         f"after its {fit['steps']} steps ended ({trained_ms:.0f} ms with your setup), on both "
         "sides: deleting fit's data iterator waits for tf.data's autotune thread, whose period "
-        "starts at 10 ms and doubles up to 60 s. Each call of fit pays it once, whatever its "
-        "steps cost; a loop of short fit calls pays it each time, one fit over more steps "
-        "once. The speedups above leave it out.")]
+        "starts at 10 ms and doubles up to 60 s. Each call of fit can pay it once, whatever its "
+        "steps cost, and each epoch over a finite dataset, whose iterator is new (a loop of "
+        "short fit calls pays it each time). The speedups above leave it out.")]
 
 
 def without_trajectories(guard: dict) -> dict:
