@@ -13,8 +13,13 @@ from tfperf.tuning.traintune import train_limits
 class Said(Progress):
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.notices: list[str] = []
 
     def phase(self, text: str) -> None:
+        self.lines.append(text)
+
+    def notice(self, text: str) -> None:
+        self.notices.append(text)
         self.lines.append(text)
 
 
@@ -47,6 +52,7 @@ def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tm
     assert limits.budget_s >= knobs * 40
     (line,) = said.lines
     assert line.startswith("--quick's time grows from 110 s to") and "at least 50 steps" in line
+    assert said.notices == [line]  # shown whatever the display, not only with -v
 
 
 def test_a_typed_budget_is_kept_even_with_quick(tmp_path):

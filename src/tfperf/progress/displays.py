@@ -72,6 +72,12 @@ class _TuneState(Display, TuneProgress):
         detail(text)
         self._update(description=text)
 
+    def notice(self, text: str) -> None:
+        """One plain line, kept above the bar, whatever the verbosity short of ``-q``."""
+        self.searching = False
+        say(text)
+        self._update(description=text)
+
     def eta(self) -> float | None:
         """Seconds until the search stops at its trial or time limit (``None``: unknown)."""
         if not self.searching or self.started is None:

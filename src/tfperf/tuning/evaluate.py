@@ -88,6 +88,11 @@ class Progress:
     def phase(self, text: str) -> None:
         """A phase without a candidate (starting the default, confirming)."""
 
+    def notice(self, text: str) -> None:
+        """A change to what the user asked for that they must see whatever the display (a
+        time limit that grows); a phase where not told apart."""
+        self.phase(text)
+
 
 def failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) -> str:
     """The worker's reason, saying where a crash happened when its log tells."""

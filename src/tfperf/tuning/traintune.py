@@ -473,7 +473,7 @@ def _sized_limits(
     ends = spent + budget
     flag = "--quick's" if options.quick else "the tune's"
     if ends > whole + 1:
-        progress.phase(
+        progress.notice(
             f"{flag} time grows from {whole:.0f} s to {ends:.0f} s: one candidate for each of "
             f"{knobs} knobs takes about {each:.0f} s here (its worker, its rounds and, where it "
             f"can become the answer, its guard over at least {MIN_STEPS} steps)"
