@@ -345,8 +345,11 @@ class Session:
         returned: list[Any] = []
         samples = _timed(fn, int(msg["calls"]), returned) if fn is not None else []
         reply = {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
-        if any(value is not None for value in returned):
-            reply["returned"] = returned
+        # a figure an extra reports is a number (a "fit"'s seconds to its end of training);
+        # what "eager" or "predict" return is the model's outputs, not sent back
+        figures = [float(v) if isinstance(v, (int, float)) else None for v in returned]
+        if any(value is not None for value in figures):
+            reply["returned"] = figures
         return reply
 
 
