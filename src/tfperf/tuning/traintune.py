@@ -591,8 +591,9 @@ def fit_sentence(rec: dict, fit: dict | None) -> None:
 def _return_wait_sentence(rec: dict, fit: dict | None) -> None:
     """A note where fit returned long after its training ended (more than a tenth of the
     default's fit): a cost of each call of fit, the same on both sides, that no knob moves."""
-    wait = (fit or {}).get("return_wait_ms") or {}
-    trained_ms = (fit or {}).get("default_step_ms", 0.0) * (fit or {}).get("steps", 0)
+    fit = fit or {}
+    wait = fit.get("return_wait_ms") or {}
+    trained_ms = fit.get("default_step_ms", 0.0) * fit.get("steps", 0)
     if not wait or wait["median"] <= 0.1 * trained_ms:
         return
     rec["notes"] = [*(rec.get("notes") or []), (

@@ -79,8 +79,10 @@ def _input_shapes(prepared: Any) -> list | None:
 
 
 def _timed(fn: Callable[[], Any], calls: int, returned: list[Any] | None = None) -> list[float]:
-    """Run ``fn`` ``calls`` times; one perf_counter duration per call, in seconds. What each
-    call returns is appended to ``returned`` where given."""
+    """Run ``fn`` ``calls`` times; one perf_counter duration per call, in seconds. Where
+    ``returned`` is given, each call's figure is appended to it: the number it returned (a
+    "fit"'s seconds to its end of training), else ``None`` -- what "eager" or "predict"
+    return is the model's outputs, neither kept across calls nor sent back."""
     clock = time.perf_counter
     out = []
     for _ in range(calls):
@@ -88,7 +90,7 @@ def _timed(fn: Callable[[], Any], calls: int, returned: list[Any] | None = None)
         value = fn()
         out.append(clock() - t0)
         if returned is not None:
-            returned.append(value)
+            returned.append(float(value) if isinstance(value, (int, float)) else None)
     return out
 
 
@@ -342,12 +344,9 @@ class Session:
         fn = self.prepared.extra.get(name)
         if fn is not None and msg.get("arg") is not None:
             fn = functools.partial(fn, msg["arg"])
-        returned: list[Any] = []
-        samples = _timed(fn, int(msg["calls"]), returned) if fn is not None else []
+        figures: list[float | None] = []
+        samples = _timed(fn, int(msg["calls"]), figures) if fn is not None else []
         reply = {"op": "extra", "name": name, "available": fn is not None, "samples_s": samples}
-        # a figure an extra reports is a number (a "fit"'s seconds to its end of training);
-        # what "eager" or "predict" return is the model's outputs, not sent back
-        figures = [float(v) if isinstance(v, (int, float)) else None for v in returned]
         if any(value is not None for value in figures):
             reply["returned"] = figures
         return reply
