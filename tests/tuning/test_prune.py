@@ -129,3 +129,29 @@ def test_a_removal_measured_in_the_search_against_the_answer_is_reused_as_it_is(
     assert not evaluate.calls
     assert result.incumbent == {"steps_per_execution": 32}
     assert result.pruned[0]["knob"] == "precision"
+
+
+def test_the_removal_started_ahead_skips_those_the_search_measured():
+    class Ahead(Scripted):
+        def __init__(self, ratios):
+            super().__init__(ratios)
+            self.ahead: list[list[str]] = []
+
+        def start_ahead(self, *configs):
+            self.ahead.append([label(c) for c in configs])
+
+    # the search reached the answer from it without steps per call (a significant step):
+    # that removal is read, so the thread count's starts beside bf16's
+    step = Outcome(dict(ANSWER), MEASURED,
+                   incumbent={"precision": "bf16", "intra_threads": 1},
+                   vs_incumbent=verdict(1.6, 1.4, 1.8))
+    evaluate = Ahead({
+        ("steps_per_execution=32,intra_threads=1", label(ANSWER)): (0.8, 0.7, 0.9),  # kept
+        ("steps_per_execution=32,precision=bf16", label(ANSWER)): (0.8, 0.7, 0.9),  # kept
+    })
+    result = prune(SearchResult(dict(ANSWER), [step], "reached"), SPACE, evaluate)
+    assert evaluate.ahead == [
+        ["steps_per_execution=32,intra_threads=1", "steps_per_execution=32,precision=bf16"],
+        ["steps_per_execution=32,precision=bf16"],
+    ]
+    assert result.incumbent == ANSWER

@@ -19,6 +19,7 @@ their workers before it ends.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -108,18 +109,17 @@ def _start_ahead(
     evaluate: Evaluate, smaller: dict, answer: dict, rest: list[str], space: Space,
     outcomes: list[Outcome],
 ) -> None:
-    """Start this removal's worker (``smaller``) and the next one's, as if this removal
-    keeps the knob, together (see :meth:`tfperf.tuning.search.Search._start_ahead`); the
-    next one only where the search did not measure it."""
+    """Start this removal's worker (``smaller``) and the next one to measure's, as if this
+    removal keeps the knob, together (see :meth:`tfperf.tuning.search.Search._start_ahead`):
+    the next knob of the answer whose removal the search did not measure (on a transformer's
+    ``--quick``, looking at the next knob only left the allocator's removal to start alone,
+    10 s, after the threads' removal read from the search)."""
     start_ahead = getattr(evaluate, "start_ahead", None)
     if start_ahead is None:
         return
-    configs = [smaller]
-    if rest and rest[0] in answer:
-        nxt = without(answer, rest[0], space)
-        if measured_removal(outcomes, nxt, answer, space) is None:
-            configs.append(nxt)
-    start_ahead(*configs)
+    later = (without(answer, knob, space) for knob in rest if knob in answer)
+    unmeasured = (c for c in later if measured_removal(outcomes, c, answer, space) is None)
+    start_ahead(smaller, *itertools.islice(unmeasured, 1))
 
 
 def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:
