@@ -57,16 +57,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.core.paths import cache_dir
 from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
 from tfperf.worker.requests import AsyncServer, Batching, RequestServer
 from tfperf.worker.rss import peak_rss_bytes, rss_bytes
-from tfperf.worker.tfimport import (
-    hidden_note,
-    import_tensorflow,
-    jax_is_needed,
-    share_jax_compilations,
-)
+from tfperf.worker.tfimport import hidden_note, import_tensorflow, jax_is_needed
 from tfperf.worker.workload import call_error_sentence, told_lines
 
 
@@ -225,8 +219,6 @@ class Session:
         t0 = time.perf_counter()
         tf, hidden = import_tensorflow(hide_jax=not needs_jax)
         import_s = time.perf_counter() - t0
-        if needs_jax:
-            share_jax_compilations(cache_dir() / "jax-compilations" / f"{len(_cpus() or [])}-cpus")
         if config.get("intra_threads"):
             tf.config.threading.set_intra_op_parallelism_threads(int(config["intra_threads"]))
         if config.get("inter_threads"):

@@ -11,15 +11,19 @@ were absent, and code that imports jax afterwards (a factory that uses it) still
 
 A worker hides jax unless keras runs on JAX there (:func:`jax_is_needed`). Its ``import_s``
 and ``cold_start_s`` are then what a process without jax pays; doctor's ``optional-imports``
-finding gives the user's own import time with jax. Where keras runs on JAX, the worker's
-compilations are kept in JAX's persistent cache (:func:`share_jax_compilations`).
+finding gives the user's own import time with jax.
+
+No compilation cache is shared between workers, JAX's persistent one included: a process that
+loads its steps' executables from it holds less memory than one that compiled them, as the
+user's own process does (a transformer's JAX worker held 788 MB after its start with them
+loaded, 940 MB with them compiled; a tiny MLP's model 64 MB against 143 MB), and every
+figure of a worker's memory is that of the process the user would run.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from typing import Any
 
 from tfperf.core.kerasbackend import configured_backend
@@ -52,29 +56,6 @@ def import_tensorflow(hide_jax: bool) -> tuple[Any, list[str]]:
             if sys.modules.get(name, False) is None:
                 del sys.modules[name]
     return tf, hidden
-
-
-JAX_CACHE_MAX_BYTES = 512 * 2**20
-"""The most JAX's persistent compilation cache keeps in tfperf's cache folder (least recently
-used entries go first)."""
-
-
-def share_jax_compilations(directory: Path) -> None:
-    """Keep JAX's compilations in ``directory`` (its persistent cache): a tune starts several
-    JAX workers of one model, and each compiled the same steps again (an RNN's start on JAX
-    took 4 s for that of 6 s building the model). ``directory`` is per CPU count, as what XLA
-    compiles may follow the threads it will have. Only the start is shorter: every timed round
-    and guard step runs after compilation, cached or not. A jax without these options compiles
-    in every worker, as before."""
-    try:
-        import jax
-
-        directory.mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(directory))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_compilation_cache_max_size", JAX_CACHE_MAX_BYTES)
-    except Exception:  # an older jax, a read-only folder: compile as without the cache
-        return
 
 
 def hidden_note(name: str) -> str:
