@@ -33,6 +33,17 @@ class Scripted:
                        incumbent=incumbent)
 
 
+class Ahead(Scripted):
+    """:class:`Scripted`, also noting the configs each ``start_ahead`` is given."""
+
+    def __init__(self, ratios: dict) -> None:
+        super().__init__(ratios)
+        self.ahead: list[list[str]] = []
+
+    def start_ahead(self, *configs: dict) -> None:
+        self.ahead.append([label(c) for c in configs])
+
+
 ANSWER = {"steps_per_execution": 32, "precision": "bf16", "intra_threads": 1}
 
 
@@ -73,14 +84,6 @@ def test_an_undecided_removal_prunes_only_within_the_threshold():
 
 
 def test_the_next_removal_starts_ahead_as_if_the_answer_kept_the_knob():
-    class Ahead(Scripted):
-        def __init__(self, ratios):
-            super().__init__(ratios)
-            self.ahead: list[str] = []
-
-        def start_ahead(self, *configs):
-            self.ahead.append([label(c) for c in configs])
-
     evaluate = Ahead({
         ("steps_per_execution=32,intra_threads=1", label(ANSWER)): (0.7, 0.6, 0.8),  # kept
         ("precision=bf16,intra_threads=1", label(ANSWER)): (0.6, 0.5, 0.7),  # kept
@@ -132,14 +135,6 @@ def test_a_removal_measured_in_the_search_against_the_answer_is_reused_as_it_is(
 
 
 def test_the_removal_started_ahead_skips_those_the_search_measured():
-    class Ahead(Scripted):
-        def __init__(self, ratios):
-            super().__init__(ratios)
-            self.ahead: list[list[str]] = []
-
-        def start_ahead(self, *configs):
-            self.ahead.append([label(c) for c in configs])
-
     # the search reached the answer from it without steps per call (a significant step):
     # that removal is read, so the thread count's starts beside bf16's
     step = Outcome(dict(ANSWER), MEASURED,
