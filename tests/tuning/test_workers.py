@@ -95,3 +95,29 @@ def test_the_workers_of_part_of_the_incumbent_are_kept_for_its_pruning(monkeypat
     assert kept == [{"default", "steps_per_execution=8,xla=jit",
                      "steps_per_execution=8,xla=jit,inter_threads=1",
                      "xla=jit", "steps_per_execution=8"}]
+
+
+def test_closing_the_pool_asks_every_worker_to_quit_before_waiting_for_any(monkeypatch):
+    # closed one by one, each worker's wind-down is waited for before the next is asked
+    pool = WorkerPool(TINY_MLP, block_s=0.05, per_sample=False,
+                      warmup={"min_calls": 1, "max_seconds": 0.2}, keep=3)
+    events: list[tuple[str, str]] = []
+    try:
+        workers = [pool.get(config, 120.0).worker for config in ({}, ONE_THREAD)]
+        for worker in workers:
+            for step in ("ask_to_quit", "close"):
+                original = getattr(worker, step)
+
+                def logged(original=original, step=step, name=label(worker.config.changes())):
+                    events.append((step, name))
+                    original()
+
+                monkeypatch.setattr(worker, step, logged)
+    finally:
+        pool.close()
+    names = [label({}), label(ONE_THREAD)]
+    first_close = events.index(("close", names[0]))
+    assert events[:first_close] == [("ask_to_quit", n) for n in names]
+    assert {n for step, n in events if step == "close"} == set(names)
+    # each quit was honoured: the workers exited by themselves, not killed after the grace
+    assert [w._child.proc.returncode for w in workers] == [0, 0]

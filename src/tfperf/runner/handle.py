@@ -180,6 +180,7 @@ class Worker:
         self._psutil_proc: Any = None
         self._watched_at = 0.0
         self._closed = False
+        self._quit_sent = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -265,15 +266,25 @@ class Worker:
         self.ready = msg
         return msg
 
+    def ask_to_quit(self) -> None:
+        """Ask the worker to quit without waiting for it (:meth:`close` then waits): a caller
+        closing several workers lets them wind down at once (a transformer's tune closed its
+        nine workers one by one in 0.4 to 4.6 s, all asked first in 0.24 s)."""
+        child = self._child
+        if self._closed or self._quit_sent or child is None or not child.running():
+            return
+        self._quit_sent = True
+        with contextlib.suppress(OSError):
+            self._write({"op": "quit"})
+
     def close(self) -> None:
         """Ask the worker to quit, then make sure its process group is gone."""
         if self._closed:
             return
+        self.ask_to_quit()
         self._closed = True
         child = self._child
         if child is not None and child.running():
-            with contextlib.suppress(OSError):
-                self._write({"op": "quit"})
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.proc.wait(timeout=_QUIT_GRACE_S)  # type: ignore[union-attr]
         for fd in (self._cmd_fd, self._res_fd):

@@ -211,10 +211,11 @@ class WorkerPool:
         return arrays
 
     def close(self) -> None:
-        """Close every worker and remove the temporary files."""
-        for handle in self._handles.values():
-            handle.worker.close()
-        for worker in self._ahead.values():
+        """Close every worker, all asked to quit first, and remove the temporary files."""
+        workers = [h.worker for h in self._handles.values()] + list(self._ahead.values())
+        for worker in workers:
+            worker.ask_to_quit()
+        for worker in workers:
             worker.close()
         self._handles.clear()
         self._ahead.clear()
