@@ -129,7 +129,7 @@ def test_a_candidate_costs_what_the_candidates_took_once_two_were_tried(tmp_path
     assert evaluator.candidate_cost_s() == 11.0
 
 
-def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp_path):
+def test_quick_candidates_get_fewer_and_shorter_rounds_and_warm_ups_than_the_default_tune(tmp_path):
     from tfperf.tuning.traintune import (
         QUICK_BLOCK_S,
         QUICK_MAX_ROUNDS,
@@ -146,6 +146,9 @@ def test_quick_candidates_get_fewer_and_shorter_rounds_than_the_default_tune(tmp
     assert (full.usual_rounds, full.options.block_s) == (TRAIN_MAX_ROUNDS, TRAIN_BLOCK_S)
     assert quick.options.min_rounds <= quick.usual_rounds < full.usual_rounds
     assert full.usual_rounds < full.options.max_rounds  # a candidate that may win runs on
+    # and warm up for a second, not two
+    assert quick.workers.candidates.warmup == {"min_calls": 1, "max_seconds": 1.0}
+    assert full.workers.candidates.warmup == {"min_calls": 1, "max_seconds": 2.0}
 
 
 def test_an_undecided_confirmation_that_may_still_win_runs_on_to_the_most_rounds(

@@ -75,6 +75,11 @@ CANDIDATE_START = CandidateStart(
 up for 2 s (or until its calls settle), however few calls that is, not over 5 calls at least:
 its first call (tracing, compilation) is made apart, and a call of 32 slow steps can take
 seconds (five of them were most of a slow candidate's start)."""
+QUICK_CANDIDATE_START = replace(CANDIDATE_START, warmup={"min_calls": 1, "max_seconds": 1.0})
+"""...and under ``--quick`` for 1 s: the default's one-step calls of a transformer ran
+within 5% of their median from the first call after the one made apart, while the ten calls
+that show the settling took a candidate of 8 steps a call 1.6 s, and most candidates' warm-up
+ran to the cap (two workers start side by side, so each second of it is one of the tune's)."""
 CLEARLY_SLOWER = 0.9
 """A candidate whose whole speedup interval lies below this is not guarded: it cannot win."""
 
@@ -127,7 +132,7 @@ class TrainEvaluator(Evaluator):
         self.guard_steps = guard_length(workload, batches)
         workload = {**workload, "guard_steps": self.guard_steps}
         super().__init__(workload, options, run=run, progress=progress, per_sample=True,
-                         candidates=CANDIDATE_START)
+                         candidates=QUICK_CANDIDATE_START if options.quick else CANDIDATE_START)
         self.enough_from = min(self.enough_from, FUTILE_ROUNDS)
         self.tolerance: TrainTolerance = options.train_tolerance or TrainTolerance()
         self.baseline = TrainBaseline()
