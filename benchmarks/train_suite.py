@@ -23,7 +23,8 @@ tune's (the bar is 0.9), with each tune's wall time.
 
 Usage (under the measuring lock): ``flock /tmp/tfperf-measure.lock python
 benchmarks/train_suite.py [--models rnn,cnn] [--budget 15] [--tune-budget 600]``;
-``--no-tune --singles runtime,steps_per_execution`` measures the default and those knobs alone.
+``--no-tune --singles runtime,steps_per_execution`` measures the default and those knobs alone;
+``--no-tune --configs 'runtime=keras-jax,steps_per_execution=16;...'`` the default and those.
 Prints figures; asserts nothing.
 """
 
@@ -190,11 +191,19 @@ def main() -> int:
     parser.add_argument("--singles", default=None,
                         help="only the single configurations of these knobs (e.g. "
                         "runtime,steps_per_execution)")
+    parser.add_argument("--configs", default=None,
+                        help="measure these configurations too, ';' between them, ',' between "
+                        "a configuration's knobs (e.g. 'runtime=keras-jax,steps_per_execution=16;"
+                        "runtime=keras-jax,steps_per_execution=32'); without --singles, no single")
     parser.add_argument("--no-tune", action="store_true",
                         help="measure the default and the single configurations only")
     args = parser.parse_args()
     chosen = set(args.singles.split(",")) if args.singles else None
+    if chosen is None and args.configs:
+        chosen = set()
     singles = [c for c in SINGLES if chosen is None or set(c) <= chosen]
+    singles += [dict(Config.parse(c.split(","), []).changes())
+                for c in (args.configs or "").split(";") if c]
     os.chdir(HERE)
     store = str(Path(tempfile.mkdtemp()) / "suite.db")
     print("| model | config | ms/step | steps/s [95% CI] | speedup [95% CI] | default loss "
