@@ -39,7 +39,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -267,9 +267,8 @@ class Worker:
         return msg
 
     def ask_to_quit(self) -> None:
-        """Ask the worker to quit without waiting for it (:meth:`close` then waits): a caller
-        closing several workers lets them wind down at once (a transformer's tune closed its
-        nine workers one by one in 0.4 to 4.6 s, all asked first in 0.24 s)."""
+        """Ask the worker to quit without waiting for it (:meth:`close` then waits; several
+        workers: :func:`close_all`)."""
         child = self._child
         if self._closed or self._quit_sent or child is None or not child.running():
             return
@@ -487,3 +486,14 @@ class Worker:
         )
         self.close()
         return err
+
+
+def close_all(workers: Iterable[Worker]) -> None:
+    """Close ``workers``, every one asked to quit before any is waited for, so that their
+    wind-downs overlap (a transformer's tune closed its nine workers one by one in 0.44 to
+    4.55 s in three runs, all asked first in 0.24 s)."""
+    workers = list(workers)
+    for worker in workers:
+        worker.ask_to_quit()
+    for worker in workers:
+        worker.close()

@@ -45,7 +45,7 @@ from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
-from tfperf.runner.handle import Worker, WorkerFailed
+from tfperf.runner.handle import Worker, WorkerFailed, close_all
 from tfperf.runner.identity import SameModel
 from tfperf.runner.memory import LayoutMemory
 from tfperf.serving.generator import Answer
@@ -196,8 +196,7 @@ class Harness:
         return len(dead)
 
     def close(self) -> None:
-        for inst in self.instances:
-            inst.worker.close()
+        close_all(inst.worker for inst in self.instances)
 
     def __enter__(self) -> Harness:
         return self.start()

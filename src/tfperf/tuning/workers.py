@@ -34,7 +34,7 @@ from tfperf.accuracy import load_outputs
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label
-from tfperf.runner.handle import Worker, WorkerFailed
+from tfperf.runner.handle import Worker, WorkerFailed, close_all
 from tfperf.runner.identity import SameModel, weights_handoff
 from tfperf.runner.measure import source_of
 from tfperf.runner.rounds import calls_per_block
@@ -212,11 +212,7 @@ class WorkerPool:
 
     def close(self) -> None:
         """Close every worker, all asked to quit first, and remove the temporary files."""
-        workers = [h.worker for h in self._handles.values()] + list(self._ahead.values())
-        for worker in workers:
-            worker.ask_to_quit()
-        for worker in workers:
-            worker.close()
+        close_all([*(h.worker for h in self._handles.values()), *self._ahead.values()])
         self._handles.clear()
         self._ahead.clear()
         shutil.rmtree(self._tmp, ignore_errors=True)
