@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import run_cli
+from tfperf.tuning.traintune import NOT_FASTER, SLOWER
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -142,7 +143,8 @@ def test_tune_train_starts_from_the_users_compile_and_adds_only_what_changes(tmp
     assert any("xla=off" in x for x in labels) and not any("xla=jit" in x for x in labels)
     assert not any("steps_per_execution=8" in x.split(",") for x in labels)
     spe = next(row for row in doc["candidates"] if row["label"].startswith("steps_per"))
-    assert spe["guard"]["verdict"] in ("accepted", "inconclusive", "rejected")
+    # guarded, or (the machine's timing decides) dropped before its guard, saying why
+    assert spe["guard"]["verdict"] in ("accepted", "inconclusive", "rejected", SLOWER, NOT_FASTER)
     assert spe["step_ms"] > 0 and spe["time_ms"] > spe["step_ms"]  # a call of several steps
     rec = doc["recommendation"]
     assert "pruned" in rec and rec["step_ms"] > 0
