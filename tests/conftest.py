@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,9 +22,10 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Every command records its run in a store; a test that names none must not write into the
 # user's own: each test process gets a store of its own.
-os.environ.setdefault(
-    "TFPERF_STORE", os.path.join(tempfile.mkdtemp(prefix="tfperf-tests-"), "store.sqlite")
-)
+if "TFPERF_STORE" not in os.environ:
+    _STORE_FOLDER = tempfile.mkdtemp(prefix="tfperf-tests-")
+    atexit.register(shutil.rmtree, _STORE_FOLDER, ignore_errors=True)
+    os.environ["TFPERF_STORE"] = os.path.join(_STORE_FOLDER, "store.sqlite")
 
 
 @pytest.fixture

@@ -58,10 +58,10 @@ def test_trial_lines_count_on_from_a_resumed_tune(capsys):
 def test_a_notice_is_a_plain_line_where_phases_are_shown_only_with_verbose(capsys):
     with tune_progress() as progress:
         progress.phase("starting the default configuration")
-        progress.notice("--quick's time grows from 110 s to 300 s: ...")
+        progress.notice("--quick's time limit grows from 110 s to 300 s: ...")
     err = capsys.readouterr().err
     _not_animated(err)
-    assert err.splitlines() == ["--quick's time grows from 110 s to 300 s: ..."]
+    assert err.splitlines() == ["--quick's time limit grows from 110 s to 300 s: ..."]
 
 
 def test_a_trial_line_without_a_trial_limit_has_no_total():

@@ -51,7 +51,8 @@ def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tm
     assert limits.max_trials >= knobs and limits.budget_s > options.budget_s
     assert limits.budget_s >= knobs * 40
     (line,) = said.lines
-    assert line.startswith("--quick's time grows from 110 s to") and "at least 50 steps" in line
+    assert line.startswith("--quick's time limit grows from 110 s to")
+    assert "at least 50 steps" in line
     assert said.notices == [line]  # shown whatever the display, not only with -v
 
 
@@ -118,7 +119,7 @@ def test_a_training_tune_without_limits_ends_within_its_time_or_grows_to_reach_e
     assert 0 < limits.reserve({}) < one < two
     slow = train_limits(slow_step_evaluator(options), SPACE, options, said)
     assert slow.budget_s >= len(SPACE.knobs()) * 40 > TRAIN_TUNE_S
-    assert said.lines[1].startswith(f"the tune's time grows from {TRAIN_TUNE_S:.0f} s to")
+    assert said.lines[1].startswith(f"the tune's time limit grows from {TRAIN_TUNE_S:.0f} s to")
 
 
 def test_a_candidate_costs_what_the_candidates_took_once_two_were_tried(tmp_path):

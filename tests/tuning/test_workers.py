@@ -4,6 +4,8 @@ is forgotten, and started again when its candidate is tried."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from tfperf.core.knobs import label
@@ -17,8 +19,9 @@ ONE_POOL = {"inter_threads": 1}
 
 
 def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reused(
-    monkeypatch,
+    monkeypatch, tmp_path,
 ):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     own = CandidateStart(workload={"input_probe": False},
                          warmup={"min_calls": 1, "max_seconds": 0.2})
     pool = WorkerPool(TINY_MLP, block_s=0.05, per_sample=False,
@@ -46,6 +49,8 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         assert pool.find(label(ONE_POOL)) is None and not pool._ahead
         again = pool.get(ONE_POOL, 120.0)  # asked for, it starts afresh
         assert again.worker is not crashed and again.worker.config.inter_threads == 1
+        # an inference pool hands its workers no file: it makes no folder to leave behind
+        assert not any(tmp_path.iterdir())
     finally:
         pool.close()
 

@@ -483,9 +483,9 @@ def _sized_limits(
     flag = "--quick's" if options.quick else "the tune's"
     if ends > whole + 1:
         progress.notice(
-            f"{flag} time grows from {whole:.0f} s to {ends:.0f} s: one candidate for each of "
-            f"{knobs} knobs takes about {each:.0f} s here (its worker, its rounds and, where it "
-            f"can become the answer, its guard over at least {MIN_STEPS} steps)"
+            f"{flag} time limit grows from {whole:.0f} s to {ends:.0f} s: one candidate for "
+            f"each of {knobs} knobs takes up to about {each:.0f} s here (its worker, its rounds "
+            f"and, where it can become the answer, its guard over at least {MIN_STEPS} steps)"
         )
     else:
         progress.phase(

@@ -20,6 +20,7 @@ throughput tune) and how many calls make a block.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import statistics
 import tempfile
@@ -101,8 +102,13 @@ class WorkerPool:
         self._handles: OrderedDict[str, Handle] = OrderedDict()
         self._ahead: OrderedDict[str, Worker] = OrderedDict()
         """Workers started ahead of their use (:meth:`start_ahead`), not yet ready."""
-        self._tmp = Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
         self._first_runtime: str | None = None
+
+    @functools.cached_property
+    def _tmp(self) -> Path:
+        """The folder of the files handed to workers, made on first use: a pool that never
+        hands one over leaves nothing behind, even where it is never closed."""
+        return Path(tempfile.mkdtemp(prefix="tfperf-tune-"))
 
     def get(self, config: dict, timeout_s: float) -> Handle:
         """The worker of ``config``, started (and checked) on first use. Returns once every
@@ -171,6 +177,8 @@ class WorkerPool:
         """The workload, with the file a training step's initial weights cross Keras backends
         by (:func:`tfperf.runner.identity.weights_handoff`): the first worker is the
         default's."""
+        if self.workload.get("kind") != "train":
+            return dict(self.workload)  # no file: the folder is made only where one is
         runtime = config.get("runtime") or "tf"
         path = str(self._tmp / "initial-weights.npz")
         workload = weights_handoff(self.workload, runtime, self._first_runtime, path)
@@ -215,4 +223,5 @@ class WorkerPool:
         close_all([*(h.worker for h in self._handles.values()), *self._ahead.values()])
         self._handles.clear()
         self._ahead.clear()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if "_tmp" in self.__dict__:
+            shutil.rmtree(self.__dict__.pop("_tmp"), ignore_errors=True)
