@@ -562,3 +562,52 @@ def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():
     assert result.stopped == "reached" and not result.unreached
     assert len(result.outcomes) == len(space.knobs())
     assert result.incumbent == {"steps_per_execution": 128, "intra_threads": 1}
+
+
+class FirstUndecided(Synthetic):
+    """Synthetic, but the first candidate of ``knob`` measures undecided at 1.11x
+    [1.00-1.15] against its incumbent (as a quick tune's first candidate in a noisy phase)."""
+
+    def __init__(self, effects: dict, knob: str) -> None:
+        super().__init__(effects)
+        self.knob, self.undecided = knob, False
+
+    def __call__(self, config, incumbent, timeout_s):
+        if self.knob in config and not self.undecided:
+            self.undecided = True
+            self.calls.append(cache_key(config, incumbent))
+            vs = {"median": 1.11, "ci_low": 1.0, "ci_high": 1.15, "verdict": "inconclusive",
+                  "threshold": 0.03}
+            return Outcome(config, MEASURED, speedup=vs, vs_incumbent=vs, incumbent=incumbent)
+        return super().__call__(config, incumbent, timeout_s)
+
+
+def test_a_quick_search_looks_again_at_an_undecided_knob_on_top_of_the_answer():
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    effects = {("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6}
+    asked: list[str] = []
+
+    def allows(candidate: dict) -> bool:
+        asked.append(label(candidate))
+        return True
+
+    evaluate = FirstUndecided(effects, "steps_per_execution")
+    result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=0, look_again=allows).run()
+    reach = result.outcomes[:len(space.knobs())]
+    undecided = [o for o in reach if not o.beats_incumbent() and o.vs_incumbent["median"] > 1.03]
+    # every knob that looked faster but undecided, and only those, best median first
+    assert asked[0] == label({"steps_per_execution": 128, "xla": "jit"})
+    assert len(asked) == len(undecided) and len(result.outcomes) == len(reach) + len(asked)
+    assert result.stopped == "reached"
+    assert result.incumbent == {"steps_per_execution": 128, "xla": "jit"}
+
+    # where the time left does not allow it, the answer stays as the reach left it
+    evaluate = FirstUndecided(effects, "steps_per_execution")
+    result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=0, look_again=lambda candidate: False).run()
+    assert len(result.outcomes) == len(space.knobs())
+    assert result.incumbent == {"xla": "jit"}

@@ -54,6 +54,29 @@ def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tm
     assert line.startswith("--quick's time limit grows from 110 s to")
     assert "at least 50 steps" in line
     assert said.notices == [line]  # shown whatever the display, not only with -v
+    # the progress counts one candidate per knob; second looks may follow
+    assert limits.planned == knobs and limits.max_trials > knobs
+
+
+def test_quick_looks_again_only_where_the_tune_still_ends_within_its_own_time(tmp_path):
+    from tfperf.tuning.traintune import QUICK_TRAIN_TUNE_S
+
+    options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
+    fast = evaluator_after_default(options, 5.0, 0.2)
+    limits = train_limits(fast, SPACE, options, Said())
+    assert limits.look_again({"steps_per_execution": 8})
+    after = fast.candidate_cost_s() + fast.tail_s({"steps_per_execution": 8})
+    fast.started -= QUICK_TRAIN_TUNE_S - after + 1  # a second later than it fits
+    assert not limits.look_again({"steps_per_execution": 8})
+    # where the limit grew, a second look still has only --quick's own time
+    slow = slow_step_evaluator(options)
+    grown = train_limits(slow, SPACE, options, Said())
+    slow.started -= QUICK_TRAIN_TUNE_S - 1
+    assert grown.budget_s > QUICK_TRAIN_TUNE_S and not grown.look_again({"xla": "jit"})
+    # a full tune sweeps again instead
+    full = options_from_args(store=str(tmp_path / "s.db"))
+    assert train_limits(evaluator_after_default(full, 5.0, 0.2), SPACE, full,
+                        Said()).look_again is None
 
 
 def test_a_typed_budget_is_kept_even_with_quick(tmp_path):

@@ -226,13 +226,17 @@ class TrainEvaluator(Evaluator):
 
     def tail_s(self, answer: Mapping[str, Any]) -> float:
         """What follows a search that ends at ``answer``: one removal per knob where it has
-        two or more (:func:`tfperf.tuning.prune.prune`), the confirmation (a fresh pair of
+        two or more (:func:`tfperf.tuning.prune.prune`) but the last one added, whose removal
+        is the step that added it, measured by the search; the confirmation (a fresh pair of
         workers after the first, two blocks a round) and the timed ``fit``
         (:meth:`confirm_fit`); nothing for the default."""
-        if not answer:
+        return self._tail_s(len(answer))
+
+    def _tail_s(self, knobs: int) -> float:
+        """:meth:`tail_s` of an answer of ``knobs`` knobs."""
+        if not knobs:
             return 0.0
-        removals = len(answer) * self.candidate_cost_s() if len(answer) > 1 else 0.0
-        return removals + self.confirm_s()
+        return (knobs - 1) * self.candidate_cost_s() + self.confirm_s()
 
     def confirm_s(self) -> float:
         """About what confirming an answer takes: a fresh pair of workers after the first
@@ -246,8 +250,16 @@ class TrainEvaluator(Evaluator):
 
     def reserve_s(self, answer: Mapping[str, Any]) -> float:
         """The time a search must leave to start one more candidate with ``answer`` as its
-        incumbent: that candidate's cost and what follows the search (:meth:`tail_s`)."""
-        return self.candidate_cost_s() + self.tail_s(answer)
+        incumbent: that candidate's cost and what follows the search where it wins, an
+        answer one knob larger (:meth:`tail_s`)."""
+        return self.candidate_cost_s() + self._tail_s(len(answer) + 1)
+
+    def may_look_again(self, candidate: dict) -> bool:
+        """Whether one more candidate and what follows it where it wins (:meth:`tail_s`)
+        still end the tune within :data:`QUICK_TRAIN_TUNE_S`: a second look uses time left
+        over, and never grows the tune's limit."""
+        more = self.candidate_cost_s() + self.tail_s(candidate)
+        return self.elapsed_s() + more <= QUICK_TRAIN_TUNE_S
 
     def elapsed_s(self) -> float:
         """Seconds since this tune began (the evaluator is made before the default starts)."""
@@ -401,6 +413,10 @@ TRAIN_MAX_ROUNDS = 12
 below the "faster" bound is within a few percent of its incumbent (at 16 rounds each such
 candidate of a CNN's search took 34 s); one at or above it runs on to ``max_rounds`` (16). From
 12 pairs the 95% interval of the median leaves out the two most extreme ratios each side..."""
+QUICK_SECOND_LOOKS = 2
+"""Under ``--quick``, candidates beyond one per knob: second looks at knobs whose one
+candidate was undecided above the threshold (:meth:`tfperf.tuning.search.Search._look_again`),
+where the time left allows."""
 QUICK_MAX_ROUNDS = 10
 """...and under ``--quick`` (blocks of at least :data:`QUICK_BLOCK_S`): most stop at the sixth,
 decided or unable to win; at 6 pairs the interval is the whole range of the ratios and one
@@ -447,6 +463,12 @@ class TrainLimits:
     max_trials: int | None
     budget_s: float | None
     reserve: Callable[[dict], float] | None = None
+    look_again: Callable[[dict], bool] | None = None
+    """Under ``--quick``: whether a second look at an undecided knob still ends the tune
+    within :data:`QUICK_TRAIN_TUNE_S` (:meth:`TrainEvaluator.may_look_again`)."""
+    planned: int | None = None
+    """The trials the progress counts towards (``None``: ``max_trials``): under ``--quick``
+    one per knob, the second looks beyond them."""
 
 
 def train_limits(
@@ -493,8 +515,11 @@ def _sized_limits(
             f"search's own limit): one candidate of each of {knobs} knobs first, about "
             f"{each:.0f} s each here"
         )
-    trials = max(trials or 0, knobs) if options.quick else trials
-    return TrainLimits(trials, budget, evaluator.reserve_s)
+    if not options.quick:
+        return TrainLimits(trials, budget, evaluator.reserve_s)
+    trials = max(trials or 0, knobs)
+    return TrainLimits(trials + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s,
+                       evaluator.may_look_again, planned=trials)
 
 
 def could_answer(config: Mapping[str, Any], incumbent: Mapping[str, Any],

@@ -253,7 +253,8 @@ def search(
         evaluator.finish_trial(trial, outcome)
     limits = train_limits(evaluator, space, options, progress) if training else TrainLimits(
         options.max_trials, options.budget_s)
-    progress.start(limits.max_trials, limits.budget_s, resumed=len(cache))
+    shown = limits.max_trials if limits.planned is None else limits.planned
+    progress.start(shown, limits.budget_s, resumed=len(cache))
     result = Search(
         space,
         evaluator,
@@ -270,6 +271,7 @@ def search(
         # --quick's training search: one candidate of every knob, then the answer is pruned
         sweeps=0 if training and options.quick else 3,
         after=functools.partial(removals_ahead, space=space) if training else None,
+        look_again=limits.look_again,
     ).run(options.strategy)
     if training:
         evaluator.take_reference()  # where no candidate needed it
