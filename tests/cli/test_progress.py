@@ -55,6 +55,26 @@ def test_trial_lines_count_on_from_a_resumed_tune(capsys):
     ]
 
 
+def test_verbose_shows_a_crashed_workers_log_but_not_the_traceback_of_a_not_tried(capsys):
+    from tfperf.progress import VERBOSE, at_level
+
+    not_tried = "not tried: the model's train_step uses TensorFlow (tf.GradientTape, m.py:9)"
+    outcomes = [
+        _outcomes()[2],
+        Outcome({"runtime": "keras-jax"}, "failed", reason=f"worker reported: {not_tried}",
+                info={"error": {"message": not_tried, "kind": "user",
+                                "stderr_tail": "Traceback (most recent call last):\n  UserError"}}),
+    ]
+    with at_level(VERBOSE), tune_progress() as progress:
+        progress.start(2, None)
+        for outcome in outcomes:
+            progress.candidate(outcome.label)
+            progress.done(outcome)
+    err = capsys.readouterr().err
+    assert "    | Segmentation fault" in err.splitlines()
+    assert f"failed: worker reported: {not_tried}" in err and "Traceback" not in err
+
+
 def test_a_notice_is_a_plain_line_where_phases_are_shown_only_with_verbose(capsys):
     with tune_progress() as progress:
         progress.phase("starting the default configuration")

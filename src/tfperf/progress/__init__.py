@@ -32,6 +32,8 @@ import click
 from tfperf.report.console import err_console
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
+NOT_TRIED = "not tried: "
+"""How a worker's sentence for a candidate that does not apply to the model begins."""
 LEVEL_KEY = "tfperf.verbosity"
 """Where the command line keeps the level it was asked for (``click.Context.meta``)."""
 _forced: list[int] = []
@@ -79,7 +81,11 @@ def say(text: str, style: str | None = None) -> None:
 
 
 def tail(error: dict | None) -> None:
-    """``-v``: the last lines of a failed worker's log."""
+    """``-v``: the last lines of a failed worker's log; none where the worker said why the
+    candidate is not tried (its sentence is the whole story, and the log holds only the
+    traceback that carried it)."""
+    if str((error or {}).get("message") or "").startswith(NOT_TRIED):
+        return
     lines = ((error or {}).get("stderr_tail") or "").strip().splitlines()[-TAIL_LINES:]
     for line in lines:
         detail(f"    | {line}")
