@@ -212,3 +212,28 @@ def test_more_cpus_for_jax_than_the_process_may_use_is_one_sentence_and_exit_2(t
     assert res.returncode == 2
     assert f"runtime_threads={more} on keras-jax pins the process to {more} CPUs" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_training_answer_with_an_environment_says_what_to_set_beside_the_code(capsys):
+    from tfperf.cli.train import render_train_tune
+    from tfperf.core.knobs import adoption_text
+
+    config = {"steps_per_execution": 32, "onednn": False}
+    doc = {
+        "train": {"default": {"first_steps_s": 0.5, "batch": 32}, "note": "a finite one"},
+        "recommendation": {"config": config, "keep_default": False,
+                           "code": ["model.compile(..., steps_per_execution=32)"]},
+        "candidates": [],
+        "profile": "/p/answer.json",
+    }
+    render_train_tune(doc)
+    out = capsys.readouterr().out
+    assert "  model.compile(..., steps_per_execution=32)" in out
+    assert "and start it with (tfperf run --profile /p/answer.json -- python train.py" in out
+    assert "  TF_ENABLE_ONEDNN_OPTS=0" in out.splitlines()
+    assert adoption_text(config) == "one line of code and its environment"
+    # an answer of code alone says nothing more
+    render_train_tune({**doc, "recommendation": {**doc["recommendation"],
+                                                 "config": {"steps_per_execution": 32}}})
+    assert "start it with" not in capsys.readouterr().out
+    assert adoption_text({"steps_per_execution": 32}) == "one line of code"

@@ -225,3 +225,19 @@ def render_train_tune(doc: dict[str, Any]) -> None:
         out.print("add to your training script (tfperf run cannot set these from outside):")
         for line in code:
             out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+    _environment_lines(doc, rec, out)
+
+
+def _environment_lines(doc: dict[str, Any], rec: dict[str, Any], out: Any) -> None:
+    """The answer's environment, where it has one: what to set before the script starts."""
+    from rich.markup import escape
+
+    from tfperf.profiles import profile_env
+
+    env = {} if rec.get("keep_default") else profile_env({"config": rec.get("config") or {}})
+    if not env:
+        return
+    out.print(f"and start it with (tfperf run --profile {escape(doc.get('profile', 'P'))} -- "
+              "python train.py sets them):", soft_wrap=True)
+    for name, value in env.items():
+        out.print(f"  {escape(name)}={escape(value)}", soft_wrap=True, highlight=False)

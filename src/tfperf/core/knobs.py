@@ -274,12 +274,26 @@ def label(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> st
 
 def adoption(config: Mapping[str, Any]) -> str:
     """What adopting ``config`` takes: ``"env"``, ``"code"`` or ``"model"`` (the hardest part)."""
-    needs = ["env"]
+    return max(["env", *_knob_adoptions(config)], key=ADOPTION_ORDER.index)
+
+
+def adoption_text(config: Mapping[str, Any]) -> str:
+    """:func:`adoption` in words, and "and its environment" where some knob of ``config`` is
+    set there beside a harder part (an allocator beside steps per call needs ``LD_PRELOAD``
+    as well as the compile line, and the answer without it is slower)."""
+    hardest = adoption(config)
+    extra = hardest != "env" and "env" in _knob_adoptions(config)
+    return ADOPTION_TEXT[hardest] + (" and its environment" if extra else "")
+
+
+def _knob_adoptions(config: Mapping[str, Any]) -> list[str]:
+    """What adopting each knob of ``config`` takes."""
+    needs = []
     for name, value in normalize(config).items():
         by_env = (name, value) in (("xla", "auto"), ("runtime", KERAS_JAX), ("runtime", KERAS_TF))
         pinned = name == "runtime_threads" and config.get("runtime") == KERAS_JAX
         needs.append("env" if by_env else "code" if pinned else KNOBS[name].adoption)
-    return max(needs, key=ADOPTION_ORDER.index)
+    return needs
 
 
 def jax_available() -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import ADOPTION_TEXT, adoption, label, normalize
+from tfperf.core.knobs import adoption, adoption_text, label, normalize
 from tfperf.core.memory import cost, over_ceiling
 from tfperf.runner.handle import WorkerFailed
 from tfperf.tuning.evaluate import Evaluator, samples_per_s
@@ -108,7 +108,7 @@ def _recommend(winner: dict, row: dict, confirmed: dict) -> dict:
         "batch": confirmed["candidate_batch"],
         "samples_per_s": confirmed["candidate_samples_per_s"],
         **{k: row[k] for k in keys},
-        "adoption_text": ADOPTION_TEXT[row["adoption"]],
+        "adoption_text": adoption_text(winner),
         **({"guard": row["guard"]} if row.get("guard") else {}),
     }
 
