@@ -237,3 +237,18 @@ def test_openvino_counts_the_flops_of_convolutions_it_renamed(tmp_path):
     depthwise, wide = 2 * 2 * 9 * 32 * 32 * 64, 2 * 2 * 9 * 8 * 32 * 32 * 64
     assert flops == [depthwise, wide]
     _shares_sum_to_one(profile)
+
+
+def test_a_profile_that_missed_ops_in_some_calls_says_their_time_is_in_overhead():
+    from tfperf.worker.opprofile import OpTotal, RawProfile, summarise
+
+    wall = [0.001] * 10
+    partly = summarise(RawProfile("test", [OpTotal("m/d/MatMul", "MatMul", 8, 0.002)], wall),
+                       wall)
+    assert any("ops in at most 8 of the 10 calls" in n for n in partly["notes"])
+    empty = summarise(RawProfile("test", [], wall), wall)
+    assert empty["ops"][-1]["self_share"] == 1.0
+    assert any("recorded no op" in n for n in empty["notes"])
+    whole = summarise(RawProfile("test", [OpTotal("m/d/MatMul", "MatMul", 10, 0.002)], wall),
+                      wall)
+    assert not whole["notes"]
