@@ -565,19 +565,20 @@ def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():
 
 
 class FirstUndecided(Synthetic):
-    """Synthetic, but the first candidate of ``knob`` measures undecided at 1.11x
-    [1.00-1.15] against its incumbent (as a quick tune's first candidate in a noisy phase)."""
+    """Synthetic, but the first candidate of ``knob`` measures undecided at ``median``
+    [``median`` - 0.11, ``median`` + 0.04] against its incumbent (as a quick tune's first
+    candidate in a noisy phase)."""
 
-    def __init__(self, effects: dict, knob: str) -> None:
+    def __init__(self, effects: dict, knob: str, median: float = 1.11) -> None:
         super().__init__(effects)
-        self.knob, self.undecided = knob, False
+        self.knob, self.median, self.undecided = knob, median, False
 
     def __call__(self, config, incumbent, timeout_s):
         if self.knob in config and not self.undecided:
             self.undecided = True
             self.calls.append(cache_key(config, incumbent))
-            vs = {"median": 1.11, "ci_low": 1.0, "ci_high": 1.15, "verdict": "inconclusive",
-                  "threshold": 0.03}
+            vs = {"median": self.median, "ci_low": self.median - 0.11,
+                  "ci_high": self.median + 0.04, "verdict": "inconclusive", "threshold": 0.03}
             return Outcome(config, MEASURED, speedup=vs, vs_incumbent=vs, incumbent=incumbent)
         return super().__call__(config, incumbent, timeout_s)
 
@@ -611,3 +612,39 @@ def test_a_quick_search_looks_again_at_an_undecided_knob_on_top_of_the_answer():
                     sweeps=0, look_again=lambda candidate: False).run()
     assert len(result.outcomes) == len(space.knobs())
     assert result.incumbent == {"xla": "jit"}
+
+
+def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_the_step():
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    spe = {"steps_per_execution": 128}
+
+    def quick(effects: dict, knob: str, order=TRAIN_SEARCH_ORDER) -> tuple[list[str], dict]:
+        asked: list[str] = []
+
+        def allows(candidate: dict) -> bool:
+            asked.append(label(candidate))
+            return True
+
+        evaluate = FirstUndecided(effects, knob, median=0.98)
+        result = Search(space, evaluate, knob_order=order, reach_first=True, sweeps=0,
+                        look_again=allows).run()
+        return asked, result.incumbent
+
+    # measured at 0.98x against the default, then XLA made the step 1.7x shorter: the
+    # overhead steps per call hides is a larger share of it, so it is tried again
+    asked, answer = quick({("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6},
+                          "steps_per_execution")
+    assert asked == [label({**spe, "xla": "jit"})]
+    assert answer == {**spe, "xla": "jit"}
+    # where nothing shortened the step since, one comparison below the threshold decides it
+    asked, answer = quick({("steps_per_execution", 128): 0.5}, "steps_per_execution")
+    assert asked == [] and answer == {}
+    # a knob that hides no fixed cost is not asked about again however the step changed
+    # (steps per call, measured at 1x from the default here too, is)
+    first = ("intra_threads", *(k for k in TRAIN_SEARCH_ORDER if k != "intra_threads"))
+    asked, answer = quick({("intra_threads", 1): 0.5, ("xla", "jit"): 0.6}, "intra_threads",
+                          order=first)
+    assert asked == [label({**spe, "xla": "jit"})] and answer == {"xla": "jit"}

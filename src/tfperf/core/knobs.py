@@ -145,6 +145,10 @@ class Knob:
     in_config: bool = True
     """Whether a worker's :class:`~tfperf.core.config.Config` carries it (``batch`` does not:
     a tune builds the workload at that batch)."""
+    amortizes: bool = False
+    """Whether what it gains is a fixed cost per call or per step hidden (the dispatch of one
+    train function call, the wait for the next batch): its gain grows as the step gets
+    shorter, so a comparison made before another knob shortened the step understates it."""
 
 
 KNOBS: dict[str, Knob] = {
@@ -159,6 +163,7 @@ KNOBS: dict[str, Knob] = {
             "steps_per_execution", None, parse_steps, TRAIN_RUNTIMES, "model", "code",
             "training steps per call of the train function (model.compile("
             "steps_per_execution=N)); training workloads only",
+            amortizes=True,
         ),
         Knob(
             "precision", "fp32", choice(*PRECISIONS), TRAIN_RUNTIMES, "model", "code",
@@ -173,6 +178,7 @@ KNOBS: dict[str, Knob] = {
             "input_pipeline", None, choice("tuned"), TRAIN_RUNTIMES, "model", "code",
             "the training dataset as given, or tuned: its maps and interleaves made parallel "
             "(element order kept) and prefetch(AUTOTUNE) added; training workloads only",
+            amortizes=True,
         ),
         Knob(
             "onednn", None, parse_bool, TF_ONLY, "env", "env",

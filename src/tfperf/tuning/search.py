@@ -27,10 +27,11 @@ taken. Strategies:
   value of it on top of the incumbent, take the best significant step; sweep again over the
   knobs not yet explored from the current incumbent, until every knob has been (at most
   ``sweeps`` sweeps). With ``reach_first`` and no sweeps (a quick training tune), a knob whose
-  one candidate looked faster but was undecided is tried once more on top of the answer
-  while ``look_again`` allows (:meth:`Search._look_again`). With ``runtime_first=True``
-  (what :func:`tfperf.tuning.tuner.tune` asks for under a trial or time budget) the runtime
-  is visited first: the runtimes hold the largest gains, and a budget spent on TensorFlow's
+  one candidate looked faster but was undecided, or whose gain the answer's shorter step may
+  have grown, is tried once more on top of the answer while ``look_again`` allows
+  (:meth:`Search._look_again`). With ``runtime_first=True`` (what
+  :func:`tfperf.tuning.tuner.tune` asks for under a trial or time budget) the runtime is
+  visited first: the runtimes hold the largest gains, and a budget spent on TensorFlow's
   own knobs would never reach them.
   When the space leaves out the default's runtime (``--runtimes litert`` on a Keras model), its
   own starting point (:meth:`Search.start_point`: plain LiteRT, every knob at its default) is no
@@ -384,12 +385,12 @@ class Search:
             self._tell_next_if_won(None)
 
     def _look_again(self) -> None:
-        """After a reach that ends the search: a knob whose one candidate measured faster
-        than its incumbent by more than the threshold, but not significantly, is tried once
-        more, its reach candidate from the answer, best median first, while
-        :attr:`look_again` says the time allows. One noisy comparison otherwise decides such a
-        knob for good (a quick tune of a transformer measured 8 steps per call at 1.11x
-        [1.00-1.15] and answered without it, 0.78-0.85 of the answers with it)."""
+        """After a reach that ends the search: a knob whose one candidate was undecided
+        against its incumbent (:meth:`_promising`) is tried once more, its reach candidate
+        from the answer, best median first, while :attr:`look_again` says the time allows.
+        One noisy comparison otherwise decides such a knob for good (a quick tune of a
+        transformer measured 8 steps per call at 1.11x [1.00-1.15] and answered without it,
+        0.78-0.85 of the answers with it)."""
         if self.look_again is None:
             return
         for knob in self._promising():
@@ -405,17 +406,41 @@ class Search:
                 self._tell_next_if_won(None)
 
     def _promising(self) -> list[str]:
-        """The knobs of :meth:`_look_again`, best median first: their reach candidate was
-        measured above the threshold but not significantly faster, and is not the answer's."""
+        """The knobs of :meth:`_look_again`, best median first: their reach candidate, not the
+        answer's, was not significantly faster than its incumbent, and either measured above
+        the threshold or amortizes a fixed cost (:attr:`~tfperf.core.knobs.Knob.amortizes`)
+        and was measured before the answer shortened the step by more than the threshold (a
+        quick tune of a transformer measured 8 steps per call at 0.98x [0.85-1.15] the
+        default's 17.4-ms step and answered ``xla=jit`` alone, 11.4 ms, 0.82 of the answers
+        with both)."""
         found = []
         for knob, outcome in self._reach_outcomes.items():
             vs = outcome.vs_incumbent or {}
             median = float(vs.get("median") or 0.0)
-            if (outcome.status == MEASURED and not outcome.beats_incumbent()
-                    and median > 1.0 + float(vs.get("threshold") or 0.0)
-                    and self.incumbent.get(knob) != outcome.config.get(knob)):
+            bound = 1.0 + float(vs.get("threshold") or 0.0)
+            if (outcome.status != MEASURED or outcome.beats_incumbent()
+                    or self.incumbent.get(knob) == outcome.config.get(knob)):
+                continue
+            if median > bound or (KNOBS[knob].amortizes and self._shortened(outcome, bound)):
                 found.append((median, knob))
         return [knob for _, knob in sorted(found, reverse=True)]
+
+    def _shortened(self, outcome: Outcome, bound: float) -> bool:
+        """Whether the answer runs faster than ``outcome``'s incumbent by more than
+        ``bound``, both measured against the default."""
+        then, now = self._speedup_of(outcome.incumbent), self._speedup_of(self.incumbent)
+        return then is not None and now is not None and now > then * bound
+
+    def _speedup_of(self, config: Mapping[str, Any]) -> float | None:
+        """The median speedup over the default of ``config``'s latest measurement (1 for the
+        default), ``None`` where it has none."""
+        if not config:
+            return 1.0
+        wanted = label(config)
+        for outcome in reversed(self.outcomes):
+            if outcome.status == MEASURED and outcome.label == wanted and outcome.speedup:
+                return float(outcome.speedup.get("median") or 0.0) or None
+        return None
 
     def _tell_next_if_won(self, knobs: list[str] | None) -> None:
         """Give an evaluator that can use it (``next_if_won``) what comes after the candidate
