@@ -231,3 +231,17 @@ def xla_fails_at_first_step():
     model = keras.Sequential([keras.Input((6,)), HostClip(), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", jit_compile=True)
     return model, x, y
+
+
+def augmented_mlp():
+    """(model, dataset): tabular_mlp fed by a finite tf.data pipeline of 3 batches whose map
+    adds random noise to every batch (an augmentation, as image pipelines flip and crop)."""
+    import tensorflow as tf
+
+    model, x, y = tabular_mlp()
+
+    def jitter(features, target):
+        return features + tf.random.normal(tf.shape(features), stddev=0.05), target
+
+    dataset = tf.data.Dataset.from_tensor_slices((x[:96], y[:96])).batch(32).map(jitter)
+    return model, dataset

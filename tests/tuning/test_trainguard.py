@@ -156,3 +156,23 @@ def test_a_default_guard_stopped_by_its_time_cap_names_the_seconds_that_would_co
     assert "--guard-seconds 122 (with --guard-steps 100 or more)" in result["reason"]
     uncapped = [LEARNS[:60], empty, empty, keys, np.asarray([20.0, 0.0, 60.0])]
     assert "fewer than 50" in judge(uncapped, cand, False, TOL, ratio=2.0)["reason"]
+
+
+def test_a_rejection_says_where_the_candidate_trained_on_other_draws_of_the_augmentation():
+    from tfperf.core.protocol import OTHER_DRAWS_NOTE
+    from tfperf.tuning.traintune import LEARNING_RATE_NOTE, explained
+
+    worse = LEARNS + np.linspace(0, 0.6, 100)
+    notes = ["a finite dataset (3 batches) is repeated for timing", OTHER_DRAWS_NOTE]
+    rejected = explained(judge(outputs(LEARNS), outputs(worse), False, TOL), 1.0, notes)
+    assert rejected["reason"].startswith("final loss 0.9")
+    assert rejected["reason"].endswith("; its batches differ from your pipeline's (a map that "
+                                       "draws random numbers draws them in another order once "
+                                       "it runs in parallel), so its guard compares training on "
+                                       "other draws of your augmentation with training on yours")
+    # an accepted candidate, or one whose batches were the user's, keeps the guard's words
+    accepted = judge(outputs(LEARNS), outputs(LEARNS * 1.001), False, TOL)
+    assert explained(dict(accepted), 1.0, notes) == accepted
+    plain = judge(outputs(LEARNS), outputs(worse), False, TOL)
+    assert explained(dict(plain), 1.0, notes[:1])["reason"] == plain["reason"]
+    assert explained(dict(plain), 2.0, [])["reason"].endswith(LEARNING_RATE_NOTE)

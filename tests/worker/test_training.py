@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tfperf.core.protocol import OTHER_DRAWS_NOTE
 from tfperf.worker.training import train_prepared
 
 pytestmark = [pytest.mark.tf]
@@ -146,3 +147,20 @@ def test_a_timed_fit_returns_its_time_to_the_end_of_training_within_the_whole_ca
         call_s = time.perf_counter() - started
         # the steps end before fit returns: what is left is its iterator's deletion
         assert 0 < trained_s <= call_s
+
+
+def test_a_tuned_pipeline_is_fingerprinted_by_the_batches_the_user_gave(tmp_path):
+    # the map draws random numbers: made parallel, it may draw them in another order, and
+    # the tuned batches are then other draws; the model's data is still the user's pipeline,
+    # whose first batches (a 3-batch dataset repeated, as the default reads it) both report
+    wl = workload(tmp_path, path="train_factories:augmented_mlp")
+    default = train_prepared(wl, {})
+    tuned = train_prepared(wl, {"input_pipeline": "tuned"})
+    assert tuned.fingerprint == default.fingerprint
+    assert default.fingerprint["inputs"]["count"] == 8  # 4 batches of (x, y)
+    ours = default.outputs()[0]
+    theirs = tuned.outputs()[0]
+    differ = not np.array_equal(ours, theirs)
+    noted = OTHER_DRAWS_NOTE in tuned.notes
+    # the note is there exactly where the tuned batches are other draws than the user's
+    assert noted == differ and np.isfinite(theirs).all()

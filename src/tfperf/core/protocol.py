@@ -29,6 +29,12 @@ ARTIFACT_NOTE = "converted model: "
 """Prefix of the note that names the converted model file of a variant."""
 COMPILED_NOTE = "compiled ahead of time (export, aot_compile_cpu, link) in "
 """Prefix of the note that says how long an ``xla-aot`` variant took to compile."""
+OTHER_DRAWS_NOTE = (
+    "input_pipeline=tuned: its batches differ from your pipeline's (a map that draws random "
+    "numbers draws them in another order once it runs in parallel), so its guard compares "
+    "training on other draws of your augmentation with training on yours")
+"""The note of a training worker whose tuned input pipeline gave other batches than the
+user's; the parent adds it to such a candidate's rejection."""
 
 MIN_GUARD_STEPS = 50
 """A training guard never runs fewer steps: a shorter trajectory cannot tell a late divergence."""

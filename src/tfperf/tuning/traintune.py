@@ -27,13 +27,13 @@ import functools
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS
+from tfperf.core.protocol import DEFAULT_GUARD_STEPS, OTHER_DRAWS_NOTE
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
@@ -398,9 +398,21 @@ class TrainEvaluator(Evaluator):
         ratio = self._rows_ratio(cand)
         check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance,
                       ratio)
-        if not check["accepted"] and ratio != 1.0 and "--guard-seconds" not in check["reason"]:
-            check["reason"] += f"; {LEARNING_RATE_NOTE}"
+        return explained(check, ratio, cand.ready.get("notes") or ())
+
+
+def explained(check: dict, ratio: float, notes: Sequence[str]) -> dict:
+    """A guard's ``check`` whose rejection says what else differs from the default's
+    training: another batch (``ratio`` of its rows, :data:`LEARNING_RATE_NOTE`, where the
+    time cap did not cut it), or other draws of the user's random augmentation (the worker's
+    :data:`~tfperf.core.protocol.OTHER_DRAWS_NOTE` among ``notes``)."""
+    if check["accepted"]:
         return check
+    if ratio != 1.0 and "--guard-seconds" not in check["reason"]:
+        check["reason"] += f"; {LEARNING_RATE_NOTE}"
+    if OTHER_DRAWS_NOTE in notes:
+        check["reason"] += "; " + OTHER_DRAWS_NOTE.split(": ", 1)[1]
+    return check
 
 
 TRAIN_TUNE_S = 270.0

@@ -40,7 +40,9 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   batches to that many rows, the same samples in the same order (``Dataset.rebatch`` after
   the repeat, so no epoch's last partial batch shifts them); the guard
   then runs over the same samples as the default's: ``guard_steps`` x the user's rows / the
-  new rows steps. The fingerprint is of the batches as the user gave them.
+  new rows steps. The fingerprint is of the batches as the user gave them, under
+  ``input_pipeline == "tuned"`` too: a map that draws random numbers draws them in another
+  order once it runs in parallel, and a note says so where the tuned batches differ.
 - **Keras on JAX.** Where keras runs on JAX (``KERAS_BACKEND=jax``: the runtime ``keras-jax``,
   or the user's own backend), the train function, the batches it is fed, the step count, the
   guard's recorder and the restore are the JAX forms of :mod:`tfperf.worker.jaxstep` (the state
@@ -70,7 +72,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KERAS_JAX
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS
+from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS, OTHER_DRAWS_NOTE
 from tfperf.core.workloads import SEED
 from tfperf.worker import jaxstep
 from tfperf.worker.fingerprint import describe_arrays, seed_everything
@@ -207,16 +209,48 @@ class _Data:
 
 
 def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) -> _Data:
-    own_batches, own, rows = _own_batches(source, workload)
-    dataset, notes = _timing_dataset(source, workload, config.get("input_pipeline"))
-    if workload.get("tile_to"):
+    pipeline, rows = config.get("input_pipeline"), workload.get("tile_to")
+    dataset, notes = _timing_dataset(source, workload, pipeline)
+    given = _given_batches(source, workload) if (pipeline or rows) else []
+    own = _batch_rows(given[0]) if rows else 1
+    if rows:
         dataset = dataset.rebatch(rows, drop_remainder=True)
         notes.append(f"batch {rows}: the dataset's batches of {own} re-cut to {rows} rows "
                      "(the same samples in the same order)")
-    steps = _guard_steps(workload) * own // rows
+    steps = _guard_steps(workload) * own // int(rows or 1)
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
-    return _Data(dataset, notes, steps, guard_data, batches, own_batches or batches[:4])
+    if pipeline and not rows and not _same_data(guard_data, _as_given(source, workload), steps):
+        notes.append(OTHER_DRAWS_NOTE)
+    return _Data(dataset, notes, steps, guard_data, batches, given or batches[:4])
+
+
+def _given_batches(source: _Source, workload: dict[str, Any]) -> list[Any]:
+    """The first batches of the user's dataset as the default's worker reads them (the
+    fingerprint every worker shares): where a knob changes the batches (a tuned pipeline, a
+    re-cut batch), the fingerprint is still of the model's data as given."""
+    return _fill(_as_given(source, workload).take(4), workload)
+
+
+def _as_given(source: _Source, workload: dict[str, Any]) -> Any:
+    """The user's dataset as the default's worker times it."""
+    return _timing_dataset(source, workload, None)[0]
+
+
+def _same_data(ours: Any, theirs: Any, steps: int) -> bool:
+    """Whether two datasets' first ``steps`` batches hold the same arrays (the first batches
+    of a tuned pipeline may be the same draws, and later ones not)."""
+    import hashlib
+
+    digests = []
+    for dataset in (ours, theirs):
+        digest = hashlib.sha256()
+        for element in dataset.take(steps):
+            for array in _flat([element]):
+                data = array.tobytes() if array.dtype != object else repr(array.tolist())
+                digest.update(data if isinstance(data, bytes) else data.encode())
+        digests.append(digest.hexdigest())
+    return digests[0] == digests[1]
 
 
 def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., float]:
@@ -394,17 +428,6 @@ def _check_policy_reached(model: Any, policy: str) -> None:
 
 
 # ---------------------------------------------------------------------------- data
-
-
-def _own_batches(source: _Source, workload: dict[str, Any]) -> tuple[list[Any], int, int]:
-    """Under a throughput tune's ``batch`` knob (``workload["tile_to"]``): the first batches
-    as the user gave them (the fingerprint every worker shares), their rows, and the rows of a
-    step now. Without it: no batches, and one row for one (the guard's steps as given)."""
-    rows = workload.get("tile_to")
-    if not rows:
-        return [], 1, 1
-    own_batches = _fill(source.dataset.take(4), workload)
-    return own_batches, _batch_rows(own_batches[0]), int(rows)
 
 
 def _timing_dataset(
