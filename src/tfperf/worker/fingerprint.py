@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import random
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,29 @@ def _summary(array: Any) -> list[float]:
     return [float(flat.sum()), float(np.square(flat).sum()), float(flat @ pattern)]
 
 
+def _digest_update(digest: Any, array: Any) -> None:
+    """Add an array's dtype, shape and contents to ``digest`` (strings by value: the bytes
+    of an object array are pointers)."""
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(repr(array.tolist()).encode() if array.dtype == object else array.tobytes())
+
+
+def digest_of(arrays: Iterable[Any]) -> str:
+    """The digest of :func:`describe_arrays` alone, of ``arrays`` read one at a time (a long
+    stream of batches is never held at once)."""
+    digest = hashlib.sha256()
+    for value in arrays:
+        _digest_update(digest, _as_numpy(value))
+    return digest.hexdigest()
+
+
 def describe_arrays(arrays: list[Any]) -> dict[str, Any]:
     """``{"digest", "summary", "count"}`` of ``arrays`` in order (see the module docstring)."""
     digest = hashlib.sha256()
     summary: list[float] = []
     for value in arrays:
         array = _as_numpy(value)
-        digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(array.tobytes())
+        _digest_update(digest, array)
         summary.extend(_summary(array) if array.dtype.kind in "biuf" else [])
     return {"digest": digest.hexdigest(), "summary": summary, "count": len(arrays)}
 

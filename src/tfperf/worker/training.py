@@ -75,7 +75,7 @@ from tfperf.core.knobs import KERAS_JAX
 from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS, OTHER_DRAWS_NOTE
 from tfperf.core.workloads import SEED
 from tfperf.worker import jaxstep
-from tfperf.worker.fingerprint import describe_arrays, seed_everything
+from tfperf.worker.fingerprint import describe_arrays, digest_of, seed_everything
 from tfperf.worker.loading import seeded_factory_result
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
 from tfperf.worker.trainstate import (
@@ -211,7 +211,10 @@ class _Data:
 def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) -> _Data:
     pipeline, rows = config.get("input_pipeline"), workload.get("tile_to")
     dataset, notes = _timing_dataset(source, workload, pipeline)
-    given = _given_batches(source, workload) if (pipeline or rows) else []
+    # where a knob changes the batches (a tuned pipeline, a re-cut batch), the fingerprint
+    # every worker shares is still of the user's data as the default's worker reads it
+    as_given = _timing_dataset(source, workload, None)[0] if (pipeline or rows) else None
+    given = _fill(as_given.take(4), workload) if as_given is not None else []
     own = _batch_rows(given[0]) if rows else 1
     if rows:
         dataset = dataset.rebatch(rows, drop_remainder=True)
@@ -220,37 +223,20 @@ def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) 
     steps = _guard_steps(workload) * own // int(rows or 1)
     guard_data = dataset.take(steps).cache()
     batches = _fill(guard_data, workload)
-    if pipeline and not rows and not _same_data(guard_data, _as_given(source, workload), steps):
+    if pipeline and not rows and not _same_data(guard_data, as_given, steps):
         notes.append(OTHER_DRAWS_NOTE)
     return _Data(dataset, notes, steps, guard_data, batches, given or batches[:4])
-
-
-def _given_batches(source: _Source, workload: dict[str, Any]) -> list[Any]:
-    """The first batches of the user's dataset as the default's worker reads them (the
-    fingerprint every worker shares): where a knob changes the batches (a tuned pipeline, a
-    re-cut batch), the fingerprint is still of the model's data as given."""
-    return _fill(_as_given(source, workload).take(4), workload)
-
-
-def _as_given(source: _Source, workload: dict[str, Any]) -> Any:
-    """The user's dataset as the default's worker times it."""
-    return _timing_dataset(source, workload, None)[0]
 
 
 def _same_data(ours: Any, theirs: Any, steps: int) -> bool:
     """Whether two datasets' first ``steps`` batches hold the same arrays (the first batches
     of a tuned pipeline may be the same draws, and later ones not)."""
-    import hashlib
+    import tensorflow as tf
 
-    digests = []
-    for dataset in (ours, theirs):
-        digest = hashlib.sha256()
-        for element in dataset.take(steps):
-            for array in _flat([element]):
-                data = array.tobytes() if array.dtype != object else repr(array.tolist())
-                digest.update(data if isinstance(data, bytes) else data.encode())
-        digests.append(digest.hexdigest())
-    return digests[0] == digests[1]
+    def arrays(dataset: Any) -> Any:
+        return (t.numpy() for element in dataset.take(steps) for t in tf.nest.flatten(element))
+
+    return digest_of(arrays(ours)) == digest_of(arrays(theirs))
 
 
 def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., float]:
