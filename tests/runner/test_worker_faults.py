@@ -116,6 +116,8 @@ def test_corrupt_model_is_reported_by_the_worker(workers):
 
 def test_a_failed_worker_refuses_further_requests(workers):
     worker = workers["exit-on-init"]
+    with pytest.raises(WorkerFailed):  # it fails here, or failed in test_exit_on_init
+        worker.wait_ready()
     with pytest.raises(WorkerFailed, match="closed"):
         worker.run_block(1)
 
