@@ -2,7 +2,9 @@
 
 The process ends with ``os._exit`` once ``serve`` returns: every answer is written by then,
 and the interpreter's teardown with TensorFlow loaded (its thread pools, its modules) took 1 to
-3 s of a tune's time per worker closed, for nothing the parent reads.
+3 s of a tune's time per worker closed, for nothing the parent reads; the session serve made
+is never deleted either (``serve._LEFT_FOR_EXIT``), for deleting its dataset iterators waits
+for tf.data's autotune thread.
 """
 
 import os

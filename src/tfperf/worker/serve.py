@@ -387,6 +387,13 @@ def _one_sentence(exc: BaseException) -> str:
     return (told_lines(str(exc)) or [type(exc).__name__])[0]
 
 
+_LEFT_FOR_EXIT: list[Any] = []
+"""Sessions never deleted: the process ends by ``os._exit`` (``tfperf.worker.__main__``), and
+deleting a session's model and dataset iterators first waited for tf.data's autotune thread to
+wake (its period doubles to 60 s): a worker asked to quit after its ``fit`` took 1.6-1.9 s to
+exit, and a tune's last ones took the parent's whole 5 s grace."""
+
+
 def serve(cmd: Any, res: Any, fault: str) -> int:
     """Answer requests from ``cmd`` on ``res`` until ``quit``; the worker's exit code."""
     lock = threading.Lock()  # the executors of a serving worker answer from their threads
@@ -398,6 +405,7 @@ def serve(cmd: Any, res: Any, fault: str) -> int:
             res.flush()
 
     session = Session(fault, send)
+    _LEFT_FOR_EXIT.append(session)
     handlers = {
         "init": session.init,
         "run": session.run,
