@@ -31,6 +31,21 @@ def gru_text():
     return model, data.batch(32)
 
 
+def bag_of_words():
+    """(model, dataset): averaged embeddings of a small vocabulary, trained with Adam; the
+    label says whether low ids dominate. Every batch looks each id up many times."""
+    tokens = np.random.randint(0, 10, size=(1024, 40))
+    labels = ((tokens < 5).sum(axis=1) > 20).astype("float32")
+    model = keras.Sequential([
+        keras.Input((40,), dtype="int32"),
+        keras.layers.Embedding(10, 8),
+        keras.layers.GlobalAveragePooling1D(),
+        keras.layers.Dense(1, activation="sigmoid"),
+    ])
+    model.compile(keras.optimizers.Adam(0.01), "binary_crossentropy")
+    return model, tf.data.Dataset.from_tensor_slices((tokens, labels)).batch(32)
+
+
 def cnn_batchnorm():
     """(model, x, y): a small CNN with batch norm; the label is the brighter half."""
     images = np.random.rand(256, 8, 8, 1).astype("float32")

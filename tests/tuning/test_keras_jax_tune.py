@@ -163,3 +163,17 @@ def test_a_user_on_jax_gets_keras_on_tensorflow_as_the_candidate_from_the_same_w
     chosen = doc["recommendation"]["label"]
     profile = json.loads((tmp_path / "p.json").read_text())
     assert (profile["env"].get("KERAS_BACKEND") == "tensorflow") is (chosen == "runtime=keras-tf")
+
+
+def test_a_rejection_across_backends_says_where_the_optimizer_updates_an_embedding_otherwise(
+    tmp_path
+):
+    doc = _tune(tmp_path, "bag_of_words", Space(dict(BOTH)))
+    assert doc["train"]["default"]["sparse_rows"] == "Adam"
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-jax" and row["status"] == "rejected", row
+    assert row["reason"].endswith(
+        "; the backends update your Embedding differently: on TensorFlow your Adam squares its "
+        "gradient one looked-up row at a time (a row looked up twice in a batch gets another "
+        "second moment), on JAX the summed gradient, so they train your model apart from the "
+        "same start")

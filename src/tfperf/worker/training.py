@@ -50,7 +50,9 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   ``weights_out`` / ``weights_in`` hand the default's initial weights to a worker on another
   backend before the fingerprint is taken. A ``keras-jax`` candidate whose model cannot build
   or step on JAX is a :class:`UserError` starting "not tried:" that names the user's frame.
-  ``train["backend"]`` says which backend ran.
+  ``train["backend"]`` says which backend ran; ``train["sparse_rows"]`` names the optimizer
+  that updates an ``Embedding`` otherwise on TensorFlow than on JAX
+  (:func:`tfperf.worker.trainstate.sparse_rows_optimizer`), ``None`` where none does.
 - **fit.** The ``"fit"`` extra runs ``model.fit`` for the steps the parent names and returns
   the seconds from the call to fit's ``on_train_end``: the steps and what fit does around
   them. fit returns later, once its data iterator is deleted, and that waits for tf.data's
@@ -87,6 +89,7 @@ from tfperf.worker.trainstate import (
     guarded_keys,
     model_policy,
     read_baseline,
+    sparse_rows_optimizer,
     state_variables,
 )
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
@@ -173,6 +176,7 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
             "input_wait_share": share, "policy": model_policy(model),
             "baseline": baseline.to_dict(), "loss_keys": list(keys),
             "steps_counter": counter.path, "backend": jaxstep.backend_name(),
+            "sparse_rows": sparse_rows_optimizer(model),
         },
     )
 

@@ -22,6 +22,12 @@ Contract:
   ``steps_per_execution`` N steps writes each step's own value of every guarded key into a
   buffer variable (Keras' logs are means since the last metric reset: the recorder resets the
   metrics before each step, inside the function, so each step's value is its own batch's).
+- :func:`sparse_rows_optimizer` names the user's optimizer where Keras on TensorFlow updates
+  an ``Embedding`` otherwise than Keras on JAX: TensorFlow hands a lookup's gradient over as
+  one slice per looked-up row, and an optimizer that squares its gradient (Adam, RMSprop,
+  Adagrad, Ftrl...) squares each slice apart, so a row looked up twice in a batch gets another
+  second moment than the dense gradient JAX applies. Found by applying both forms of one
+  gradient to a copy of the optimizer, not by its name (SGD and Lion agree).
 """
 
 from __future__ import annotations
@@ -135,6 +141,42 @@ def state_variables(model: Any) -> list[Any]:
     for var in list(model.variables) + [v for o in optimizers(model) for v in o.variables]:
         seen.setdefault(id(var), var)
     return list(seen.values())
+
+
+def sparse_rows_optimizer(model: Any) -> str | None:
+    """The class name of the model's first optimizer whose update of a row looked up twice
+    differs between the sliced and the dense gradient, where the model has an ``Embedding``
+    and runs on TensorFlow; ``None`` otherwise (see the module docstring)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow" or not any(
+        isinstance(layer, keras.layers.Embedding) for layer in model._flatten_layers()
+    ):
+        return None
+    for opt in optimizers(model):
+        if _slices_update_apart(opt):
+            return type(opt).__name__
+    return None
+
+
+def _slices_update_apart(optimizer: Any) -> bool:
+    """Whether a fresh copy of ``optimizer`` moves a variable otherwise under a gradient of
+    two slices of one row than under the same gradient summed (two steps, so that the
+    moments the first step left take part)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    sliced, dense = (keras.Variable(np.ones((3, 2), "float32")) for _ in range(2))
+    rows = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, -1.0]]), tf.constant([1, 1]),
+                            tf.constant([3, 2]))
+    try:
+        copy = type(optimizer).from_config(optimizer.get_config())
+        for _ in range(2):
+            copy.apply_gradients([(rows, sliced), (tf.convert_to_tensor(rows), dense)])
+    except Exception:  # a copy that cannot be made or stepped: nothing to say
+        return False
+    return not np.allclose(sliced.numpy(), dense.numpy(), rtol=1e-5, atol=1e-7)
 
 
 class StepCounter:
