@@ -550,7 +550,7 @@ def _sized_limits(
         )
     else:
         progress.phase(
-            f"searching so that the tune ends within {whole:.0f} s (--budget sets the "
+            f"searching so that the tune ends in about {whole:.0f} s (--budget sets the "
             f"search's own limit): one candidate of each of {knobs} knobs first, about "
             f"{each:.0f} s each here"
         )
