@@ -46,6 +46,22 @@ def bag_of_words():
     return model, tf.data.Dataset.from_tensor_slices((tokens, labels)).batch(32)
 
 
+def two_heads():
+    """(model, x, y): a price and a kind from one trunk, each output with its own loss,
+    weight and metric (labels as a dict of arrays)."""
+    x = np.random.randn(512, 12).astype("float32")
+    inputs = keras.Input((12,))
+    trunk = keras.layers.Dense(32, activation="relu")(inputs)
+    price = keras.layers.Dense(1, name="price")(trunk)
+    kind = keras.layers.Dense(2, activation="softmax", name="kind")(trunk)
+    model = keras.Model(inputs, {"price": price, "kind": kind})
+    model.compile(keras.optimizers.Adam(3e-3),
+                  loss={"price": "mse", "kind": "sparse_categorical_crossentropy"},
+                  loss_weights={"price": 0.5, "kind": 1.0}, metrics={"kind": ["accuracy"]})
+    labels = {"price": x[:, :3].sum(axis=1, keepdims=True), "kind": (x[:, 3] > 0).astype("int32")}
+    return model, x, labels
+
+
 def cnn_batchnorm():
     """(model, x, y): a small CNN with batch norm; the label is the brighter half."""
     images = np.random.rand(256, 8, 8, 1).astype("float32")

@@ -177,3 +177,15 @@ def test_a_rejection_across_backends_says_where_the_optimizer_updates_an_embeddi
         "gradient one looked-up row at a time (a row looked up twice in a batch gets another "
         "second moment), on JAX the summed gradient, so they train your model apart from the "
         "same start")
+
+
+def test_a_model_of_two_outputs_is_guarded_key_by_key_on_jax(tmp_path):
+    # the same steps on both backends: each loss key matches its own, in whatever order
+    # either backend returns them
+    doc = _tune(tmp_path, "two_heads", Space(dict(BOTH)))
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-jax" and row["status"] == "measured", row["reason"]
+    keys = row["guard"]["keys"]
+    assert set(keys) == {"loss", "price_loss", "kind_loss"}
+    for figures in keys.values():
+        assert figures["final_loss"] == pytest.approx(figures["default_final_loss"], rel=1e-3)

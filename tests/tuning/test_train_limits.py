@@ -135,7 +135,8 @@ def test_a_training_tune_without_limits_ends_within_its_time_or_grows_to_reach_e
     limits = train_limits(fast, SPACE, options, said)
     assert limits.max_trials is None
     assert TRAIN_TUNE_S - 5 < limits.budget_s <= TRAIN_TUNE_S
-    assert said.lines[0].startswith(f"searching so that the tune ends in about {TRAIN_TUNE_S:.0f} s")
+    assert said.lines[0].startswith(
+        f"searching so that the tune ends in about {TRAIN_TUNE_S:.0f} s")
     # the search keeps what its answer needs after it: more for an answer to prune
     one = limits.reserve({"precision": "bf16"})
     two = limits.reserve({"precision": "bf16", "xla": "jit"})

@@ -144,6 +144,24 @@ def test_every_guarded_key_is_judged_and_the_one_that_fails_is_named():
     assert "g_loss is nan at step 4" in default_problem([nan, empty, empty, keys])
 
 
+def test_each_key_is_judged_against_its_own_column_whatever_order_the_candidate_gives():
+    # Keras on JAX gave a two-output model's logs as kind_loss, loss, price_loss; on
+    # TensorFlow as loss, price_loss, kind_loss: the same values, other columns
+    ours = np.asarray(["loss", "price_loss", "kind_loss"])
+    theirs = np.asarray(["kind_loss", "loss", "price_loss"])
+    ref = np.stack([LEARNS, LEARNS * 1.5, LEARNS * 0.3], axis=1)
+    empty = np.asarray([], dtype=float)
+    same = judge([ref, empty, empty, ours], [ref[:, [2, 0, 1]], empty, empty, theirs], False,
+                 TOL)
+    assert same["accepted"] and same["guard"]["verdict"] == "accepted"
+    assert same["guard"]["keys"]["kind_loss"]["final_loss"] == pytest.approx(
+        same["guard"]["keys"]["kind_loss"]["default_final_loss"])
+    fewer = judge([ref, empty, empty, ours], [ref[:, :2], empty, empty, ours[:2]], False, TOL)
+    assert not fewer["accepted"]
+    assert fewer["reason"] == ("its train step returns no kind_loss (it returns loss, "
+                               "price_loss), which the default's guard compares")
+
+
 def test_a_default_guard_stopped_by_its_time_cap_names_the_seconds_that_would_cover_a_batch():
     empty = np.asarray([], dtype=float)
     keys = np.asarray(["loss"])

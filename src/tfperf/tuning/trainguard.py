@@ -129,10 +129,14 @@ def judge(
     ratio: float = 1.0,
 ) -> dict:
     """The guard's verdict on ``candidate`` against ``reference`` (module docstring): every
-    guarded key (a column of the per-step values, named by the outputs' fourth array) judged
-    alone; the first key's figures lead, each key's are under ``guard["keys"]`` when several."""
+    guarded key (a column of the per-step values, named by the outputs' fourth array, matched
+    to the candidate's column of that name) judged alone; the first key's figures lead, each
+    key's are under ``guard["keys"]`` when several."""
     keys = loss_keys(reference)
-    ref_all, cand_all = _columns(reference[0], len(keys)), _columns(candidate[0], len(keys))
+    ref_all = _columns(reference[0], len(keys))
+    cand_all, missing = _aligned(candidate, keys)
+    if missing:
+        return {"accepted": False, "reason": missing, "guard": {"verdict": "rejected"}}
     verdicts = {}
     for i, key in enumerate(keys):
         verdicts[key] = _judge_column(ref_all[:, i], cand_all[:, i], reduced, tolerance, ratio)
@@ -175,6 +179,20 @@ def loss_keys(outputs: list[Any]) -> list[str]:
     if len(outputs) > 3 and len(outputs[3]):
         return [str(k) for k in outputs[3]]
     return ["loss"]
+
+
+def _aligned(candidate: list[Any], keys: list[str]) -> tuple[np.ndarray, str]:
+    """The candidate's per-step values with its columns in the order of ``keys`` (the
+    default's): Keras orders a step's logs by backend (on TensorFlow ``loss`` came first, on
+    JAX ``kind_loss`` of a two-output model). A key the candidate's step does not return is
+    one sentence instead."""
+    own = loss_keys(candidate)
+    values = _columns(candidate[0], len(own))
+    missing = [k for k in keys if k not in own]
+    if missing:
+        return values, (f"its train step returns no {missing[0]} (it returns "
+                        f"{', '.join(own)}), which the default's guard compares")
+    return values[:, [own.index(k) for k in keys]], ""
 
 
 def _columns(values: Any, keys: int) -> np.ndarray:

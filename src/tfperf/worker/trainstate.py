@@ -217,7 +217,7 @@ def counter_hint(model: Any, tried: str = DEFAULT_COUNTER) -> str:
 
 def guarded_keys(logs: Mapping[str, Any], asked: tuple[str, ...]) -> tuple[str, ...]:
     """The keys of a train step's logs the guard compares: ``asked`` (``--loss-key``), else
-    every key whose name contains ``loss``."""
+    every key whose name contains ``loss``, ``loss`` itself first."""
     if asked:
         missing = [k for k in asked if k not in logs]
         if missing:
@@ -226,7 +226,8 @@ def guarded_keys(logs: Mapping[str, Any], asked: tuple[str, ...]) -> tuple[str, 
                 f"({', '.join(sorted(logs)) or 'none'}): name one of them."
             )
         return tuple(asked)
-    keys = tuple(k for k in logs if "loss" in k.lower())
+    # "loss" leads (its figures are the guard's headline) whatever order the backend gives
+    keys = tuple(sorted((k for k in logs if "loss" in k.lower()), key=lambda k: k != "loss"))
     if not keys:
         raise UserError(
             f"Your train_step returns no key with 'loss' in its name "
