@@ -61,6 +61,10 @@ def test_reduced_precision_gets_the_looser_limits_but_not_an_inconclusive_verdic
 def test_validation_metrics_must_agree():
     result = judge(outputs(LEARNS, [0.50]), outputs(LEARNS, [0.60]), False, TOL)
     assert not result["accepted"] and result["reason"].startswith("validation mae 0.6 vs 0.5")
+    # matched by name, not by place
+    ours = [LEARNS, np.asarray([0.5, 0.9]), np.asarray(["mae", "acc"])]
+    theirs = [LEARNS, np.asarray([0.9, 0.5]), np.asarray(["acc", "mae"])]
+    assert judge(ours, theirs, False, TOL)["accepted"]
 
 
 def test_a_default_that_diverges_is_the_users_problem():

@@ -195,6 +195,15 @@ def _aligned(candidate: list[Any], keys: list[str]) -> tuple[np.ndarray, str]:
     return values[:, [own.index(k) for k in keys]], ""
 
 
+def _by_name(candidate: list[Any], names: list[str]) -> np.ndarray:
+    """The candidate's validation metrics in the order of ``names``; NaN for one it lacks."""
+    values = np.asarray(candidate[1], dtype=np.float64) if len(candidate) > 1 else np.array([])
+    if len(candidate) <= 2:
+        return values
+    own = dict(zip((str(n) for n in candidate[2]), values, strict=False))
+    return np.asarray([own.get(name, np.nan) for name in names], dtype=np.float64)
+
+
 def _columns(values: Any, keys: int) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1, keys)
 
@@ -269,8 +278,8 @@ def _verdict(
 def _validation(reference: list[Any], candidate: list[Any], rel: float, figures: dict) -> str:
     """Each validation metric within ``rel`` of the default's; the reason when not."""
     ref = np.asarray(reference[1], dtype=np.float64)
-    cand = np.asarray(candidate[1], dtype=np.float64) if len(candidate) > 1 else np.array([])
     names = [str(v) for v in (reference[2] if len(reference) > 2 else range(ref.size))]
+    cand = _by_name(candidate, names)
     figures["validation"] = {
         name: {"default": float(r), "candidate": float(c) if math.isfinite(c) else None}
         for name, r, c in zip(names, ref, cand, strict=False)
