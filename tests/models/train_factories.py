@@ -62,6 +62,20 @@ def two_heads():
     return model, x, labels
 
 
+def string_categories():
+    """(model, dataset): colour names looked up inside the model, a user's categorical
+    column fed as raw strings."""
+    colours = np.array(["red", "green", "blue", "black", "white"])
+    picked = np.random.randint(0, 5, size=(256, 3))
+    inputs = keras.Input((3,), dtype="string")
+    ids = keras.layers.StringLookup(vocabulary=list(colours))(inputs)
+    hidden = keras.layers.Flatten()(keras.layers.Embedding(7, 4)(ids))
+    model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(hidden))
+    model.compile("adam", "binary_crossentropy")
+    labels = (picked[:, 0] == 2).astype("float32")
+    return model, tf.data.Dataset.from_tensor_slices((colours[picked], labels)).batch(32)
+
+
 def cnn_batchnorm():
     """(model, x, y): a small CNN with batch norm; the label is the brighter half."""
     images = np.random.rand(256, 8, 8, 1).astype("float32")

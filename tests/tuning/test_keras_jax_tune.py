@@ -128,6 +128,16 @@ def test_a_train_step_written_with_gradient_tape_is_not_tried_on_jax(tmp_path):
     assert doc["recommendation"]["keep_default"] is True
 
 
+def test_a_model_that_takes_strings_is_not_tried_on_jax_with_where_the_lookup_belongs(tmp_path):
+    doc = _tune(tmp_path, "string_categories", Space(dict(BOTH)))
+    (row,) = doc["candidates"]
+    assert row["status"] == "failed" and row["reason"].startswith(
+        "not tried: the model raised on JAX")
+    assert row["reason"].endswith(
+        "; JAX has no string arrays: a lookup of strings (StringLookup, TextVectorization) "
+        "runs on JAX in your tf.data pipeline, before the model.")
+
+
 def test_on_jax_the_user_s_backend_is_the_default_and_the_guard_rejects_a_planted_change(
     tmp_path, monkeypatch
 ):

@@ -95,7 +95,10 @@ class Progress:
 
 
 def failure_reason(exc: WorkerFailed, config: Mapping[str, Any] | None = None) -> str:
-    """The worker's reason, saying where a crash happened when its log tells."""
+    """The worker's reason, saying where a crash happened when its log tells; a mistake the
+    worker found in the user's input is its own sentence."""
+    if exc.user_error and exc.message:
+        return exc.message
     tail = exc.stderr_tail or ""
     config = config or {}
     if exc.signal and "lite/python" in tail:

@@ -189,7 +189,7 @@ def summary(why: Mapping[str, Any], tried: int) -> str:
     if case == "failed":
         return (
             f"no candidate could be measured: {why['failed']} of {tried} failed, most often "
-            f"with: {why['commonest_failure']}"
+            f"with: {str(why['commonest_failure']).rstrip('.')}"
         )
     if not tried:
         return "no candidate was tried"

@@ -124,10 +124,12 @@ def step_error(what: str, exc: BaseException) -> str:
     root = _chain(exc)[-1]
     text = str(root).strip().splitlines()[0] if str(root).strip() else ""
     place = f" at {where}" if where else ""
-    return (
-        f"not tried: {what} raised on JAX{place} ({type(root).__name__}: {text[:300]}); a "
-        "model that uses TensorFlow ops in its layers or train_step runs on TensorFlow only."
-    )
+    if "data type 'string' not understood" in text:
+        why = ("JAX has no string arrays: a lookup of strings (StringLookup, "
+               "TextVectorization) runs on JAX in your tf.data pipeline, before the model")
+    else:
+        why = "a model that uses TensorFlow ops in its layers or train_step runs on TensorFlow only"
+    return f"not tried: {what} raised on JAX{place} ({type(root).__name__}: {text[:300]}); {why}."
 
 
 def disable_traceback_filtering() -> None:
