@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from helpers import run_cli
 from tfperf.machine import contention
 
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"
+REPORT = "print(time.process_time())\n"
 
 
 @contextmanager
@@ -30,24 +32,47 @@ def hogs(n: int, seconds: float) -> Iterator[list[subprocess.Popen]]:
             p.wait()
 
 
-def test_a_process_counted_as_ours_is_not_contention():
-    with hogs(1, 3.0) as (hog,):
-        start = contention.snapshot([hog.pid])
-        time.sleep(1.5)
-        end = contention.snapshot([hog.pid])
-    assert start is not None and end is not None and hog.pid in start.ours_s
+def _cpu_used(output: str) -> float:
+    """The CPU seconds a hog printed it used (its own ``time.process_time()``)."""
+    return float(output.strip().splitlines()[-1])
+
+
+def test_a_worker_started_and_closed_between_two_snapshots_is_ours():
+    # a bench of several processes per config replaces its workers during its rounds
+    start = contention.snapshot()
+    hog = subprocess.run([sys.executable, "-c", HOG.format(s=1.5) + REPORT], check=True,
+                         capture_output=True, text=True)
+    end = contention.snapshot()
+    assert start is not None and end is not None
+    used = _cpu_used(hog.stdout)
+    assert used > 1.0 and end.ours_s - start.ours_s >= 0.95 * used
+    # had it been counted as someone else's, the share would have grown by its part
     as_ours = contention.other_cpu_share(start, end)
-    without = {pid: cpu for pid, cpu in start.ours_s.items() if pid != hog.pid}
-    as_other = contention.other_cpu_share(replace(start, ours_s=without), end)
+    as_other = contention.other_cpu_share(start, replace(end, ours_s=end.ours_s - used))
     assert as_ours is not None and as_other is not None
-    # the hog kept about one CPU busy: counted as someone else's, the share grows by its part
     cpus = psutil.cpu_count() or 1
-    assert as_other - as_ours > 0.4 / cpus
-    assert 0.0 <= as_ours <= as_other <= 1.0
+    assert as_other - as_ours > 0.4 / cpus and 0.0 <= as_ours <= as_other <= 1.0
+
+
+def test_a_process_this_one_did_not_start_is_someone_elses(tmp_path):
+    done = tmp_path / "used"
+    code = HOG.format(s=1.5) + f"open({str(done)!r}, 'w').write(str(time.process_time()))\n"
+    start = contention.snapshot()
+    # started through a shell that exits at once: the hog is left to init, not ours
+    subprocess.run(["sh", "-c", f"{sys.executable} -c \"$HOG\" &"], check=True,
+                   env={**os.environ, "HOG": code})
+    deadline = time.monotonic() + 30
+    while not done.exists() or not done.read_text():
+        assert time.monotonic() < deadline, "the hog did not finish"
+        time.sleep(0.05)
+    end = contention.snapshot()
+    assert start is not None and end is not None
+    used = float(done.read_text())
+    assert used > 1.0 and end.ours_s - start.ours_s < 0.3 * used
 
 
 def test_too_short_a_span_or_no_counters_tell_nothing():
-    now = contention.snapshot([])
+    now = contention.snapshot()
     assert contention.other_cpu_share(now, now) is None
     assert contention.other_cpu_share(None, now) is None
     assert contention.busy_warning(None) is None

@@ -8,13 +8,17 @@ So a measurement states how much CPU others took while it ran.
 Contract:
 
 - :func:`snapshot` records the machine's busy CPU seconds (everything but idle and iowait,
-  hypervisor steal included: another guest is contention too), the CPU seconds of the given
-  processes (tfperf's workers) and of this process, and a monotonic time.
-- :func:`other_cpu_share` is the CPU time that neither the given processes nor this one used
-  between two snapshots, as a share of all CPUs over the wall time (0 = only tfperf ran,
-  1 = others kept every CPU busy). A process that exited between the two snapshots counts as
-  having used nothing more after the first (so the share can only err upward); ``None`` when
-  the span is too short to tell or the counters are unavailable.
+  hypervisor steal included: another guest is contention too), the CPU seconds of this
+  process and every process it started (tfperf's workers: those alive, and those it reaped,
+  whose time the kernel adds to this process's children's), and a monotonic time.
+- :func:`other_cpu_share` is the CPU time that none of those used between two snapshots, as
+  a share of all CPUs over the wall time (0 = only tfperf ran, 1 = others kept every CPU
+  busy). A worker started and closed between the two counts as ours: a bench of several
+  processes per config replaces its workers during the rounds, and each one's start (its
+  import of TensorFlow, its model, its warm-up) was counted as others' before (a quiet
+  machine read as 54-57% busy). A child that exited but was not reaped yet when the second
+  snapshot is taken counts as having used nothing more (so the share can only err upward);
+  ``None`` when the span is too short to tell or the counters are unavailable.
 - :func:`busy_warning` turns a share above :data:`BUSY_SHARE` into one sentence.
 """
 
@@ -22,8 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 BUSY_SHARE = 0.15
 """Above this share of the CPUs taken by others, results carry a warning."""
@@ -36,23 +39,28 @@ class Snapshot:
 
     at: float
     machine_busy_s: float
-    ours_s: dict[int, float] = field(default_factory=dict)
-    """CPU seconds per pid (this process included)."""
+    ours_s: float
+    """CPU seconds of this process and every process it started (see the module docstring)."""
 
 
-def _process_cpu_s(pid: int) -> float | None:
+def _tree_cpu_s() -> float:
+    """CPU seconds of this process, its live descendants and the children it reaped."""
     import psutil
 
-    try:
-        t = psutil.Process(pid).cpu_times()
-    except (psutil.Error, OSError):
-        return None
-    return float(t.user + t.system)
+    own = os.times()
+    total = own.user + own.system + own.children_user + own.children_system
+    for child in psutil.Process().children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except (psutil.Error, OSError):
+            continue  # gone since it was listed: counted once reaped, or never (errs upward)
+        total += t.user + t.system + t.children_user + t.children_system
+    return float(total)
 
 
-def snapshot(pids: Iterable[int | None]) -> Snapshot | None:
-    """Counters now for the machine, the processes ``pids`` and this process; ``None`` when
-    the machine's counters cannot be read."""
+def snapshot() -> Snapshot | None:
+    """Counters now for the machine and for this process's tree; ``None`` when the machine's
+    counters cannot be read."""
     import psutil
 
     try:
@@ -63,12 +71,7 @@ def snapshot(pids: Iterable[int | None]) -> Snapshot | None:
     busy = float(sum(t)) - idle
     # guest time is already counted in user on Linux
     busy -= float(getattr(t, "guest", 0.0)) + float(getattr(t, "guest_nice", 0.0))
-    ours: dict[int, float] = {}
-    for pid in {os.getpid(), *(p for p in pids if p)}:
-        cpu = _process_cpu_s(pid)
-        if cpu is not None:
-            ours[pid] = cpu
-    return Snapshot(time.monotonic(), busy, ours)
+    return Snapshot(time.monotonic(), busy, _tree_cpu_s())
 
 
 def other_cpu_share(start: Snapshot | None, end: Snapshot | None) -> float | None:
@@ -80,7 +83,7 @@ def other_cpu_share(start: Snapshot | None, end: Snapshot | None) -> float | Non
     wall = end.at - start.at
     if wall < MIN_SPAN_S:
         return None
-    ours = sum(max(0.0, end.ours_s.get(pid, cpu) - cpu) for pid, cpu in start.ours_s.items())
+    ours = max(0.0, end.ours_s - start.ours_s)
     others = (end.machine_busy_s - start.machine_busy_s) - ours
     cpus = psutil.cpu_count() or 1
     return min(1.0, max(0.0, others / (wall * cpus)))

@@ -280,8 +280,7 @@ def measure(
     workloads = _trial_workloads(workload, trials, str(handoff / "initial-weights.npz"))
     try:
         _start_all(trials, workloads, settings, listener, environ, same)
-        pids = [t.worker.pid for t in trials if t.worker is not None and t.alive]
-        before = contention.snapshot(pids)
+        before = contention.snapshot()
 
         def respawn(trial: Trial, process: int) -> None:
             _restart(trial, process, workloads[trial.index], settings, listener, environ)
@@ -289,7 +288,7 @@ def measure(
                 _check_same(trial, trial.worker.ready or {}, listener, trials, same)
 
         rounds, stopped, steady_s = _rounds(trials, settings, listener, respawn)
-        other_share = contention.other_cpu_share(before, contention.snapshot(pids))
+        other_share = contention.other_cpu_share(before, contention.snapshot())
         if settings.extras and trials[0].alive:
             _extras(trials[0], settings, listener)
         if settings.outputs_dir is not None:
