@@ -59,6 +59,7 @@ AOT_RUNTIME_TIMEOUT_S = 3700.0  # beyond the build's own limit (tfperf.worker.ao
 shared with other work took over 10 minutes)."""
 _POLL_S = 0.02
 _QUIT_GRACE_S = 5.0
+_REPORTED_EXIT_S = 2.0
 
 
 class WorkerFailed(Exception):
@@ -470,10 +471,15 @@ class Worker:
     def _fail(
         self, reason: str, kind: str | None = None, message: str | None = None
     ) -> WorkerFailed:
-        """Kill the worker, close the handle and describe the failure."""
+        """Kill the worker, close the handle and describe the failure. A worker that reported
+        an error exits with its own code next: it gets :data:`_REPORTED_EXIT_S` to do so
+        before the kill (killed at once, a worker slowed by a busy machine read as killed)."""
         child = self._child
         ended = None
         if child is not None and child.proc is not None:
+            if message is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.proc.wait(timeout=_REPORTED_EXIT_S)
             child.kill()
             ended = child.ended()
         err = WorkerFailed(
