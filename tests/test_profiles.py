@@ -129,6 +129,11 @@ def test_a_keras_on_jax_profile_runs_the_command_on_jax_and_says_what_to_install
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "jax"
+    # what run does not do is said, and only that: the install (escaped, not eaten as markup)
+    assert 'cannot do: pip install "jax[cpu]"  # Keras on JAX' in result.stderr
+    assert "KERAS_BACKEND=jax before" not in result.stderr
+    # the Python snippet stays Python, its install a comment
+    compile(render(profile, "python"), "snippet.py", "exec")
 
 
 def test_a_keras_on_jax_profile_with_one_cpu_runs_the_command_and_the_snippet_on_one(tmp_path):

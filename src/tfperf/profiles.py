@@ -180,17 +180,26 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+INSTALL = "pip install"
+"""The start of a code line that installs a package rather than changes the script."""
+RUN_SETS_IT = "(tfperf run --profile sets it)"
+"""The end of a code line that says what ``tfperf run`` does itself (:func:`to_do_by_hand`)."""
+
+
 def keras_backend_lines(config: Mapping[str, Any]) -> list[str]:
-    """What adopting another Keras backend takes besides the environment ``tfperf run``
-    sets."""
+    """What adopting another Keras backend takes: the variable ``tfperf run`` sets, and for
+    JAX its install."""
     if config.get("runtime") == KERAS_TF:
-        return ['# KERAS_BACKEND=tensorflow before `import keras` (tfperf run --profile sets it)']
+        return [f"# KERAS_BACKEND=tensorflow before `import keras` {RUN_SETS_IT}"]
     if config.get("runtime") != KERAS_JAX:
         return []
-    return [
-        '# KERAS_BACKEND=jax before `import keras` (tfperf run --profile sets it), and '
-        'pip install "jax[cpu]"'
-    ]
+    return [f"# KERAS_BACKEND=jax before `import keras` {RUN_SETS_IT}",
+            f'{INSTALL} "jax[cpu]"  # Keras on JAX']
+
+
+def to_do_by_hand(code: Sequence[str]) -> list[str]:
+    """The lines of a profile's ``code`` that ``tfperf run`` does not do itself."""
+    return [line for line in code if not line.endswith(RUN_SETS_IT)]
 
 
 def _slug(text: str) -> str:
@@ -400,6 +409,7 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
             lines.append(f"# converted model: {artifact}")
         return "\n".join(lines) + "\n"
     lines = [f"# {header}"]
+    code = [f"# {line}" if line.startswith(INSTALL) else line for line in code]  # not Python
     preload = env.pop("LD_PRELOAD", None)
     if preload:
         lines.append(

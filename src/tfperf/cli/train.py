@@ -220,12 +220,27 @@ def render_train_tune(doc: dict[str, Any]) -> None:
             f"({_fmt(low, '.2f')}-{_fmt(high, '.2f')})", soft_wrap=True)
     for entry in rec.get("pruned") or []:
         out.print(escape(f"pruned: {entry['why']}"), soft_wrap=True)
-    code = rec.get("code") or []
-    if code:
-        out.print("add to your training script (tfperf run cannot set these from outside):")
-        for line in code:
-            out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+    _by_hand_lines(rec, out)
     _environment_lines(doc, rec, out)
+
+
+def _by_hand_lines(rec: dict[str, Any], out: Any) -> None:
+    """What the answer needs that ``tfperf run`` does not do: installs, then code lines."""
+    from rich.markup import escape
+
+    from tfperf.profiles import INSTALL, to_do_by_hand
+
+    by_hand = to_do_by_hand(rec.get("code") or [])
+    installs = [line for line in by_hand if line.startswith(INSTALL)]
+    for heading, lines in (
+        ("install first:", installs),
+        ("add to your training script (tfperf run cannot set these from outside):",
+         [line for line in by_hand if line not in installs]),
+    ):
+        if lines:
+            out.print(heading)
+            for line in lines:
+                out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def _environment_lines(doc: dict[str, Any], rec: dict[str, Any], out: Any) -> None:

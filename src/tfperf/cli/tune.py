@@ -544,16 +544,18 @@ def run_command(profile: str, command: tuple[str, ...]) -> int:
         profile_env,
         run_with_profile,
         serving_layout,
+        to_do_by_hand,
     )
     from tfperf.report.console import err_console
 
     data = load_profile(profile)
     for warning in mismatch_warnings(data):
         err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
-    if data.get("code"):
+    by_hand = to_do_by_hand(data.get("code") or [])
+    if by_hand:
         note(
-            "[dim]note: this profile also needs code changes that tfperf run cannot make: "
-            f"{'; '.join(data['code'])}[/]"
+            "[dim]note: this profile also needs what tfperf run cannot do: "
+            f"{escape('; '.join(by_hand))}[/]"
         )
     detail(" ".join(["tfperf run sets", *(f"{k}={v}" for k, v in profile_env(data).items())]))
     layout = serving_layout(data)
