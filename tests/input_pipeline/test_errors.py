@@ -27,6 +27,13 @@ def dict_without_dataset():
     return {"data": tf.data.Dataset.range(4), "model": None}
 
 
+def model_and_arrays():
+    import keras
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    return model, np.zeros((8, 4), "float32"), np.zeros((8, 1), "float32")
+
+
 def fails_at_37():
     def check(i):
         tf.debugging.assert_less(i, tf.constant(37, tf.int64), message="element 37 is bad")
@@ -101,6 +108,9 @@ def _fails(bad_dir: Path, *args: str) -> str:
         ("badpipes:not_a_dataset", "returned list, not a tf.data.Dataset"),
         ("badpipes:empty", "the dataset is empty"),
         ("badpipes:dict_without_dataset", "returned a dict without a 'dataset' key (its keys: "),
+        # what `tune --train` takes: arrays have no tf.data pipeline of the user's
+        ("badpipes:model_and_arrays", "returned a model and arrays: Keras' fit builds their "
+         "pipeline itself, so there is no tf.data pipeline of yours to analyze"),
         # raised while timing the stages: the user's message, not tf.data's iterator path
         ("badpipes:fails_at_37", "while timing its stages: assertion failed: [element 37 is bad]"),
         ("badpipes:corrupt_files", "the dataset raised InvalidArgumentError after 2 elements"),

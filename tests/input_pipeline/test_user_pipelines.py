@@ -32,6 +32,12 @@ def with_model():
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64).batch(8)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     return {"dataset": ds, "model": model, "loss": "mse"}
+
+
+def as_for_training():
+    found = with_model()
+    found["model"].compile("sgd", "mse")
+    return found["model"], found["dataset"]
 """
 
 
@@ -137,6 +143,14 @@ def test_user_model_from_dict_is_compiled(user_dir: Path) -> None:
     assert doc["train"]["steps_per_s"] > 0
     fixes = {f["name"]: f for f in doc["fixes"]}
     assert "shuffles" in fixes["cache"]["reason"]
+
+
+def test_the_model_and_dataset_a_training_tune_takes_are_analyzed_as_they_are(
+    user_dir: Path,
+) -> None:
+    doc = _json("userpipes:as_for_training", "--steps", "3", "--rounds", "2",
+                "--stage-seconds", "0.05", cwd=user_dir)
+    assert doc["verdict"] in VERDICTS and doc["train"]["steps_per_s"] > 0
 
 
 def test_human_output(user_dir: Path) -> None:

@@ -114,12 +114,21 @@ def unpack(result: Any, spec: str) -> tuple[Any, Any]:
         dataset, *rest = result
         rest = [*rest, None, None, None]
         model, loss, optimizer = rest[0], rest[1], rest[2]
+    elif isinstance(result, (tuple, list)) and len(result) > 1 and hasattr(
+        result[0], "train_on_batch"
+    ):  # (model, dataset) or (model, x, y), as `tune --train` takes them
+        model, dataset = result[0], result[1]
+        if len(result) > 2 or not isinstance(dataset, tf.data.Dataset):
+            raise TargetError(
+                f"{spec} returned a model and arrays: Keras' fit builds their pipeline itself, "
+                "so there is no tf.data pipeline of yours to analyze; return (model, dataset)"
+            )
     else:
         dataset = result
     if not isinstance(dataset, tf.data.Dataset):
         raise TargetError(
             f"{spec} returned {type(dataset).__name__}, not a tf.data.Dataset; return the dataset "
-            "(or a dict with 'dataset' and 'model')"
+            "(or a dict with 'dataset' and 'model', or (model, dataset))"
         )
     if model is not None:
         if not hasattr(model, "train_on_batch"):
