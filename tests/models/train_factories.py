@@ -76,6 +76,31 @@ def string_categories():
     return model, tf.data.Dataset.from_tensor_slices((colours[picked], labels)).batch(32)
 
 
+class RowBatches(keras.utils.PyDataset):
+    """Batches of rows by index, the Keras 3 way of feeding ``fit`` from Python."""
+
+    def __init__(self, x, y, batch_size=32, **kwargs):
+        super().__init__(**kwargs)
+        self.x, self.y, self.batch_size = x, y, batch_size
+
+    def __len__(self):
+        return len(self.x) // self.batch_size
+
+    def __getitem__(self, index):
+        rows = slice(index * self.batch_size, (index + 1) * self.batch_size)
+        return self.x[rows], self.y[rows]
+
+
+def py_dataset_mlp():
+    """(model, PyDataset): an MLP fed by a ``keras.utils.PyDataset``."""
+    x = np.random.randn(320, 10).astype("float32")
+    y = (x[:, :3].sum(axis=1) > 0).astype("float32")
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    model.compile("adam", "binary_crossentropy")
+    return model, RowBatches(x, y)
+
+
 def cnn_batchnorm():
     """(model, x, y): a small CNN with batch norm; the label is the brighter half."""
     images = np.random.rand(256, 8, 8, 1).astype("float32")

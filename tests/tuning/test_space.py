@@ -455,3 +455,18 @@ def test_a_factory_that_sets_its_own_policy_is_not_tried_in_another_precision():
         policy="mixed_bfloat16", policy_source="factory"), 0.01)
     assert space.values["precision"] == ("fp32",)
     assert "your factory sets the policy (mixed_bfloat16)" in _why(space)[("precision", "bf16")]
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    ("arrays", "your factory gives arrays, and Keras' fit builds their pipeline"),
+    ("pydataset", "your factory gives a keras.utils.PyDataset, whose own settings are its "
+                  "workers, use_multiprocessing and max_queue_size"),
+])
+def test_a_pipeline_that_is_not_the_users_tf_data_is_not_tuned_and_says_why(data, why):
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    own = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    assert own.values["input_pipeline"] == (None, "tuned")
+    given = fit_training_space(build_space(facts), TrainBaseline(data=data), 0.002)
+    assert given.values["input_pipeline"] == (None,)
+    assert _why(given)[("input_pipeline", "tuned")] == f"not tried: {why}" + (
+        " (prefetch included)" if data == "arrays" else "")

@@ -80,6 +80,18 @@ def test_arrays_run_on_the_pipeline_keras_fit_builds_and_a_dataset_as_the_user_w
     assert not any("prefetched" in n for n in own.notes)
 
 
+def test_a_py_dataset_is_read_in_order_as_keras_fit_reads_it(tmp_path):
+    prepared = train_prepared(workload(tmp_path, path="train_factories:py_dataset_mlp"), {})
+    assert prepared.train["baseline"]["data"] == "pydataset" and prepared.batch == 32
+    assert any(n.startswith("a keras.utils.PyDataset, read in order") for n in prepared.notes)
+    # its 10 batches repeated for timing; the guard's 50 steps run on them from the start
+    assert any("a finite dataset (10 batches) is repeated" in n for n in prepared.notes)
+    prepared.call()
+    losses = np.asarray(prepared.outputs()[0]).ravel()
+    assert losses.size == 50 and np.isfinite(losses).all()
+    assert np.array_equal(losses, np.asarray(prepared.outputs()[0]).ravel())
+
+
 def test_a_factory_that_sets_its_own_policy_is_the_baseline_s_policy(tmp_path):
     own = train_prepared(workload(tmp_path, path="train_factories:own_policy"), {})
     assert own.train["baseline"]["policy"] == "mixed_bfloat16"

@@ -514,7 +514,8 @@ class TrainBaseline:
     policy: str = "float32"
     policy_source: str = "tfperf"
     data: str = "dataset"
-    """``"arrays"`` where Keras' ``fit`` builds the pipeline from the user's arrays."""
+    """``"arrays"`` where Keras' ``fit`` builds the pipeline from the user's arrays,
+    ``"pydataset"`` where the user gave a ``keras.utils.PyDataset``."""
     notes: tuple[str, ...] = ()
 
     @classmethod
@@ -575,13 +576,19 @@ def fit_training_space(
             "precision", values["precision"][1:],
             f"not tried: your factory sets the policy ({baseline.policy})",
         )
-    if baseline.data == "arrays" and len(values.get("input_pipeline", ())) > 1:
-        fitted = fitted.drop(
-            "input_pipeline", values["input_pipeline"][1:],
-            "not tried: your factory gives arrays, and Keras' fit builds their pipeline "
-            "(prefetch included)",
-        )
+    not_yours = NOT_YOUR_PIPELINE.get(baseline.data)
+    if not_yours and len(values.get("input_pipeline", ())) > 1:
+        fitted = fitted.drop("input_pipeline", values["input_pipeline"][1:], not_yours)
     return fitted
+
+
+NOT_YOUR_PIPELINE = {
+    "arrays": "not tried: your factory gives arrays, and Keras' fit builds their pipeline "
+              "(prefetch included)",
+    "pydataset": "not tried: your factory gives a keras.utils.PyDataset, whose own settings "
+                 "are its workers, use_multiprocessing and max_queue_size",
+}
+"""Why ``input_pipeline`` is not tried, by the kind of data the user gave."""
 
 
 TRAIN_BATCH_FACTORS = (2, 4)

@@ -5,7 +5,8 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
 "batch", "search_path", "unsafe", "guard_steps", "guard_seconds", "validation"}``):
 
 - **Loading.** A ``module:function`` returns ``(model, dataset)`` (a ``tf.data.Dataset`` of
-  ``(x, y)`` or ``(x, y, sample_weight)`` batches), ``(model, x, y)`` (arrays, batched at
+  ``(x, y)`` or ``(x, y, sample_weight)`` batches, or a ``keras.utils.PyDataset``, made the
+  ``tf.data`` form ``fit`` makes of it on TensorFlow), ``(model, x, y)`` (arrays, batched at
   ``batch`` in order) or what ``tfperf pipeline`` accepts (a dict with ``"dataset"`` and
   ``"model"``); a ``.keras`` file is loaded with its compile configuration and trained on
   ``inputs``/``labels`` (``.npz``/``.npy``). Every global generator is seeded before the module
@@ -308,7 +309,7 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
 
     shape = (
         "must return (model, dataset) with a compiled Keras model and a tf.data.Dataset of "
-        "(x, y) batches, or (model, x, y) with arrays"
+        "(x, y) batches (or a keras.utils.PyDataset), or (model, x, y) with arrays"
     )
     if isinstance(result, tuple) and len(result) == 3 and _is_model(result[0]):
         model, x, y = result
@@ -325,6 +326,8 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
         model, data = result
         if isinstance(data, tf.data.Dataset):
             return _Source(model, data, [])
+        if _is_py_dataset(data):
+            return _Source(model, _py_dataset(data), [PY_DATASET_NOTE], "pydataset")
         raise UserError(f"Factory {ref} returned {type(data).__name__} as its data: it {shape}.")
     if not isinstance(result, (dict, tuple, list)):
         raise UserError(f"Factory {ref} returned {type(result).__name__}: it {shape}.")
@@ -335,6 +338,26 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
     if model is None:
         raise UserError(f"Factory {ref} returned no model: it {shape}.")
     return _Source(model, data, [])
+
+
+PY_DATASET_NOTE = ("a keras.utils.PyDataset, read in order through Keras' own adapter, as "
+                   "fit reads it on TensorFlow (its tf.data form)")
+
+
+def _is_py_dataset(obj: Any) -> bool:
+    import keras
+
+    return isinstance(obj, keras.utils.PyDataset)
+
+
+def _py_dataset(data: Any) -> Any:
+    """A ``keras.utils.PyDataset`` as the ``tf.data.Dataset`` Keras' ``fit`` makes of it (in
+    order: the guard compares the same batches), its length known."""
+    import tensorflow as tf
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    dataset = PyDatasetAdapter(data, shuffle=False).get_tf_dataset()
+    return dataset.apply(tf.data.experimental.assert_cardinality(len(data)))
 
 
 def _is_model(obj: Any) -> bool:

@@ -51,8 +51,9 @@ class Baseline:
     policy_source: str
     """``"tfperf"`` (the policy tfperf set before the factory ran) or ``"factory"``."""
     data: str = "dataset"
-    """``"dataset"`` (the user's own ``tf.data`` pipeline) or ``"arrays"`` (Keras' ``fit``
-    builds the pipeline: there is none of the user's to tune)."""
+    """``"dataset"`` (the user's own ``tf.data`` pipeline), ``"arrays"`` (Keras' ``fit``
+    builds the pipeline: there is none of the user's to tune) or ``"pydataset"`` (a
+    ``keras.utils.PyDataset``, whose own settings are its workers and queue)."""
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
