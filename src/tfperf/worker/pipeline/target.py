@@ -118,10 +118,15 @@ def unpack(result: Any, spec: str) -> tuple[Any, Any]:
         result[0], "train_on_batch"
     ):  # (model, dataset) or (model, x, y), as `tune --train` takes them
         model, dataset = result[0], result[1]
-        if len(result) > 2 or not isinstance(dataset, tf.data.Dataset):
+        if len(result) > 2:
             raise TargetError(
                 f"{spec} returned a model and arrays: Keras' fit builds their pipeline itself, "
                 "so there is no tf.data pipeline of yours to analyze; return (model, dataset)"
+            )
+        if not isinstance(dataset, tf.data.Dataset):
+            raise TargetError(
+                f"{spec} returned a model and a {type(dataset).__name__}: tfperf pipeline "
+                "analyzes tf.data pipelines; return (model, dataset) with a tf.data.Dataset"
             )
     else:
         dataset = result
