@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -45,30 +43,41 @@ def test_a_worker_started_and_closed_between_two_snapshots_is_ours():
     end = contention.snapshot()
     assert start is not None and end is not None
     used = _cpu_used(hog.stdout)
-    assert used > 1.0 and end.ours_s - start.ours_s >= 0.95 * used
+    assert used > 0.2 and end.ours_s - start.ours_s >= 0.95 * used
     # had it been counted as someone else's, the share would have grown by its part
     as_ours = contention.other_cpu_share(start, end)
     as_other = contention.other_cpu_share(start, replace(end, ours_s=end.ours_s - used))
     assert as_ours is not None and as_other is not None
-    cpus = psutil.cpu_count() or 1
-    assert as_other - as_ours > 0.4 / cpus and 0.0 <= as_ours <= as_other <= 1.0
+    part = used / ((end.at - start.at) * (psutil.cpu_count() or 1))
+    assert as_other - as_ours > 0.5 * part and 0.0 <= as_ours <= as_other <= 1.0
+
+
+# Run in a process of its own, whose tree holds nothing else (a test process may hold the
+# servers and clusters of other tests' fixtures): it starts a hog through a shell that exits
+# at once, leaving the hog to init, and prints the CPU its tree used and the hog's own.
+ORPHAN = """
+import os, subprocess, sys, time
+from tfperf.machine import contention
+done = sys.argv[1]
+start = contention.snapshot()
+subprocess.run(["sh", "-c", f"{sys.executable} -c \\"$HOG\\" &"], check=True,
+               env={**os.environ, "HOG": sys.argv[2]})
+deadline = time.monotonic() + 30
+while not os.path.exists(done) or not open(done).read():
+    assert time.monotonic() < deadline, "the hog did not finish"
+    time.sleep(0.05)
+end = contention.snapshot()
+print(end.ours_s - start.ours_s, open(done).read())
+"""
 
 
 def test_a_process_this_one_did_not_start_is_someone_elses(tmp_path):
     done = tmp_path / "used"
-    code = HOG.format(s=1.5) + f"open({str(done)!r}, 'w').write(str(time.process_time()))\n"
-    start = contention.snapshot()
-    # started through a shell that exits at once: the hog is left to init, not ours
-    subprocess.run(["sh", "-c", f"{sys.executable} -c \"$HOG\" &"], check=True,
-                   env={**os.environ, "HOG": code})
-    deadline = time.monotonic() + 30
-    while not done.exists() or not done.read_text():
-        assert time.monotonic() < deadline, "the hog did not finish"
-        time.sleep(0.05)
-    end = contention.snapshot()
-    assert start is not None and end is not None
-    used = float(done.read_text())
-    assert used > 1.0 and end.ours_s - start.ours_s < 0.3 * used
+    hog = HOG.format(s=1.5) + f"open({str(done)!r}, 'w').write(str(time.process_time()))\n"
+    probe = subprocess.run([sys.executable, "-c", ORPHAN, str(done), hog], check=True,
+                           capture_output=True, text=True, timeout=60)
+    ours, used = map(float, probe.stdout.split())
+    assert used > 0.2 and ours < 0.3 * used
 
 
 def test_too_short_a_span_or_no_counters_tell_nothing():
