@@ -694,3 +694,29 @@ def failures_in(doc: Mapping[str, Any]) -> list[str]:
         for r in doc.get("results", [])
         if r.get("status") == "failed"
     ]
+
+
+def unrunnable(doc: Mapping[str, Any]) -> str | None:
+    """The sentence a ``tfperf bench`` exits 2 with: its default could not run, or the one
+    candidate the user named could not (its worker said why before measuring anything: an
+    exception or the user's input, not a crash, which is a finding about that configuration);
+    ``None`` where both ran."""
+    results = list(doc.get("results", []))
+    if not results:
+        return None
+    if _said_why(results[0]):
+        return f"The default configuration cannot run: {_why(results[0])}."
+    if len(results) == 2 and _said_why(results[1]):
+        return (f"{results[1]['label']} cannot run: {_why(results[1])} (the default's figures "
+                "are above).")
+    return None
+
+
+def _said_why(result: Mapping[str, Any]) -> bool:
+    error = result.get("error") or {}
+    return result.get("status") == "failed" and not result.get("n") and bool(error.get("kind"))
+
+
+def _why(result: Mapping[str, Any]) -> str:
+    error = result.get("error") or {}
+    return str(error.get("message") or error.get("reason") or "failed").rstrip(". ")

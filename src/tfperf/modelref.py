@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.kerasbackend import configured_backend
 from tfperf.core.workloads import builtin_workload, check_batch
 
 SUPPORTED = (
@@ -228,6 +229,7 @@ def resolve_train_target(
 ) -> dict[str, Any]:
     """The workload dict of ``--train TARGET`` (kind ``"train"``, see
     :mod:`tfperf.worker.training`), checked like :func:`resolve_model`."""
+    check_keras_backend()
     path, fmt = _identify(arg)
     if fmt not in ("factory", "keras"):
         raise UserError(f"--train takes {TRAIN_SUPPORTED}; {arg!r} is a {fmt} model.")
@@ -285,11 +287,33 @@ def builtin_train_target(
     """The workload dict of the training built-in ``name`` (``--workload cnn-train``) with the
     guard's options, checked as :func:`resolve_train_target` checks a user's."""
     workload = builtin_workload(name, size=size, batch=batch)
+    if workload["kind"] == "train":
+        check_keras_backend()
     if workload["kind"] != "train":
         raise UserError(f"--train measures a training step and {name} is an inference "
                         "workload: leave out --train, or train --workload cnn-train or your "
                         "own MODEL.")
     return {**workload, **guard.checked()}
+
+
+MEASURED_BACKENDS = ("tensorflow", "jax")
+"""The Keras backends a training step is measured on."""
+
+
+def check_keras_backend(environ: Any = None) -> None:
+    """One sentence where Keras here runs on a backend tfperf does not measure (torch,
+    openvino): the training worker inherits it and could not import it, or would train
+    another program than TensorFlow's."""
+    backend, source = configured_backend(environ)
+    if backend in MEASURED_BACKENDS:
+        return
+    where = f"KERAS_BACKEND={backend}" if source == "KERAS_BACKEND" else \
+        f"the backend of keras.json is {backend!r}"
+    raise UserError(
+        f"Keras here runs on {backend} ({where}), a backend tfperf does not measure: it "
+        "measures training on Keras' tensorflow and jax backends; set KERAS_BACKEND=tensorflow "
+        "(or jax) to measure your training step."
+    )
 
 
 def _check_array_file(path: str | None, option: str) -> str | None:

@@ -60,7 +60,15 @@ from typing import Any
 from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
-from tfperf.core.knobs import KERAS_JAX, KERAS_TF, XLA_AOT, current_label, current_names
+from tfperf.core.knobs import (
+    KERAS_JAX,
+    KERAS_TF,
+    XLA_AOT,
+    current_label,
+    current_names,
+    runs_graph,
+)
+from tfperf.core.loopcode import is_diff, loop_code_lines
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -142,9 +150,16 @@ def code_lines(
     return lines
 
 
-def train_code_lines(config: Mapping[str, Any]) -> list[str]:
+def train_code_lines(
+    config: Mapping[str, Any], baseline: Mapping[str, Any] | None = None
+) -> list[str]:
     """The lines a training script needs for a training tune's model-level knobs (threads,
-    oneDNN and the allocator are set from outside by ``tfperf run``)."""
+    oneDNN and the allocator are set from outside by ``tfperf run``); for a custom loop
+    (``baseline["step"] == "loop"``) a diff against a step written the usual way
+    (:func:`tfperf.core.loopcode.loop_code_lines`)."""
+    baseline = baseline or {}
+    if baseline.get("step") == "loop":
+        return loop_code_lines(config, baseline)
     lines = keras_backend_lines(config)
     threads = config.get("runtime_threads")
     if config.get("runtime") == KERAS_JAX and threads:
@@ -161,6 +176,8 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     if config.get("precision") == "mixed_float16":
         lines.append('keras.mixed_precision.set_global_policy("mixed_float16")  # before building')
     compile_args = []
+    if not baseline.get("graph", True) and (config.get("graph") or runs_graph(config)):
+        compile_args.append("run_eagerly=False")
     if config.get("xla") in ("jit", "off"):  # only where it differs from the user's compile
         compile_args.append(f"jit_compile={config['xla'] == 'jit'}")
     if config.get("steps_per_execution"):
@@ -180,6 +197,8 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+DIFF_HEADING = "# change your training loop (a diff against a step written the usual way):"
+"""What precedes a custom loop's code lines where they are printed."""
 INSTALL = "pip install"
 """The start of a code line that installs a package rather than changes the script."""
 RUN_SETS_IT = "(tfperf run --profile sets it)"
@@ -244,7 +263,7 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "max_abs_error": rec.get("max_abs_error"),
         "adoption": rec.get("adoption"),
         "env": env,
-        "code": train_code_lines(config)
+        "code": train_code_lines(config, (doc.get("train") or {}).get("baseline"))
         if (doc.get("workload") or {}).get("kind") == "train"
         else code_lines(config, fmt, rec.get("artifact")),
         "artifact": rec.get("artifact"),
@@ -409,6 +428,8 @@ def render(profile: Mapping[str, Any], fmt: str) -> str:
             lines.append(f"# converted model: {artifact}")
         return "\n".join(lines) + "\n"
     lines = [f"# {header}"]
+    if is_diff(code):  # a custom loop's change: a diff, not lines to paste
+        code = [DIFF_HEADING, *(f"# {line}" for line in code)]
     code = [f"# {line}" if line.startswith(INSTALL) else line for line in code]  # not Python
     preload = env.pop("LD_PRELOAD", None)
     if preload:

@@ -62,7 +62,8 @@ def test_the_baseline_is_what_the_user_compiled_and_a_knob_left_out_keeps_it(tmp
     own = train_prepared(wl, {})
     assert own.train["baseline"] == {"jit_compile": True, "steps_per_execution": 8,
                                      "policy": "float32", "policy_source": "tfperf",
-                                     "data": "arrays", "notes": []}
+                                     "data": "arrays", "notes": [], "step": "fit",
+                                     "graph": True, "strategy": None, "unpacks": True}
     assert own.batch == 8 * 32 and any("as you compiled it" in n for n in own.notes)
     off = train_prepared(wl, {"xla": "off", "steps_per_execution": 1})
     assert off.batch == 32 and not any("XLA" in n for n in off.notes)

@@ -37,7 +37,8 @@ def test_bench_measures_the_builtin_training_workload_as_a_training_step(tmp_pat
     assert train["steps_per_s"] > 0 and train["first_steps_s"] > 0
     assert train["baseline"] == {"jit_compile": False, "steps_per_execution": 1,
                                  "policy": "float32", "policy_source": "tfperf", "data": "arrays",
-                                 "notes": []}
+                                 "notes": [], "step": "fit", "graph": True, "strategy": None,
+                                 "unpacks": True}
 
 
 def test_the_builtin_training_workload_learns_over_the_guard_steps():

@@ -202,6 +202,26 @@ def _render_speedups(comparisons: list[dict[str, Any]], a: str, b: str) -> None:
             _warn(w, c[b])
 
 
+def _exit_if_unrunnable(doc: dict[str, Any]) -> None:
+    """Exit 2 with one sentence where the default, or the one candidate named, could not run
+    (:func:`tfperf.benchmark.unrunnable`): a script must not read its exit 0 as measured."""
+    from tfperf.benchmark import unrunnable
+
+    sentence = unrunnable(doc)
+    if sentence:
+        raise UserError(sentence)
+
+
+def _refuse_training_knobs(candidate: Any) -> None:
+    """A training knob set on an inference workload: one sentence, not a knob ignored."""
+    from tfperf.core.config import TRAINING_KNOBS
+
+    named = [k for k in TRAINING_KNOBS if getattr(candidate, k) is not None]
+    if named:
+        raise UserError(f"{named[0]} acts on a training step: add --train (and your "
+                        "training factory), or leave it out.")
+
+
 def _workload_name(workload: dict[str, Any]) -> str:
     name = workload.get("name") if workload.get("kind") == "builtin" else workload.get("builtin")
     if name:  # a training built-in too
@@ -420,6 +440,8 @@ def register(group: click.Group) -> None:
             refuse_train_only(opts)
             workload = _workload_of(opts, model)
         candidate = Config.parse(opts["sets"], opts["envs"])
+        if not training:
+            _refuse_training_knobs(candidate)
         if wants_load(opts) and training:
             raise UserError(f"{_trained(opts)} measures training steps, not a served model: "
                             "leave out the load options.")
@@ -441,6 +463,7 @@ def register(group: click.Group) -> None:
         export_run(opts["export"], opts["store"], doc["run_id"])
         if to_mlflow:
             mlflow_log.log_and_tell(doc, opts["store"])
+        _exit_if_unrunnable(doc)
 
     @group.command("compare")
     @click.argument("runs", nargs=-1)
@@ -515,6 +538,8 @@ def _compare_measured(model: str | None, opts: dict[str, Any]) -> dict[str, Any]
     workload = _workload_of(opts, model)
     candidates = [Config.parse(s.split(","), []) for s in opts["sets"]]
     candidates += [Config.parse([], [e]) for e in opts["envs"]]
+    for candidate in candidates:
+        _refuse_training_knobs(candidate)
     if not candidates:
         raise UserError(
             "name at least one candidate with --set KEY=VALUE or --env KEY=VALUE "

@@ -228,15 +228,15 @@ def _by_hand_lines(rec: dict[str, Any], out: Any) -> None:
     """What the answer needs that ``tfperf run`` does not do: installs, then code lines."""
     from rich.markup import escape
 
-    from tfperf.profiles import INSTALL, to_do_by_hand
+    from tfperf.core.loopcode import is_diff
+    from tfperf.profiles import DIFF_HEADING, INSTALL, to_do_by_hand
 
     by_hand = to_do_by_hand(rec.get("code") or [])
     installs = [line for line in by_hand if line.startswith(INSTALL)]
-    for heading, lines in (
-        ("install first:", installs),
-        ("add to your training script (tfperf run cannot set these from outside):",
-         [line for line in by_hand if line not in installs]),
-    ):
+    changes = [line for line in by_hand if line not in installs]
+    add = DIFF_HEADING[2:] if is_diff(changes) else (
+        "add to your training script (tfperf run cannot set these from outside):")
+    for heading, lines in (("install first:", installs), (add, changes)):
         if lines:
             out.print(heading)
             for line in lines:

@@ -94,8 +94,9 @@ def render_tune(doc: dict) -> None:
     throughput = doc.get("objective") == "throughput"
     training = bool(doc.get("train"))
     if training:
-        out.print(escape(f"your model: {_baseline_text(doc['train'].get('baseline') or {})}"),
-                  soft_wrap=True)
+        baseline = doc["train"].get("baseline") or {}
+        yours = "your step" if baseline.get("step") == "loop" else "your model"
+        out.print(escape(f"{yours}: {_baseline_text(baseline)}"), soft_wrap=True)
     table = Table(
         title=f"tfperf tune (run {doc['run_id']}): {doc['trials']} trials, "
         f"stopped: {STOPPED_TEXT.get(doc['stopped'], doc['stopped'])}",
@@ -201,8 +202,9 @@ def render_tune(doc: dict) -> None:
 
 def _baseline_text(baseline: dict) -> str:
     """``jit_compile=True, steps_per_execution=8, float32`` and the baseline's notes."""
-    text = (f"jit_compile={baseline.get('jit_compile')}, steps_per_execution="
-            f"{baseline.get('steps_per_execution')}, {baseline.get('policy')}")
+    from tfperf.core.loopcode import describe_baseline
+
+    text = describe_baseline(baseline)
     if baseline.get("policy_source") == "factory":
         text += " (set by your factory)"
     notes = baseline.get("notes") or []
@@ -538,7 +540,9 @@ def run_command(profile: str, command: tuple[str, ...]) -> int:
     from rich.markup import escape
 
     from tfperf.cli.verbosity import detail, note
+    from tfperf.core.loopcode import is_diff
     from tfperf.profiles import (
+        DIFF_HEADING,
         load_profile,
         mismatch_warnings,
         profile_env,
@@ -552,7 +556,12 @@ def run_command(profile: str, command: tuple[str, ...]) -> int:
     for warning in mismatch_warnings(data):
         err_console().print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     by_hand = to_do_by_hand(data.get("code") or [])
-    if by_hand:
+    if is_diff(by_hand):  # a custom loop's answer: its diff, line by line
+        note(f"[dim]note: this profile also needs what tfperf run cannot do; "
+             f"{escape(DIFF_HEADING[2:])}[/]")
+        for line in by_hand:
+            note(f"[dim]  {escape(line)}[/]")
+    elif by_hand:
         note(
             "[dim]note: this profile also needs what tfperf run cannot do: "
             f"{escape('; '.join(by_hand))}[/]"

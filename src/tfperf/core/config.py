@@ -65,6 +65,8 @@ class Config:
     precision: str = "fp32"
     runtime_threads: int | None = None
     steps_per_execution: int | None = None
+    graph: bool | None = None
+    """``None``: a training step as the user wrote it (eager or a graph)."""
     input_pipeline: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -198,6 +200,8 @@ class Config:
 
 
 _FIELDS = CONFIG_KNOBS
+TRAINING_KNOBS = ("steps_per_execution", "graph", "input_pipeline")
+"""The knobs that act on a training step only (``None`` at their default)."""
 """The order of :meth:`Config.to_dict`."""
 
 

@@ -170,6 +170,12 @@ KNOBS: dict[str, Knob] = {
             "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
         ),
         Knob(
+            "graph", None, parse_bool, TF_ONLY, "model", "code",
+            "a training step as a graph (tf.function) or eagerly; default: as you wrote it "
+            "(a custom loop's step, or compile(run_eagerly=...)); xla=jit and "
+            "steps_per_execution > 1 run a graph; training workloads only",
+        ),
+        Knob(
             "xla", None, parse_xla, TF_ONLY, "model", "code",
             "XLA: jit_compile on the serving function (code) or auto-clustering (env); "
             "default: as the model has it (off for inference, your compile for training)",
@@ -265,9 +271,19 @@ def changed(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def normalize(config: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`changed`, without the knobs that do not act on the config's runtime."""
+    """:func:`changed`, without the knobs that do not act on the config's runtime, nor
+    ``graph=on`` where another knob already runs a graph (:func:`runs_graph`)."""
     runtime = config.get("runtime", "tf")
-    return {k: v for k, v in changed(config).items() if runtime in KNOBS[k].runtimes}
+    out = {k: v for k, v in changed(config).items() if runtime in KNOBS[k].runtimes}
+    if out.get("graph") is True and runs_graph(out):
+        del out["graph"]
+    return out
+
+
+def runs_graph(config: Mapping[str, Any]) -> bool:
+    """Whether ``config`` runs a training step as a graph whatever ``graph`` says: XLA
+    compiles a graph, and N steps a call are one ``tf.function``."""
+    return config.get("xla") == "jit" or int(config.get("steps_per_execution") or 1) > 1
 
 
 def label(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str:

@@ -90,6 +90,15 @@ BUILTINS: dict[str, WorkloadInfo] = {
             factory="tfperf.worker.trainmodels:cnn_train",
         ),
         WorkloadInfo(
+            "gan-train",
+            "custom training loop of a small GAN (dense generator and discriminator, two Adam "
+            "optimizers, tf.GradientTape in a tf.function step) on 16x16 images",
+            "train",
+            standard={"samples": 4096, "image": 16, "latent": 64, "hidden": 256, "batch": 64},
+            tiny={"samples": 256, "image": 4, "latent": 4, "hidden": 16, "batch": 32},
+            factory="tfperf.worker.trainmodels:gan_train",
+        ),
+        WorkloadInfo(
             "mlp",
             "3-layer MLP (256 -> 512 -> 512 -> 10), serving latency",
             "inference",

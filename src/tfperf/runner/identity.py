@@ -18,7 +18,8 @@ Keras backends draw initial weights each its own way, whatever the seed, so a tr
 another backend (the runtime ``keras-jax``) starts from the baseline's weights instead:
 :func:`weights_handoff` gives each worker's training workload the file the baseline's worker
 writes its initial weights to (``weights_out``) and a worker of another runtime loads them from
-(``weights_in``, matched by variable path and shape), before either takes its fingerprint.
+(``weights_in``, matched by variable path and shape), before either takes its fingerprint;
+a custom loop's candidate of the same runtime takes them too (``state_in``).
 """
 
 from __future__ import annotations
@@ -94,14 +95,17 @@ def weights_handoff(
 ) -> dict[str, Any]:
     """``workload`` for a worker of ``runtime``: a training step's baseline worker
     (``baseline_runtime`` None: this is it) writes its initial weights to ``path``, a worker of
-    another runtime loads them; any other worker is left as it is."""
+    another runtime loads them; a worker of the same runtime is told where they are
+    (``state_in``): a custom loop's takes them, so that a factory drawing its weights from a
+    private unseeded generator is the same model there (a Keras model's is checked by its
+    fingerprint, as before)."""
     if workload.get("kind") != "train":
         return dict(workload)
     if baseline_runtime is None:
         return {**workload, "weights_out": path}
     if runtime != baseline_runtime:
         return {**workload, "weights_in": path}
-    return dict(workload)
+    return {**workload, "state_in": path}
 
 
 class SameModel:

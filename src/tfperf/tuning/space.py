@@ -62,6 +62,7 @@ from tfperf.core.knobs import (
     openvino_available,
     show_value,
 )
+from tfperf.core.loopcode import describe_baseline
 
 NO_BF16 = "the CPU has neither AVX512_BF16 nor AMX"
 DEFAULT_BATCHES = (1, 4, 16, 64)
@@ -453,6 +454,7 @@ def build_space(facts: SpaceFacts) -> Space:
     }
     values["batch"] = _batch_values(facts, unavailable)
     values["steps_per_execution"] = TRAIN_STEPS_PER_EXECUTION if facts.train else (None,)
+    values["graph"] = (None, True) if facts.train else (None,)
     factory = facts.train and facts.model_format == "factory"
     values["input_pipeline"] = (None, "tuned") if factory else (None,)
     conflicts = _conflicts(values, unavailable)
@@ -489,12 +491,14 @@ a quick tune's rounds take 1.5-2 s each), while the gain of more steps per call,
 overhead per call spread over them, is mostly had at a few steps."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "steps_per_execution", "xla", "runtime", "intra_threads", "runtime_threads", "precision",
-    "allocator", "onednn", "inter_threads", "input_pipeline", "batch",
+    "graph", "steps_per_execution", "xla", "runtime", "intra_threads", "runtime_threads",
+    "precision", "allocator", "onednn", "inter_threads", "input_pipeline", "batch",
 )
 """The order a training tune visits its knobs (labels keep the table's order): what each
 costs to try is the same (a worker, its guard), so the knobs that gave most on the models
-measured come first: steps per call (1.3-2.3x) and XLA (up to 1.6x), then the runtime, so
+measured come first: a graph where the step runs eagerly (a custom loop's plain Python step
+ran 16x slower than under ``tf.function``; the knob has a candidate only there), steps per
+call (1.3-2.3x) and XLA (up to 1.6x), then the runtime, so
 that Keras on JAX (0.36-1.9x by hand) is measured against TensorFlow with its two largest
 levers, not against plain TensorFlow. Tried first, JAX won on a transformer at 1.46x the
 default, and XLA, which acts on TensorFlow only, was never tried: it gave 1.53x alone, and the
@@ -517,6 +521,11 @@ class TrainBaseline:
     """``"arrays"`` where Keras' ``fit`` builds the pipeline from the user's arrays,
     ``"pydataset"`` where the user gave a ``keras.utils.PyDataset``."""
     notes: tuple[str, ...] = ()
+    step: str = "fit"
+    """``"loop"`` for a custom training loop's step (:mod:`tfperf.tuning.loopspace`)."""
+    graph: bool = True
+    strategy: str | None = None
+    unpacks: bool = True
 
     @classmethod
     def from_ready(cls, ready: Mapping[str, Any]) -> TrainBaseline:
@@ -528,9 +537,8 @@ class TrainBaseline:
         return {**asdict(self), "notes": list(self.notes)}
 
     def describe(self) -> str:
-        """``jit_compile=True, steps_per_execution=8, float32``."""
-        return (f"jit_compile={self.jit_compile}, steps_per_execution="
-                f"{self.steps_per_execution}, {self.policy}")
+        """``jit_compile=True, steps_per_execution=8, float32`` (:func:`describe_baseline`)."""
+        return describe_baseline(self.to_dict())
 
 
 def steps_ladder(

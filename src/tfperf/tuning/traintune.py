@@ -39,6 +39,7 @@ from tfperf.profiles import train_code_lines
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.evaluate import Evaluator, Progress
+from tfperf.tuning.loopspace import fit_step_space
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.prune import removable
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
@@ -317,7 +318,7 @@ class TrainEvaluator(Evaluator):
         sizes its guard does not cover."""
         max_call_s = QUICK_MAX_CALL_S if self.options.quick else MAX_TRAIN_CALL_S
         fitted = fit_training_space(space, self.baseline, self.step_s(), max_call_s)
-        return self.within_guard(fitted)
+        return self.within_guard(fit_step_space(fitted, self.baseline))
 
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
@@ -616,7 +617,7 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
     if rec.get("guard"):
         rec["guard"] = without_trajectories(rec["guard"])
-    rec["code"] = train_code_lines(rec.get("config") or {})
+    rec["code"] = train_code_lines(rec.get("config") or {}, doc["train"]["baseline"])
     fit_sentence(rec, evaluator.fit_speedup)
     more_time_sentence(rec, evaluator.options.confirm_rounds)
     if not rec.get("keep_default") and (rec.get("config") or {}).get("batch"):

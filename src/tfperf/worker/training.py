@@ -68,20 +68,33 @@ optimizer's learning rate, so that a test can plant a candidate that breaks trai
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KERAS_JAX
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS, OTHER_DRAWS_NOTE
+from tfperf.core.protocol import MIN_GUARD_STEPS
 from tfperf.core.workloads import SEED
 from tfperf.worker import jaxstep
-from tfperf.worker.fingerprint import describe_arrays, digest_of, seed_everything
+from tfperf.worker.customloop import LoopSource, is_loop, loop_prepared, loop_source
+from tfperf.worker.fingerprint import describe_arrays, seed_everything
 from tfperf.worker.loading import seeded_factory_result
+from tfperf.worker.loopvars import capture
 from tfperf.worker.pipeline.target import TargetError, split_spec, unpack
+from tfperf.worker.traindata import (
+    DEFAULT_GUARD_SECONDS,
+    POLICIES,
+    PY_DATASET_NOTE,
+    TrainPrepared,
+    batch_rows,
+    data_of,
+    flat,
+    input_wait_share,
+    is_py_dataset,
+    py_dataset,
+)
 from tfperf.worker.trainstate import (
     Baseline,
     LossRecorder,
@@ -94,21 +107,10 @@ from tfperf.worker.trainstate import (
     sparse_rows_optimizer,
     state_variables,
 )
-from tfperf.worker.workload import Prepared, call_error_sentence, first_line
+from tfperf.worker.workload import call_error_sentence, first_line
 
-DEFAULT_GUARD_SECONDS = 60.0
 FIT_STEPS = 64
 """Steps of one timed ``fit`` (the ``"fit"`` extra) when the parent names none."""
-INPUT_PROBE_S = 0.25
-"""Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
-POLICIES = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}
-
-
-@dataclass
-class TrainPrepared(Prepared):
-    """:class:`Prepared` with what a training step reports in ``ready["train"]``."""
-
-    train: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,6 +122,8 @@ class _Source:
     notes: list[str]
     data: str = "dataset"
     """:attr:`tfperf.worker.trainstate.Baseline.data`."""
+    loop: LoopSource | None = None
+    """A custom training loop (:mod:`tfperf.worker.customloop`) instead of a model."""
 
 
 def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
@@ -134,17 +138,20 @@ def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPre
 
 
 def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
-    source, baseline, knob_notes = _model_as_configured(workload, config)
+    source = _load_under_policy(workload, config)
+    if source.loop is not None:
+        return loop_prepared(source.loop, workload, config)
+    baseline, knob_notes = _model_as_configured(source, config)
     model = source.model
     spe = int(model.steps_per_execution or 1)
-    data = _data_of(source, workload, config)
+    data = data_of(source.dataset, workload, config)
     _build(model, data.batches[0])
     knob_notes += jaxstep.handoff_weights(model, workload)
     if config.get("train_lr_scale"):
         lr = model.optimizer.learning_rate
         model.optimizer.learning_rate = float(lr) * float(config["train_lr_scale"])
     counter = StepCounter(model, workload.get("steps_counter"))
-    fingerprint = {"inputs": describe_arrays(_flat(data.own_batches)), "weights": _weights(model)}
+    fingerprint = {"inputs": describe_arrays(flat(data.own_batches)), "weights": _weights(model)}
     initial = _snapshot(model)
     timing = jaxstep.batches(data.dataset)
     first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
@@ -161,9 +168,10 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
 
     share = None
     if workload.get("input_probe", True):
-        share = _input_wait_share(fn, timing, data.dataset, spe, keys[0])
+        cached = jaxstep.batches(data.dataset.take(spe).cache().repeat())
+        share = input_wait_share(lambda it: jaxstep.value(fn(it)[keys[0]]), timing, cached)
     timed.reset()
-    batch = _batch_rows(data.batches[0])
+    batch = batch_rows(data.batches[0])
     return TrainPrepared(
         call=call,
         outputs=lambda: timed.around(guard.run),
@@ -183,66 +191,27 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
     )
 
 
-def _model_as_configured(
-    workload: dict[str, Any], config: dict[str, Any]
-) -> tuple[_Source, Baseline, list[str]]:
-    """The user's model and data, its baseline read back before the config's knobs apply,
-    and the notes saying what runs."""
+def _load_under_policy(workload: dict[str, Any], config: dict[str, Any]) -> _Source:
+    """The user's model (or custom loop) and data, loaded under the policy the config's
+    precision asks."""
     import keras
 
     require_keras3(keras.__version__)
     policy = POLICIES.get(config.get("precision") or "fp32")
     keras.mixed_precision.set_global_policy(policy or "float32")
-    source = _load_source(workload)
-    _check_compiled(source.model, workload)
+    return _load_source(workload)
+
+
+def _model_as_configured(source: _Source, config: dict[str, Any]) -> tuple[Baseline, list[str]]:
+    """The model's baseline read back before the config's knobs apply, and the notes saying
+    what runs."""
+    policy = POLICIES.get(config.get("precision") or "fp32")
+    _check_compiled(source.model)
     baseline = read_baseline(source.model, policy or "float32", source.data)
     if policy:
         _check_policy_reached(source.model, policy)
     notes = apply_knobs(source.model, config, baseline)
-    return source, baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
-
-
-@dataclass(frozen=True)
-class _Data:
-    """The dataset as timed, the guard's cached batches and the batches fingerprinted."""
-
-    dataset: Any
-    notes: list[str]
-    guard_steps: int
-    guard_data: Any
-    batches: list[Any]
-    own_batches: list[Any]
-
-
-def _data_of(source: _Source, workload: dict[str, Any], config: dict[str, Any]) -> _Data:
-    pipeline, rows = config.get("input_pipeline"), workload.get("tile_to")
-    dataset, notes = _timing_dataset(source, workload, pipeline)
-    # where a knob changes the batches (a tuned pipeline, a re-cut batch), the fingerprint
-    # every worker shares is still of the user's data as the default's worker reads it
-    as_given = _timing_dataset(source, workload, None)[0] if (pipeline or rows) else None
-    given = _fill(as_given.take(4), workload) if as_given is not None else []
-    own = _batch_rows(given[0]) if rows else 1
-    if rows:
-        dataset = dataset.rebatch(rows, drop_remainder=True)
-        notes.append(f"batch {rows}: the dataset's batches of {own} re-cut to {rows} rows "
-                     "(the same samples in the same order)")
-    steps = _guard_steps(workload) * own // int(rows or 1)
-    guard_data = dataset.take(steps).cache()
-    batches = _fill(guard_data, workload)
-    if pipeline and not rows and not _same_data(guard_data, as_given, steps):
-        notes.append(OTHER_DRAWS_NOTE)
-    return _Data(dataset, notes, steps, guard_data, batches, given or batches[:4])
-
-
-def _same_data(ours: Any, theirs: Any, steps: int) -> bool:
-    """Whether two datasets' first ``steps`` batches hold the same arrays (the first batches
-    of a tuned pipeline may be the same draws, and later ones not)."""
-    import tensorflow as tf
-
-    def arrays(dataset: Any) -> Any:
-        return (t.numpy() for element in dataset.take(steps) for t in tf.nest.flatten(element))
-
-    return digest_of(arrays(ours)) == digest_of(arrays(theirs))
+    return baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
 
 
 def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., float]:
@@ -299,7 +268,10 @@ def _load_source(workload: dict[str, Any]) -> _Source:
 def _load_factory(workload: dict[str, Any]) -> _Source:
     ref = str(workload["path"])
     split_spec(ref)  # a TARGET that is not module:function says so first
-    result = seeded_factory_result(ref, workload.get("search_path"))
+    with capture() as created:  # a custom loop's variables, its model's made at import too
+        result = seeded_factory_result(ref, workload.get("search_path"))
+    if is_loop(result):
+        return _Source(None, None, [], loop=loop_source(result, ref, created))
     return _unpack(result, ref, workload)
 
 
@@ -326,8 +298,8 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
         model, data = result
         if isinstance(data, tf.data.Dataset):
             return _Source(model, data, [])
-        if _is_py_dataset(data):
-            return _Source(model, _py_dataset(data), [PY_DATASET_NOTE], "pydataset")
+        if is_py_dataset(data):
+            return _Source(model, py_dataset(data), [PY_DATASET_NOTE], "pydataset")
         raise UserError(f"Factory {ref} returned {type(data).__name__} as its data: it {shape}.")
     if not isinstance(result, (dict, tuple, list)):
         raise UserError(f"Factory {ref} returned {type(result).__name__}: it {shape}.")
@@ -338,26 +310,6 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
     if model is None:
         raise UserError(f"Factory {ref} returned no model: it {shape}.")
     return _Source(model, data, [])
-
-
-PY_DATASET_NOTE = ("a keras.utils.PyDataset, read in order through Keras' own adapter, as "
-                   "fit reads it on TensorFlow (its tf.data form)")
-
-
-def _is_py_dataset(obj: Any) -> bool:
-    import keras
-
-    return isinstance(obj, keras.utils.PyDataset)
-
-
-def _py_dataset(data: Any) -> Any:
-    """A ``keras.utils.PyDataset`` as the ``tf.data.Dataset`` Keras' ``fit`` makes of it (in
-    order: the guard compares the same batches), its length known."""
-    import tensorflow as tf
-    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
-
-    dataset = PyDatasetAdapter(data, shuffle=False).get_tf_dataset()
-    return dataset.apply(tf.data.experimental.assert_cardinality(len(data)))
 
 
 def _is_model(obj: Any) -> bool:
@@ -409,7 +361,7 @@ def _array(path: str) -> Any:
     return arrays[0] if len(arrays) == 1 else arrays
 
 
-def _check_compiled(model: Any, workload: dict[str, Any]) -> None:
+def _check_compiled(model: Any) -> None:
     name = type(model).__name__
     if getattr(model, "optimizer", None) is None:
         raise UserError(
@@ -439,66 +391,6 @@ def _check_policy_reached(model: Any, policy: str) -> None:
             f"set_global_policy({policy!r}) cannot reach (a saved model keeps the policy it "
             "was saved with): build the model under the policy in a factory to try it."
         )
-
-
-# ---------------------------------------------------------------------------- data
-
-
-def _timing_dataset(
-    source: _Source, workload: dict[str, Any], pipeline: str | None
-) -> tuple[Any, list[str]]:
-    """The user's dataset for timing: a finite one repeated (a note says how many batches);
-    ``pipeline == "tuned"``: its sequential maps and interleaves made parallel (TensorFlow
-    keeps their order) and ``prefetch(AUTOTUNE)`` added, as ``tfperf pipeline`` would."""
-    import tensorflow as tf
-
-    data = source.dataset
-    if pipeline == "tuned":
-        from tfperf.worker.pipeline.structural import parallelise
-
-        for which in ("MapDataset", "InterleaveDataset"):
-            data = parallelise(data, which)
-        data = data.prefetch(tf.data.AUTOTUNE)
-    count = int(data.cardinality())
-    if count == 0:
-        raise UserError(f"The dataset of {workload['path']} is empty: it yields no batch.")
-    if count == tf.data.INFINITE_CARDINALITY:
-        return data, []
-    size = f"{count} batches" if count > 0 else "its batches"
-    return data.repeat(), [f"a finite dataset ({size}) is repeated for timing"]
-
-
-def _fill(guard_data: Any, workload: dict[str, Any]) -> list[Any]:
-    """Iterate the guard's cached batches once (filling the cache); the first few kept."""
-    kept: list[Any] = []
-    try:
-        for element in guard_data:
-            if len(kept) < 4:
-                kept.append(element)
-    except Exception as exc:  # the user's pipeline raised
-        raise UserError(
-            f"Reading the dataset of {workload['path']} raised {call_error_sentence(exc)}."
-        ) from None
-    if not kept:
-        raise UserError(f"The dataset of {workload['path']} is empty: it yields no batch.")
-    return kept
-
-
-def _flat(batches: list[Any]) -> list[Any]:
-    import tensorflow as tf
-
-    return [t.numpy() for b in batches for t in tf.nest.flatten(b)]
-
-
-def _batch_rows(batch: Any) -> int:
-    import tensorflow as tf
-
-    first = tf.nest.flatten(batch)[0]
-    return int(first.shape[0]) if first.shape.rank else 1
-
-
-def _guard_steps(workload: dict[str, Any]) -> int:
-    return max(MIN_GUARD_STEPS, int(workload.get("guard_steps") or DEFAULT_GUARD_STEPS))
 
 
 # ---------------------------------------------------------------------------- steps
@@ -640,30 +532,6 @@ class _Timed:
         result = run()
         self.reset()
         return result
-
-
-def _input_wait_share(fn: Any, timing: Any, dataset: Any, spe: int, key: str) -> float | None:
-    """1 - (median call on one cached batch) / (median call on the user's dataset). Medians:
-    a call that compiles is not input (on JAX the first partial batch of a finite dataset,
-    24 rows after 93 of 32, compiled the step again: one call of 0.6 s among 300 of 0.8 ms
-    made "waiting for input 90% of a step" of a text model's 15%)."""
-    cached = jaxstep.batches(dataset.take(spe).cache().repeat())
-
-    def per_call(it: Any) -> float:
-        jaxstep.value(fn(it)[key])  # the first call on a new iterator may trace
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < 3 or time.perf_counter() - start < INPUT_PROBE_S:
-            t0 = time.perf_counter()
-            jaxstep.value(fn(it)[key])
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
-    try:
-        fed, alone = per_call(timing), per_call(cached)
-    except Exception:  # information only: never lose the measurement over it
-        return None
-    return max(0.0, 1.0 - alone / fed) if fed > 0 else None
 
 
 class _Guard:

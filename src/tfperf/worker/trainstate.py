@@ -39,6 +39,8 @@ from typing import Any
 from tfperf.core.errors import UserError
 
 DEFAULT_COUNTER = "optimizer.iterations"
+GRAPH_OFF_CLASH = ("graph=off runs your step eagerly, and xla=jit and steps_per_execution > 1 "
+                   "run it as a graph: leave graph out.")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,17 @@ class Baseline:
     builds the pipeline: there is none of the user's to tune) or ``"pydataset"`` (a
     ``keras.utils.PyDataset``, whose own settings are its workers and queue)."""
     notes: tuple[str, ...] = ()
+    step: str = "fit"
+    """``"fit"`` (Keras' train function) or ``"loop"`` (a custom training loop's step,
+    :mod:`tfperf.worker.customloop`)."""
+    graph: bool = True
+    """Whether the step runs as a graph: a ``tf.function``, not ``run_eagerly``."""
+    strategy: str | None = None
+    """The ``tf.distribute`` strategy the model or step runs under (``"MirroredStrategy (2
+    replicas)"``), ``None`` outside one."""
+    unpacks: bool = True
+    """A custom loop's step takes a batch's parts as arguments (``train_step(x, y)``), not the
+    batch whole."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -93,7 +106,20 @@ def read_baseline(model: Any, set_policy: str, data: str = "dataset") -> Baselin
         policy=policy,
         policy_source=source,
         data=data,
+        graph=not model.run_eagerly,
+        strategy=model_strategy(model),
     )
+
+
+def model_strategy(model: Any) -> str | None:
+    """The ``tf.distribute`` strategy a Keras model was built under, named with its replicas
+    (``"MirroredStrategy (2 replicas)"``); ``None`` for TensorFlow's default (no) strategy."""
+    strategy = getattr(model, "distribute_strategy", None)
+    name = type(strategy).__name__ if strategy is not None else ""
+    if not name or name.startswith("_Default"):
+        return None
+    replicas = getattr(strategy, "num_replicas_in_sync", 1)
+    return f"{name} ({replicas} replica{'s' if replicas != 1 else ''})"
 
 
 def apply_knobs(model: Any, config: Mapping[str, Any], baseline: Baseline) -> list[str]:
@@ -108,6 +134,15 @@ def apply_knobs(model: Any, config: Mapping[str, Any], baseline: Baseline) -> li
     spe = config.get("steps_per_execution")
     if spe:
         model.steps_per_execution = int(spe)
+    graph = config.get("graph")
+    implied = xla == "jit" or int(spe or 1) > 1  # XLA compiles a graph; N steps a call are one
+    if graph is False and implied:
+        raise UserError(GRAPH_OFF_CLASH)
+    if graph is not None or implied:
+        model.run_eagerly = not (True if graph is None else graph)
+    if model.run_eagerly:
+        notes.append("eager: model.run_eagerly = True, the train function runs step by step "
+                     "in Python" + (" (as you compiled it)" if graph is None else ""))
     if model.jit_compile:
         own = " (as you compiled it)" if baseline.jit_compile and xla is None else ""
         notes.append(f"XLA: model.jit_compile = True{own} (the train function compiled by XLA)")

@@ -1,0 +1,66 @@
+"""What a training tune tries, once the default ran, of an eager step, a custom loop, a strategy.
+
+Contract: :func:`fit_step_space` ``(space, baseline) -> Space`` follows
+:func:`tfperf.tuning.space.fit_training_space` (which fits the steps per call to the step time
+and reads the user's XLA and precision): it makes the user's own ``graph`` what a config that
+leaves it out runs (:attr:`Space.implied`), so that ``graph=on`` is a candidate only where the
+step runs eagerly (a custom loop's plain Python step, a Keras model compiled
+``run_eagerly=True``); for a custom loop (``baseline.step == "loop"``) it lists what is not
+tried with why -- Keras on JAX (it runs Keras' own train step), ``graph=on`` where the step is
+already a ``tf.function``, precision where the step reaches no Keras layer -- and under a
+``tf.distribute`` strategy of several replicas, XLA (its compiled program runs on one device,
+and the replicas' variables live on others) and Keras on JAX. Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tfperf.core.knobs import KERAS_JAX
+from tfperf.tuning.space import Space, TrainBaseline
+
+NO_JAX_FOR_LOOPS = ("not tried: Keras on JAX runs Keras' own train step, and your custom loop's "
+                    "step runs as you wrote it, on TensorFlow")
+ALREADY_GRAPH = "not tried: your step is already a tf.function"
+NO_LAYERS = ("not tried: tfperf finds no Keras layer in your step, where "
+             "set_global_policy('mixed_bfloat16') would act")
+XLA_UNDER_STRATEGY = ("not tried under {strategy}: XLA compiles the step for one device, and "
+                      "the strategy's replicas keep their variables on several")
+JAX_UNDER_STRATEGY = "not tried under {strategy}: a tf.distribute strategy runs on TensorFlow"
+
+
+def fit_step_space(space: Space, baseline: TrainBaseline) -> Space:
+    """The training space for the default's step (module docstring)."""
+    own = space.bare_runtime
+    implied = {**space.implied, own: {**space.implied.get(own, {}), "graph": baseline.graph}}
+    fitted = replace(space, implied=implied)
+    if baseline.graph and len(fitted.values.get("graph", ())) > 1:
+        values = {**fitted.values, "graph": (None,)}
+        fitted = replace(fitted, values=values)
+        if baseline.step == "loop":
+            fitted = replace(fitted, unavailable=[
+                *fitted.unavailable, {"knob": "graph", "value": "on", "reason": ALREADY_GRAPH}])
+    if baseline.step == "loop":
+        fitted = _drop(fitted, "runtime", KERAS_JAX, NO_JAX_FOR_LOOPS)
+        if baseline.policy_source == "none":
+            fitted = _drop(fitted, "precision", None, NO_LAYERS)
+    if _replicas(baseline.strategy) > 1:
+        name = str(baseline.strategy).split(" (")[0]
+        fitted = _drop(fitted, "xla", "jit", XLA_UNDER_STRATEGY.format(strategy=name))
+        fitted = _drop(fitted, "runtime", KERAS_JAX, JAX_UNDER_STRATEGY.format(strategy=name))
+    return fitted
+
+
+def _drop(space: Space, knob: str, value: object, reason: str) -> Space:
+    """``space`` without ``value`` of ``knob`` (``None``: every value but the default)."""
+    values = space.values.get(knob, ())[1:]
+    gone = values if value is None else tuple(v for v in values if v == value)
+    return space.drop(knob, gone, reason) if gone else space
+
+
+def _replicas(strategy: str | None) -> int:
+    """The replicas of ``"MirroredStrategy (2 replicas)"`` (1 outside a strategy)."""
+    if not strategy or "(" not in strategy:
+        return 1
+    count = strategy.rsplit("(", 1)[1].split()[0]
+    return int(count) if count.isdigit() else 1
