@@ -160,6 +160,9 @@ def train_code_lines(config: Mapping[str, Any]) -> list[str]:
         )
     if config.get("precision") == "mixed_float16":
         lines.append('keras.mixed_precision.set_global_policy("mixed_float16")  # before building')
+    if config.get("precision") == "float32":
+        lines.append('keras.mixed_precision.set_global_policy("float32")  # in place of the '
+                     "mixed policy your factory sets, before building the model")
     compile_args = []
     if config.get("xla") in ("jit", "off"):  # only where it differs from the user's compile
         compile_args.append(f"jit_compile={config['xla'] == 'jit'}")

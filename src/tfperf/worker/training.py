@@ -15,7 +15,10 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   (``inputs``: the guard's first batches, ``weights``: the initial weights) proves it.
 - **Knobs.** ``precision == "bf16"`` sets Keras' ``mixed_bfloat16`` policy before the factory
   runs (``mixed_float16`` likewise); a model whose layers did not take it (a ``.keras`` file
-  keeps its saved float32 policy) is a :class:`UserError` saying so. ``xla == "jit"`` sets
+  keeps its saved float32 policy) is a :class:`UserError` saying so. ``precision ==
+  "float32"`` (the candidate of a factory that sets a mixed policy itself) holds the float32
+  policy while the factory runs, its own call noted and not applied
+  (:func:`tfperf.worker.trainstate.float32_held`). ``xla == "jit"`` sets
   ``model.jit_compile``; ``steps_per_execution`` sets the model's. The train function is then
   Keras' own (``model.make_train_function(force=True)``), so a custom ``train_step`` counts.
 - **Timing.** ``call`` runs the train function once on an iterator of the user's dataset (a
@@ -67,6 +70,7 @@ optimizer's learning rate, so that a test can plant a candidate that breaks trai
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -87,7 +91,9 @@ from tfperf.worker.trainstate import (
     LossRecorder,
     StepCounter,
     apply_knobs,
+    check_float32,
     counter_hint,
+    float32_held,
     guarded_keys,
     model_policy,
     read_baseline,
@@ -191,14 +197,20 @@ def _model_as_configured(
     import keras
 
     require_keras3(keras.__version__)
-    policy = POLICIES.get(config.get("precision") or "fp32")
+    precision = config.get("precision") or "fp32"
+    policy = POLICIES.get(precision)
     keras.mixed_precision.set_global_policy(policy or "float32")
-    source = _load_source(workload)
+    with float32_held() if precision == "float32" else contextlib.nullcontext([]) as asked:
+        source = _load_source(workload)
     _check_compiled(source.model, workload)
     baseline = read_baseline(source.model, policy or "float32", source.data)
     if policy:
         _check_policy_reached(source.model, policy)
     notes = apply_knobs(source.model, config, baseline)
+    if precision == "float32":
+        check_float32(source.model)
+        notes.append(f"precision: float32 (your factory's {', '.join(asked) or 'policy'} held "
+                     "at float32)")
     return source, baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
 
 
