@@ -157,6 +157,16 @@ def test_a_keras_on_jax_profile_with_one_cpu_runs_the_command_and_the_snippet_on
     assert out.strip() == str(usable[:1])
 
 
+def test_a_float32_answer_sets_float32_in_place_of_the_factory_s_mixed_policy():
+    train = {"kind": "train", "path": "m:build", "format": "factory", "batch": 32}
+    profile = _profile({"precision": "float32", "steps_per_execution": 8}, workload=train)
+    profile["code"] = train_code_lines(profile["config"])
+    (line,) = [c for c in profile["code"] if "set_global_policy" in c]
+    assert line.startswith('keras.mixed_precision.set_global_policy("float32")')
+    assert "in place of the mixed policy your factory sets" in line
+    compile(render(profile, "python"), "snippet.py", "exec")
+
+
 def test_mismatch_warnings_name_the_machine_and_the_install():
     machine = collect_machine()
     assert mismatch_warnings(_profile({}), machine) == []

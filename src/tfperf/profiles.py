@@ -175,6 +175,9 @@ def train_code_lines(
         )
     if config.get("precision") == "mixed_float16":
         lines.append('keras.mixed_precision.set_global_policy("mixed_float16")  # before building')
+    if config.get("precision") == "float32":
+        lines.append('keras.mixed_precision.set_global_policy("float32")  # in place of the '
+                     "mixed policy your factory sets, before building the model")
     compile_args = []
     if not baseline.get("graph", True) and (config.get("graph") or runs_graph(config)):
         compile_args.append("run_eagerly=False")

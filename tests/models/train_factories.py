@@ -228,6 +228,22 @@ def own_policy():
     return tabular_mlp()
 
 
+def own_layer_policy():
+    """(model, dataset): a layer given its own mixed_bfloat16 policy in its dtype argument,
+    the output layer float32 as Keras' mixed precision guide says."""
+    from keras import mixed_precision as mp
+
+    mp.set_global_policy("mixed_bfloat16")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(128, 6)).astype("float32")
+    y = x.sum(axis=1, keepdims=True).astype("float32")
+    model = keras.Sequential([
+        keras.Input((6,)), keras.layers.Dense(16, activation="relu", dtype="mixed_bfloat16"),
+        keras.layers.Dense(1, dtype="float32")])
+    model.compile(optimizer="adam", loss="mse")
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+
 class TinyGAN(keras.Model):
     """A GAN as Keras' guide writes one: two optimizers, a train_step returning d_loss and
     g_loss, compile() with no optimizer of its own (model.optimizer never steps)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import require
-from tfperf.core import knobs
+from tfperf.core import allocators, knobs
 from tfperf.core.config import Config
 from tfperf.modelref import resolve_train_target
 from tfperf.runner.handle import Worker
@@ -78,12 +78,15 @@ def _threads_cpus(pid: int) -> dict[str, str]:
     return found
 
 
-def test_jax_s_threads_are_the_cpus_its_worker_runs_on(tmp_path, monkeypatch):
+def test_jax_s_threads_are_the_cpus_its_worker_runs_on_under_the_allocator_preloaded(
+    tmp_path, monkeypatch
+):
     usable = sorted(os.sched_getaffinity(0))
     require(len(usable) >= 2, "one CPU: nothing to pin")
+    require(allocators.find_allocator("tcmalloc") is not None, "tcmalloc is not installed")
     monkeypatch.setenv("TFPERF_CACHE_DIR", str(tmp_path))
     workload = resolve_train_target("train_factories:tabular_mlp")
-    config = Config.parse(["runtime=keras-jax", "runtime_threads=1"])
+    config = Config.parse(["runtime=keras-jax", "runtime_threads=1", "allocator=tcmalloc"])
     worker = Worker(workload, config, timeout_s=120, warmup={"min_calls": 1})
     try:
         worker.start()
@@ -92,6 +95,9 @@ def test_jax_s_threads_are_the_cpus_its_worker_runs_on(tmp_path, monkeypatch):
         # XLA's pool, tf.data's and Python's threads alike: every one on that CPU
         threads = _threads_cpus(worker.pid)
         assert len(threads) > 4 and set(threads.values()) == {str(usable[0])}
+        # a JAX process runs under the allocator tfperf preloads, as any other
+        maps = Path(f"/proc/{worker.pid}/maps").read_text()
+        assert allocators.allocator_in_maps(maps) == "tcmalloc"
     finally:
         worker.close()
 

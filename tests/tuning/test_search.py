@@ -453,6 +453,34 @@ def test_knobs_that_do_not_apply_to_the_answer_are_not_called_left_by_the_budget
     assert set(result.unreached) <= set(space.knobs())
 
 
+def test_the_knobs_of_the_runtime_the_answer_left_are_named_as_never_tried():
+    # JAX wins before TensorFlow's threads and oneDNN are reached: they were measured on no
+    # runtime, and the tune's document says so with why
+    from tfperf.tuning.search import SearchResult
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+    from tfperf.tuning.tuner import _off_runtime
+
+    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True,
+                       allocators={"tcmalloc": "/x/libtcmalloc.so"})
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    result = Search(space, Synthetic({("runtime", "keras-jax"): 0.5}),
+                    knob_order=TRAIN_SEARCH_ORDER, reach_first=True, sweeps=0).run()
+    assert result.incumbent.get("runtime") == "keras-jax"
+    assert set(result.off_runtime) == {"intra_threads", "onednn", "inter_threads"}
+    # a preloaded allocator acts on JAX too: tried there
+    assert any(o.config.get("allocator") == "tcmalloc" and o.config.get("runtime") == "keras-jax"
+               for o in result.outcomes)
+    lines = _off_runtime(result)
+    assert {line["knob"] for line in lines} == set(result.off_runtime)
+    assert all(line["reason"].startswith("not tried: the answer runs on JAX (keras-jax)")
+               for line in lines)
+    # a search that stayed on TensorFlow leaves no such line
+    stayed = Search(space, Synthetic({}), knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=0).run()
+    assert not stayed.off_runtime and not _off_runtime(
+        SearchResult(stayed.incumbent, [], "reached"))
+
+
 def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead():
     # Worker starts overlap: before each candidate is measured the evaluator is told it and
     # the next two knobs' candidates (it starts them two at a time); where a step is taken
@@ -542,8 +570,9 @@ def test_a_quick_search_names_the_prunings_removals_beside_its_last_knobs():
                     sweeps=0, after=functools.partial(removals_ahead, space=space)).run()
     assert result.incumbent == {"steps_per_execution": 128, "intra_threads": 1}
     last = label({**result.incumbent, "input_pipeline": "tuned"})
-    # removing steps per call was never measured; removing the threads was the step itself
-    assert hinted[-1] == [last, "intra_threads=1"]
+    # each removal is measured in the pruning, the threads' too (the search's step that
+    # added them is no measurement of their removal)
+    assert hinted[-1] == [last, "intra_threads=1", "steps_per_execution=128"]
     assert told[last] == [label({"intra_threads": 1, "input_pipeline": "tuned"}),
                           label({"steps_per_execution": 128, "input_pipeline": "tuned"})]
     # before the last knobs, the hints name reach candidates only
@@ -648,3 +677,49 @@ def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_
     asked, answer = quick({("intra_threads", 1): 0.5, ("xla", "jit"): 0.6}, "intra_threads",
                           order=first)
     assert asked == [label({**spe, "xla": "jit"})] and answer == {"xla": "jit"}
+
+
+class Stepped(Synthetic):
+    """:class:`Synthetic` on a 34-ms training step: each outcome says its step time, as a
+    training candidate's does (``info["step_ms"]``)."""
+
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        outcome = super().__call__(config, incumbent, timeout_s)
+        outcome.info["step_ms"] = true_time(config, self.effects) * 3.4e3
+        return outcome
+
+
+LADDER_EFFECTS = {("steps_per_execution", 4): 0.8, ("steps_per_execution", 8): 0.7,
+                  ("steps_per_execution", 16): 0.55, ("xla", "jit"): 0.6}
+
+
+def _ladder_search(sweeps: int, resize: bool) -> tuple[dict, list[str]]:
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    facts = SpaceFacts(cores=2, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.034).restrict(
+        ("steps_per_execution", "xla"))
+    assert space.values["steps_per_execution"] == (None, 4, 8)  # 16 steps: a 0.54-s call
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8},
+                               TuneOptions(quick=not sweeps))
+    evaluate = Stepped(LADDER_EFFECTS)
+    result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
+                    sweeps=sweeps, look_again=(lambda _c: True) if not sweeps else None,
+                    resize=evaluator.resize_ladder if resize else None).run()
+    return result.incumbent, [o.label for o in result.outcomes]
+
+
+@pytest.mark.parametrize("sweeps", [0, 3])
+def test_the_steps_per_call_ladder_grows_once_another_knob_shortens_the_step(sweeps):
+    # steps per call wins at 8 (the most a 0.5-s call held at the default's 34-ms step); XLA
+    # then cuts the step to about 14 ms, where 16 steps a call fit: they are tried on top of
+    # XLA, by --quick's second look and by a sweep alike
+    answer, tried = _ladder_search(sweeps, resize=True)
+    assert "steps_per_execution=16,xla=jit" in tried
+    assert answer == {"steps_per_execution": 16, "xla": "jit"}
+    # sized once from the default's step, the ladder never reaches 16
+    answer, tried = _ladder_search(sweeps, resize=False)
+    assert answer == {"steps_per_execution": 8, "xla": "jit"}
+    assert not any("=16" in name for name in tried)

@@ -212,7 +212,8 @@ def test_a_user_on_jax_runs_the_default_there_and_is_offered_keras_on_tensorflow
     assert space.canonical({"runtime": "keras-jax", "steps_per_execution": 32}) == {
         "steps_per_execution": 32}
     assert {k for k in space.knobs() if space.applicable(k, {})} == {
-        "runtime", "steps_per_execution", "precision", "input_pipeline", "runtime_threads"}
+        "runtime", "steps_per_execution", "precision", "input_pipeline", "runtime_threads",
+        "allocator"}
     assert space.runtime_step({}) == [{"runtime": "keras-tf"}]
     # JAX's CPU set names the runtime: the worker pins only a config that runs on JAX
     assert space.neighbours({}, "runtime_threads") == [
@@ -450,11 +451,24 @@ def test_a_factory_that_gives_arrays_has_no_input_pipeline_to_tune():
     assert kept.values["input_pipeline"] == (None, "tuned")
 
 
-def test_a_factory_that_sets_its_own_policy_is_not_tried_in_another_precision():
+def test_a_factory_that_sets_a_mixed_policy_has_float32_tried_in_its_place():
     space = fit_training_space(_own_training_space(), TrainBaseline(
         policy="mixed_bfloat16", policy_source="factory"), 0.01)
-    assert space.values["precision"] == ("fp32",)
-    assert "your factory sets the policy (mixed_bfloat16)" in _why(space)[("precision", "bf16")]
+    assert space.values["precision"] == ("fp32", "float32")
+    assert "float32 is tried in its place" in _why(space)[("precision", "bf16")]
+    # a policy of its own that is no mixed one is the factory's: nothing is tried
+    own = fit_training_space(_own_training_space(), TrainBaseline(
+        policy="float64", policy_source="factory"), 0.01)
+    assert own.values["precision"] == ("fp32",)
+    assert "your factory sets the policy (float64)" in _why(own)[("precision", "float32")]
+    # where tfperf set the policy, float32 is the default itself
+    plain = fit_training_space(_own_training_space(), TrainBaseline(), 0.01)
+    assert "float32" not in plain.values["precision"] and "bf16" in plain.values["precision"]
+    # --knobs without precision: float32 is not brought back
+    chosen = fit_training_space(_own_training_space().restrict(("steps_per_execution",)),
+                                TrainBaseline(policy="mixed_bfloat16", policy_source="factory"),
+                                0.01)
+    assert chosen.values["precision"] == ("fp32",)
 
 
 @pytest.mark.parametrize(("data", "why"), [

@@ -28,12 +28,14 @@ def test_a_candidate_that_does_not_beat_its_incumbent_is_not_guarded():
         assert not could_answer({**ANSWER, "intra_threads": 1}, ANSWER, verdict)
 
 
-def test_a_removal_is_guarded_only_where_the_pruning_would_take_it():
+def test_a_removal_is_guarded_unless_it_is_significantly_slower():
+    # anything but significantly slower may leave the answer without the knob (an undecided
+    # removal, still undecided when measured again, goes): it must have passed the guard
     without_bf16 = {"steps_per_execution": 32}
     assert could_answer(without_bf16, ANSWER, vs("same", 1.0, 0.98, 1.02))
     assert could_answer(without_bf16, ANSWER, vs("inconclusive", 0.99, 0.9, 1.1))
+    assert could_answer(without_bf16, ANSWER, vs("inconclusive", 0.8, 0.6, 1.05))
     assert not could_answer(without_bf16, ANSWER, vs("slower", 0.7, 0.6, 0.8))
-    assert not could_answer(without_bf16, ANSWER, vs("inconclusive", 0.8, 0.6, 1.05))
     # another value of a knob is no removal: it must beat the answer
     other = {"steps_per_execution": 8, "precision": "bf16"}
     assert not could_answer(other, ANSWER, vs("same", 1.0, 0.98, 1.02))

@@ -69,3 +69,29 @@ def test_the_guard_rejects_a_candidate_that_breaks_training(planted_knob, monkey
     (trial,) = [t for t in loaded["trials"] if t["label"] == row["label"]]
     assert trial["info"]["outcome"]["info"]["train"]["input_wait_share"] is None
     assert "Loss during the training guard" in page and f"{LR}=400.0" in page
+
+
+def test_a_factory_that_sets_mixed_bfloat16_has_float32_tried_under_the_guard(
+    monkeypatch, tmp_path
+):
+    # the user's own bf16 is the default; float32 held over it is the candidate, guarded
+    # with the reduced-precision tolerance, and adopting it is one line of the script
+    monkeypatch.setattr(traintune, "CLEARLY_SLOWER", 0.0)
+    monkeypatch.setattr(traintune, "could_answer", lambda *_: True)
+    monkeypatch.chdir(FACTORIES)
+    workload = resolve_train_target("train_factories:own_policy", guard_steps=50)
+    options = TuneOptions(
+        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
+        confirm_rounds=6, min_rounds=4, max_rounds=6, candidate_timeout_s=180,
+    )
+    doc = tune(workload, options, space=Space({"precision": ("fp32", "float32")}))
+    assert doc["train"]["baseline"]["policy"] == "mixed_bfloat16"
+    (row,) = doc["candidates"]
+    # bf16 and float32 part by some share of the loss: either verdict is the guard's own
+    assert row["label"] == "precision=float32" and row["status"] in ("measured", "rejected")
+    assert row["guard"]["verdict"] in ("accepted", "rejected") and row["guard"]["steps"] == 50
+    assert row["guard"]["limits"] == doc["train"]["tolerance"]["reduced"]
+    assert any("held at float32" in note for note in row["notes"])
+    rec = doc["recommendation"]
+    if not rec["keep_default"]:
+        assert any('set_global_policy("float32")' in line for line in rec["code"])

@@ -97,6 +97,29 @@ def test_a_factory_that_sets_its_own_policy_is_the_baseline_s_policy(tmp_path):
     own = train_prepared(workload(tmp_path, path="train_factories:own_policy"), {})
     assert own.train["baseline"]["policy"] == "mixed_bfloat16"
     assert own.train["baseline"]["policy_source"] == "factory"
+    assert own.train["policy"] == "mixed_bfloat16"
+
+
+def test_float32_holds_over_the_policy_a_factory_sets_itself(tmp_path):
+    import keras
+
+    held = train_prepared(workload(tmp_path, path="train_factories:own_policy"),
+                          {"precision": "float32"})
+    assert held.train["policy"] == "float32"
+    assert any("mixed_bfloat16 held at float32" in note for note in held.notes)
+    assert np.isfinite(np.asarray(held.outputs()[0])).all()
+    # held only while the factory ran: the user's call acts again afterwards
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_float32_is_not_tried_where_a_layer_sets_its_own_policy(tmp_path):
+    from tfperf.core.errors import UserError
+
+    with pytest.raises(UserError, match=r"not tried: .*\(mixed_bfloat16\) in their dtype="):
+        train_prepared(workload(tmp_path, path="train_factories:own_layer_policy"),
+                       {"precision": "float32"})
 
 
 def test_a_gan_guards_its_own_keys_and_counts_steps_by_the_optimizer_named(tmp_path):

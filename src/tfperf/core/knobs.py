@@ -49,7 +49,9 @@ KERAS_TF = "keras-tf"
 training runtime a user whose Keras runs on JAX is offered (``tf``, the knob's default, is the
 user's own backend, whichever it is)."""
 RUNTIMES = ("tf", *LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT, KERAS_JAX, KERAS_TF)
-PRECISIONS = ("fp32", "bf16", "mixed_float16")
+PRECISIONS = ("fp32", "bf16", "mixed_float16", "float32")
+"""``fp32`` is the model as it is (for a training factory, what it sets itself); ``float32``
+is Keras' float32 policy held over a training factory that sets a mixed one."""
 ALLOCATORS = ("system", "tcmalloc", "jemalloc")
 XLA_MODES = ("off", "jit", "auto")
 
@@ -61,8 +63,9 @@ RUNTIME_ENV = {KERAS_JAX: {"KERAS_BACKEND": "jax"}, KERAS_TF: {"KERAS_BACKEND": 
 """What a runtime sets in the environment before the process starts (and what adopting it
 takes there)."""
 INTERPRETERS = (*LITERT_RUNTIMES, *OPENVINO_RUNTIMES, XLA_AOT)
-PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT, KERAS_TF)
-"""The runtimes that run under a preloaded allocator: OpenVINO's CPU plugin aborts there
+PRELOADABLE = ("tf", *LITERT_RUNTIMES, XLA_AOT, KERAS_JAX, KERAS_TF)
+"""The runtimes that run under a preloaded allocator (a JAX process like any other: XLA's
+CPU client allocates its buffers with malloc): OpenVINO's CPU plugin aborts there
 (``free(): invalid pointer``: glibc's ``free()`` meets the allocator's pointers)."""
 
 ADOPTION_ORDER = ("env", "code", "model")
@@ -167,7 +170,8 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob(
             "precision", "fp32", choice(*PRECISIONS), TRAIN_RUNTIMES, "model", "code",
-            "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it",
+            "bf16 compute (Keras policy or oneDNN graph rewrite) where the CPU has it; "
+            "float32: the float32 policy held over a training factory that sets a mixed one",
         ),
         Knob(
             "graph", None, parse_bool, TF_ONLY, "model", "code",

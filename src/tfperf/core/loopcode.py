@@ -40,8 +40,11 @@ def loop_code_lines(config: Mapping[str, Any], baseline: Mapping[str, Any]) -> l
     """The diff lines of ``config``'s model-level knobs (module docstring)."""
     lines: list[str] = []
     precision = config.get("precision")
-    if precision in ("bf16", "mixed_float16"):
-        policy = "mixed_bfloat16" if precision == "bf16" else "mixed_float16"
+    policy = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16",
+              "float32": "float32"}.get(str(precision))
+    if policy == "float32":
+        lines.append(f'- keras.mixed_precision.set_global_policy("{baseline.get("policy")}")')
+    if policy:
         lines += [f'+ keras.mixed_precision.set_global_policy("{policy}")  # before building '
                   "the model", "  model = build_model()"]
     lines += _decorator_lines(config, baseline)

@@ -22,11 +22,13 @@ from typing import Any
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import adoption, adoption_text, label, normalize
 from tfperf.core.memory import cost, over_ceiling
+from tfperf.core.stats import inverse
 from tfperf.runner.handle import WorkerFailed
 from tfperf.tuning.evaluate import Evaluator, samples_per_s
 from tfperf.tuning.keepdefault import keep_default_why, rejection_advice
 from tfperf.tuning.opsanswer import profile_answer
-from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
+from tfperf.tuning.prune import removal_entry
+from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome, SearchResult
 from tfperf.tuning.space import to_config_dict
 
 
@@ -65,6 +67,8 @@ def rank(outcomes: list[Outcome]) -> list[dict]:
     for o in outcomes:
         if o.status != MEASURED and o.label in latest and latest[o.label].status == MEASURED:
             continue
+        if o.info.get("measured_again") and o.label in latest:
+            continue  # a removal measured against the answer alone: no figure of the default
         latest[o.label] = o
     order = {MEASURED: 0, REJECTED: 1, FAILED: 2}
 
@@ -242,3 +246,29 @@ def export_artifact(recommendation: dict, out_dir: str | Path | None) -> str | N
         snippet.write_text(snippet.read_text().replace(str(source), str(target)))
     recommendation["artifact"] = str(target / Path(artifact).name)
     return str(target)
+
+
+def kept_lines(result: SearchResult, recommendation: dict) -> list[dict]:
+    """``recommendation.kept``: each knob of the answer with the measurement of the answer
+    without it that keeps it, so that a reader can check every line: the pruning's
+    (:mod:`tfperf.tuning.prune`), and for the knobs whose removal leaves the default (a
+    one-knob answer, or a runtime with the knobs that act on it alone) the confirmation
+    against the default, read the other way. Empty where the default is kept."""
+    if recommendation.get("keep_default"):
+        return []
+    kept = [dict(entry) for entry in result.kept]
+    named = {entry["knob"] for entry in kept}
+    config = normalize(recommendation.get("config") or {})
+    rest = {k: v for k, v in config.items() if k not in named}
+    if not rest:
+        return kept
+    confirmation = Outcome({}, MEASURED, incumbent=config,
+                           vs_incumbent=inverse(recommendation.get("speedup") or {}),
+                           info={"read_from": "in the confirmation against the default"})
+    for knob, value in rest.items():
+        entry = removal_entry(knob, value, confirmation, None)
+        entry["why"] = entry["why"].replace(
+            f"without {knob}={entry['value']} the answer",
+            f"without {label(rest)} (the default) the answer", 1)
+        kept.append(entry)
+    return kept

@@ -337,6 +337,43 @@ class Evaluator:
             info=info,
         )
 
+    def remeasure(self, config: dict, incumbent: dict) -> Outcome:
+        """``config`` measured against ``incumbent`` again, in a fresh pair of workers started
+        side by side, for up to the rounds a confirmation may take (``--confirm-rounds``,
+        at least ``max_rounds``), stopping once decided: an undecided removal's second
+        measurement (:func:`tfperf.tuning.prune.prune`), apart from the processes of the
+        first, so that a speed that belongs to one process does not decide it. Its guard was
+        the first measurement's; a worker that fails makes it *failed*."""
+        config, incumbent = normalize(config), normalize(incumbent)
+        name = f"{label(config)} against {label(incumbent)}, measured again"
+        self.progress.candidate(name)
+        trial_id = None
+        if self.run is not None:
+            trial_id = self.run.trial(name, to_config_dict(config), "removal")
+        started = time.monotonic()
+        limit = self.options.candidate_timeout_s
+        try:
+            for stale in (config, incumbent):
+                self.workers.drop(label(stale))
+            self.start_fresh(incumbent, config)
+            inc, cand = self.workers.get(incumbent, limit), self.workers.get(config, limit)
+            rounds = max(self.options.confirm_rounds, self.options.max_rounds)
+            times = self.measure([inc, inc, cand], trial_id, cand, limit=limit, decide=True,
+                                 rounds=rounds)
+            outcome = Outcome(
+                config, MEASURED, incumbent=incumbent,
+                vs_incumbent=paired_speedup(times[1], times[2], self.threshold),
+                time_ms=statistics.median(times[2]) * cand.unit * 1e3,
+                info={**self.candidate_info(cand), "measured_again": True})
+        except WorkerFailed as exc:
+            self.workers.drop_dead()
+            outcome = Outcome(config, FAILED, reason=failure_reason(exc, config),
+                              incumbent=incumbent, info={"error": exc.to_dict()})
+        outcome.info["elapsed_s"] = time.monotonic() - started
+        self.finish_trial(trial_id, outcome)
+        self.progress.done(outcome)
+        return outcome
+
     def _parts_of(self, incumbent: dict) -> set[str]:
         """The live workers whose config is part of ``incumbent`` (some of its knobs, as set
         there): an answer is pruned by removing each knob in turn, and the first pair of a

@@ -3,18 +3,31 @@
 Contract: :func:`prune` ``(result, space, evaluate) -> SearchResult`` takes a search's answer of
 two knobs or more and tries it without each of them, measured against the answer, interleaved
 (``evaluate(smaller, answer, None)``: the same evaluator, guard and verdict rule as every step
-of the search). A knob stays where removing it makes the answer *significantly* slower
-(verdict ``"slower"``: significant and beyond the size threshold) or leaves it undecided below
-the threshold (:func:`removable`); otherwise it goes, and the smaller answer is the one the
-next removal starts from. Reduced precision is tried first, then
-the changes to the user's code, then the environment's: when two answers are within the
-threshold, fp32 and fewer code changes win. A removal the search already measured (the answer
-was reached from the smaller config by a significant step, or the smaller one was measured
-against the answer) is read from that measurement, the same pairs read the other way
-(:func:`tfperf.core.stats.inverse`), not measured again. The result's ``pruned`` lists each
-knob removed with the measurement that allowed it; its outcomes include every removal measured.
-:func:`removals_ahead` names the configs a pruning would measure, for a search that starts
-their workers before it ends.
+of the search). What each removal's measurement decides (:func:`decision`):
+
+- verdict ``"slower"`` (significant and beyond the size threshold): the knob stays, and
+  ``kept`` holds that measurement (its verdict, median and interval);
+- ``"same"`` or ``"faster"``: the knob goes, and ``pruned`` holds the measurement;
+- ``"inconclusive"``: the removal is measured again in a pair of workers of its own
+  (``evaluate.remeasure(smaller, answer)``, up to the rounds a confirmation may take); still
+  not significantly slower, the knob goes (fewer changes win ties) and ``pruned`` says so
+  with both measurements' figures;
+- rejected by the guard, or failed: the knob stays (the answer without it cannot be taken),
+  and ``kept`` says why.
+
+A knob is never kept on the search's step that added it: that step was one comparison among
+the many the search made, stopped as soon as it was decided, and a tune that tries ten knobs
+takes a knob that buys nothing on such a step now and then (a transformer's answer kept
+``onednn=off``, which alone ran 0.59x the default, on one). Its removal is measured here. A
+removal the search measured itself, against this very answer (a sweep tried the knob back at
+its default), is read from that measurement. A removal that leaves the default (the answer's
+runtime taken away with the knobs that act on it alone) is left to the confirmation against
+the default, which judges the whole answer.
+
+Reduced precision is tried first, then the changes to the user's code, then the
+environment's: when two answers are within the threshold, fp32 and fewer code changes win.
+The result's outcomes include every removal measured. :func:`removals_ahead` names the configs
+a pruning would measure, for a search that starts their workers before it ends.
 """
 
 from __future__ import annotations
@@ -25,13 +38,14 @@ from dataclasses import replace
 from typing import Any
 
 from tfperf.core.knobs import KNOBS, label, show_value
-from tfperf.core.stats import DEFAULT_THRESHOLD, inverse
 from tfperf.tuning.search import MEASURED, Evaluate, Outcome, SearchResult
 from tfperf.tuning.space import Space
 
 REMOVAL_ORDER = ("precision", "batch", "steps_per_execution", "xla", "input_pipeline")
 """Knobs tried for removal first (the rest follow in the table's order): reduced precision
 changes what the model learns; the others are lines of the user's code."""
+
+KEEP, REMOVE, AGAIN = "keep", "remove", "again"
 
 
 def removal_order(answer: dict) -> list[str]:
@@ -45,52 +59,86 @@ def without(answer: dict, knob: str, space: Space) -> dict:
     return space.canonical({k: v for k, v in answer.items() if k != knob})
 
 
+def decision(outcome: Outcome) -> str:
+    """What a removal's measurement decides: :data:`KEEP` the knob (significantly slower
+    without it, or the answer without it cannot be taken), :data:`REMOVE` it (as fast or
+    faster without it), or measure it :data:`AGAIN` (undecided)."""
+    verdict = (outcome.vs_incumbent or {}).get("verdict")
+    if outcome.status != MEASURED or verdict == "slower":
+        return KEEP
+    return AGAIN if verdict in (None, "inconclusive") else REMOVE
+
+
 def prune(
     result: SearchResult, space: Space, evaluate: Evaluate,
     say: Callable[[str], None] = lambda _text: None,
 ) -> SearchResult:
     """``result`` with the knobs its answer does not need removed (module docstring); ``say``
-    tells where a removal was read from the search's measurements."""
+    tells each removal's figures as they are decided."""
     answer = space.canonical(result.incumbent)
     outcomes = list(result.outcomes)
     pruned: list[dict[str, Any]] = []
+    kept: list[dict[str, Any]] = []
     order = removal_order(answer)
     for at, knob in enumerate(order):
         if len(answer) < 2 or knob not in answer:
             continue  # one knob left: the confirmation against the default judges it
         smaller = without(answer, knob, space)
-        outcome = measured_removal(outcomes, smaller, answer, space)
-        if outcome is not None:
-            say(f"{knob}={show_value(answer[knob])}: without it the answer "
-                f"{_speed_without(outcome)} ({outcome.info['read_from']})")
+        if not smaller:
+            continue  # without it nothing is left: the confirmation judges the answer
+        first = _measured(evaluate, smaller, answer, order[at + 1:], space, outcomes)
+        again = None
+        if decision(first) == AGAIN:
+            again = _again(evaluate, smaller, answer)
+            if again is not None:
+                outcomes.append(again)
+        entry = removal_entry(knob, answer[knob], first, again)
+        say(entry["why"])
+        if entry["kept"]:
+            kept.append(entry)
         else:
-            _start_ahead(evaluate, smaller, answer, order[at + 1:], space, outcomes)
-            outcome = evaluate(smaller, dict(answer), None)
-            outcomes.append(outcome)
-        if removable(outcome):
-            pruned.append(_entry(knob, answer[knob], outcome))
+            pruned.append(entry)
             answer = smaller
-    return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned))
+    return replace(result, incumbent=answer, outcomes=outcomes, pruned=tuple(pruned),
+                   kept=tuple(kept))
+
+
+def _measured(
+    evaluate: Evaluate, smaller: dict, answer: dict, rest: list[str], space: Space,
+    outcomes: list[Outcome],
+) -> Outcome:
+    """The removal's measurement against ``answer``: the search's own, where it measured this
+    very pair, else one made now (appended to ``outcomes``)."""
+    outcome = measured_removal(outcomes, smaller, answer, space)
+    if outcome is None:
+        _start_ahead(evaluate, smaller, answer, rest, space, outcomes)
+        outcome = evaluate(smaller, dict(answer), None)
+        outcomes.append(outcome)
+    return outcome
+
+
+def _again(evaluate: Evaluate, smaller: dict, answer: dict) -> Outcome | None:
+    """An undecided removal measured again in a pair of workers of its own, where the
+    evaluator can (``remeasure``); ``None`` where it cannot (then it stays undecided)."""
+    remeasure = getattr(evaluate, "remeasure", None)
+    return None if remeasure is None else remeasure(smaller, dict(answer))
 
 
 def measured_removal(
     outcomes: list[Outcome], smaller: dict, answer: dict, space: Space
 ) -> Outcome | None:
-    """The search's own measurement of ``smaller`` against ``answer``: an outcome of that
-    pair, or of the answer measured against the smaller config, read the other way; ``None``
-    where neither was measured."""
+    """The search's own measurement of ``smaller`` against ``answer`` (that pair, in that
+    direction: not the step that reached the answer from ``smaller``, read the other way);
+    ``None`` where it made none."""
     want, have = label(smaller), label(answer)
     for outcome in reversed(outcomes):
         if outcome.status != MEASURED or not outcome.vs_incumbent:
             continue
         config, incumbent = label(space.canonical(outcome.config)), label(
             space.canonical(outcome.incumbent))
-        read = f"{config} measured against {incumbent} in the search"
         if (config, incumbent) == (want, have):
+            read = f"measured in the search, against {incumbent}"
             return replace(outcome, info={**outcome.info, "read_from": read})
-        if (config, incumbent) == (have, want):
-            return Outcome(smaller, MEASURED, incumbent=dict(answer),
-                           vs_incumbent=inverse(outcome.vs_incumbent), info={"read_from": read})
     return None
 
 
@@ -102,7 +150,8 @@ def removals_ahead(answer: dict, outcomes: list[Outcome], space: Space) -> list[
     if len(answer) < 2:
         return []
     smaller = (without(answer, knob, space) for knob in removal_order(answer))
-    return [c for c in smaller if measured_removal(outcomes, c, answer, space) is None]
+    return [c for c in smaller
+            if c and measured_removal(outcomes, c, answer, space) is None]
 
 
 def _start_ahead(
@@ -118,44 +167,65 @@ def _start_ahead(
     if start_ahead is None:
         return
     later = (without(answer, knob, space) for knob in rest if knob in answer)
-    unmeasured = (c for c in later if measured_removal(outcomes, c, answer, space) is None)
+    unmeasured = (c for c in later if c and measured_removal(outcomes, c, answer, space) is None)
     start_ahead(smaller, *itertools.islice(unmeasured, 1))
 
 
-def removable(outcome: Outcome, threshold: float = DEFAULT_THRESHOLD) -> bool:
-    """Measured without the knob and not slower than the answer with it: the verdict is
-    "same" or "faster", or undecided with a median within the size threshold (an undecided
-    0.7x is no evidence that the knob is not needed: the search took it on a significant
-    step)."""
-    vs = outcome.vs_incumbent or {}
-    verdict, median = vs.get("verdict"), vs.get("median")
-    if outcome.status != MEASURED or verdict in (None, "slower"):
-        return False
-    if verdict == "inconclusive":
-        return median is not None and median >= 1.0 / (1.0 + threshold)
-    return True
-
-
-def _speed_without(outcome: Outcome) -> str:
+def speed_without(vs: dict | None, source: str | None = None) -> str:
     """The answer's speed without a knob, against its speed with it: "ran 0.83x [0.80-0.86]
-    its speed with it (slower)"."""
-    vs = outcome.vs_incumbent or {}
+    its speed with it (slower, 12 pairs)", and where that was measured when ``source``
+    says."""
+    vs = vs or {}
     low, high = (vs.get("ci95") or [None, None])[:2]
-    interval = "" if low is None else f" [{low:.2f}-{high:.2f}]"
+    interval = "" if low is None else f" [{low:.3g}-{high:.3g}]"
     median = vs.get("median")
-    return (f"ran {float('nan') if median is None else median:.2f}x"
-            f"{interval} its speed with it ({vs.get('verdict')})")
+    pairs = f", {vs['n_pairs']} pairs" if vs.get("n_pairs") else ""
+    where = f", {source}" if source else ""
+    return (f"ran {float('nan') if median is None else median:.3g}x"
+            f"{interval} its speed with it ({vs.get('verdict')}{pairs}{where})")
 
 
-def _entry(knob: str, value: Any, outcome: Outcome) -> dict[str, Any]:
-    vs = outcome.vs_incumbent or {}
-    read = outcome.info.get("read_from")
-    return {
+def _figures(vs: dict | None) -> dict[str, Any]:
+    """The figures of a removal's measurement a reader checks: verdict, median, interval,
+    p-value and pairs."""
+    vs = vs or {}
+    return {k: vs.get(k) for k in ("verdict", "median", "ci95", "p_value", "n_pairs")}
+
+
+def removal_entry(knob: str, value: Any, first: Outcome, again: Outcome | None) -> dict:
+    """One line of ``recommendation.kept`` or ``recommendation.pruned``: the knob, the answer
+    without it, the measurement that decided (``speed_without``; an undecided first one in
+    ``first_measurement``) and the sentence that says so."""
+    decided = again or first
+    shown = f"{knob}={show_value(value)}"
+    read = first.info.get("read_from")
+    if decided.status != MEASURED:
+        what = "rejected by the guard" if decided.status == "rejected" else "failed"
+        why = (f"kept {shown}: the answer without it was {what} ({decided.reason}), so it "
+               "cannot be taken out")
+        kept = True
+    elif again is not None:
+        kept = decision(again) == KEEP
+        why = (f"without {shown} the answer {speed_without(first.vs_incumbent, read)}, "
+               f"undecided; measured again in a pair of workers of its own it "
+               f"{speed_without(again.vs_incumbent)}: "
+               + ("significantly slower, so it is kept" if kept else
+                  "not significantly slower, so it goes (fewer changes win a tie)"))
+    else:
+        kept = decision(first) == KEEP
+        verdict = (first.vs_incumbent or {}).get("verdict")
+        why = f"without {shown} the answer {speed_without(first.vs_incumbent, read)}: " + (
+            "significantly slower, so it is kept" if kept else
+            "not significantly slower, so it goes (fewer changes win a tie)"
+            if verdict == "inconclusive" else "not slower, so it is not needed")
+    entry = {
         "knob": knob,
         "value": show_value(value),
-        "without": outcome.label,
-        "speed_without": vs,
-        "why": (f"without {knob}={show_value(value)} the answer {_speed_without(outcome)}"
-                f"{f' ({read})' if read else ''}: not significantly slower, so it is not "
-                "needed"),
+        "without": label(decided.config),
+        "kept": kept,
+        "speed_without": _figures(decided.vs_incumbent),
+        "why": why,
     }
+    if again is not None:
+        entry["first_measurement"] = _figures(first.vs_incumbent)
+    return entry

@@ -148,8 +148,14 @@ class SearchResult:
     ``"reached"`` (``reach_first`` with no sweeps: one candidate of every knob tried)."""
     unreached: tuple[str, ...] = ()
     """Knobs of the space no candidate of which was tried (the search stopped first)."""
+    off_runtime: tuple[str, ...] = ()
+    """Knobs no candidate of which was tried because the answer moved to a runtime they do
+    not act on before the search reached them (TensorFlow's threads once Keras on JAX won)."""
     pruned: tuple[dict, ...] = ()
     """Knobs taken out of the answer after the search (:mod:`tfperf.tuning.prune`)."""
+    kept: tuple[dict, ...] = ()
+    """Knobs of the answer whose removal the pruning measured significantly slower (or could
+    not take), each with that measurement (:mod:`tfperf.tuning.prune`)."""
 
 
 class _Stop(Exception):
@@ -179,6 +185,7 @@ class Search:
         reserve: Callable[[dict], float] | None = None,
         after: Callable[[dict, list[Outcome]], list[dict]] | None = None,
         look_again: Callable[[dict], bool] | None = None,
+        resize: Callable[[Space, Outcome], Space] | None = None,
     ) -> None:
         self.space = space
         self.evaluate = evaluate
@@ -201,6 +208,9 @@ class Search:
         self.look_again = look_again
         """Where the reach is the last phase: whether the time allows trying this candidate
         (:meth:`_look_again`); ``None``: no second look."""
+        self.resize = resize
+        """Called with the space and the new answer's outcome at each step: the space sized
+        again for the answer (a training tune's steps-per-call ladder, from its step)."""
         self._reaching = False
         self._reach_outcomes: dict[str, Outcome] = {}
         """Each knob's reach candidate's outcome."""
@@ -267,9 +277,21 @@ class Search:
             return False
         champion, stop = self._head_to_head(better)
         self.incumbent = self.space.canonical(champion)
+        self._resize()
         if stop is not None:
             raise stop
         return True
+
+    def _resize(self) -> None:
+        """Size the space again for the new answer (:attr:`resize`), from its latest
+        measurement."""
+        if self.resize is None:
+            return
+        wanted = label(self.incumbent)
+        for outcome in reversed(self.outcomes):
+            if outcome.status == MEASURED and outcome.label == wanted:
+                self.space = self.resize(self.space, outcome)
+                return
 
     def _head_to_head(self, better: list[Outcome]) -> tuple[dict, _Stop | None]:
         """The config that wins among ``better`` (significant steps, best median first), and
@@ -303,10 +325,12 @@ class Search:
             stopped = stop.why
         # a knob with no value to try from the answer (threads on JAX) was not left by the
         # budget: the space's unavailable list says why it does not apply there
-        unreached = tuple(
-            k for k in self._knob_order() if k not in self.reached and self._neighbours(k)
-        )
-        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped, unreached)
+        untried = [k for k in self._knob_order() if k not in self.reached]
+        unreached = tuple(k for k in untried if self._neighbours(k))
+        off_runtime = tuple(k for k in untried if not self._neighbours(k)
+                            and self.space.neighbours({}, k))
+        return SearchResult(dict(self.incumbent), list(self.outcomes), stopped, unreached,
+                            off_runtime)
 
     def start_point(self) -> dict:
         """The space's own starting config where no one-knob change of the default reaches it.
@@ -418,17 +442,35 @@ class Search:
             vs = outcome.vs_incumbent or {}
             median = float(vs.get("median") or 0.0)
             bound = 1.0 + float(vs.get("threshold") or 0.0)
-            if (outcome.status != MEASURED or outcome.beats_incumbent()
-                    or self.incumbent.get(knob) == outcome.config.get(knob)):
+            if outcome.status != MEASURED:
                 continue
-            if median > bound or (KNOBS[knob].amortizes and self._shortened(outcome, bound)):
+            if outcome.beats_incumbent() or self.incumbent.get(knob) == outcome.config.get(knob):
+                if self._grew(knob, outcome, bound):
+                    found.append((median, knob))
+                continue
+            if median > bound or (
+                    KNOBS[knob].amortizes and self._shortened(outcome.incumbent, bound)):
                 found.append((median, knob))
         return [knob for _, knob in sorted(found, reverse=True)]
 
-    def _shortened(self, outcome: Outcome, bound: float) -> bool:
-        """Whether the answer runs faster than ``outcome``'s incumbent by more than
-        ``bound``, both measured against the default."""
-        then, now = self._speedup_of(outcome.incumbent), self._speedup_of(self.incumbent)
+    def _grew(self, knob: str, outcome: Outcome, bound: float) -> bool:
+        """Whether a knob the answer holds, one that hides a fixed cost, now has a larger
+        value to try from the answer than the one it holds (its ladder sized again for the
+        shorter step, :attr:`resize`), the answer having run faster than when the knob won by
+        more than ``bound`` (a transformer's steps per call won at 8 on a 34-ms step; XLA then
+        cut it to 22 ms, where 16 steps a call fit, and 8 with XLA ran 0.93 of 32 with XLA)."""
+        if not KNOBS[knob].amortizes:
+            return False
+        candidate = self._reach_candidate(knob)
+        if candidate is None or self._known(self.space.canonical(candidate)):
+            return False
+        larger = int(candidate.get(knob) or 1) > int(self.incumbent.get(knob) or 1)
+        return larger and self._shortened(outcome.config, bound)
+
+    def _shortened(self, then_config: Mapping[str, Any], bound: float) -> bool:
+        """Whether the answer runs faster than ``then_config`` by more than ``bound``, both
+        measured against the default."""
+        then, now = self._speedup_of(then_config), self._speedup_of(self.incumbent)
         return then is not None and now is not None and now > then * bound
 
     def _speedup_of(self, config: Mapping[str, Any]) -> float | None:

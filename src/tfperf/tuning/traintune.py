@@ -41,7 +41,7 @@ from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.loopspace import fit_step_space
 from tfperf.tuning.options import TuneOptions
-from tfperf.tuning.prune import removable
+from tfperf.tuning.prune import KEEP, decision
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import (
     MAX_TRAIN_CALL_S,
@@ -49,6 +49,7 @@ from tfperf.tuning.space import (
     Space,
     TrainBaseline,
     fit_training_space,
+    steps_ladder,
 )
 from tfperf.tuning.trainguard import (
     MIN_STEPS,
@@ -227,17 +228,18 @@ class TrainEvaluator(Evaluator):
 
     def tail_s(self, answer: Mapping[str, Any]) -> float:
         """What follows a search that ends at ``answer``: one removal per knob where it has
-        two or more (:func:`tfperf.tuning.prune.prune`) but the last one added, whose removal
-        is the step that added it, measured by the search; the confirmation (a fresh pair of
-        workers after the first, two blocks a round) and the timed ``fit``
-        (:meth:`confirm_fit`); nothing for the default."""
+        two or more (:func:`tfperf.tuning.prune.prune`), the last one added measured again on
+        the workers of the step that added it (its rounds only: three blocks a round); the
+        confirmation (a fresh pair of workers after the first, two blocks a round) and the
+        timed ``fit`` (:meth:`confirm_fit`); nothing for the default."""
         return self._tail_s(len(answer))
 
     def _tail_s(self, knobs: int) -> float:
         """:meth:`tail_s` of an answer of ``knobs`` knobs."""
         if not knobs:
             return 0.0
-        return (knobs - 1) * self.candidate_cost_s() + self.confirm_s()
+        last = 0.0 if knobs < 2 else self.usual_rounds * 3 * self.workers.block_s
+        return (knobs - 1) * self.candidate_cost_s() + last + self.confirm_s()
 
     def confirm_s(self) -> float:
         """About what confirming an answer takes: a fresh pair of workers after the first
@@ -313,12 +315,33 @@ class TrainEvaluator(Evaluator):
                                       "max": max(waits) * 1e3})
         return result
 
+    @property
+    def max_call_s(self) -> float:
+        """The longest call of several steps the ladder of steps per call allows."""
+        return QUICK_MAX_CALL_S if self.options.quick else MAX_TRAIN_CALL_S
+
     def fit_space(self, space: Space) -> Space:
         """The space once the default ran (:func:`fit_training_space`), without the batch
         sizes its guard does not cover."""
-        max_call_s = QUICK_MAX_CALL_S if self.options.quick else MAX_TRAIN_CALL_S
-        fitted = fit_training_space(space, self.baseline, self.step_s(), max_call_s)
+        fitted = fit_training_space(space, self.baseline, self.step_s(), self.max_call_s)
         return self.within_guard(fit_step_space(fitted, self.baseline))
+
+    def resize_ladder(self, space: Space, answer: Outcome) -> Space:
+        """``space`` with the steps-per-call ladder grown to what the new answer's step allows
+        (:func:`steps_ladder` from its step, measured in ``answer``): the ladder was sized
+        from the default's step, and a knob that shortens the step (XLA cut a transformer's
+        from 34 to 22 ms) leaves room for more steps in a call of the same length. Only
+        larger values are added; those tried stay."""
+        current = space.values.get("steps_per_execution", ())
+        step_ms = answer.info.get("step_ms")
+        if len(current) < 2 or not step_ms:
+            return space
+        ladder = steps_ladder(step_ms / 1e3, self.baseline.steps_per_execution, self.max_call_s)
+        top = max(int(v) for v in current if v)
+        grown = tuple(v for v in ladder if v > top)
+        if not grown:
+            return space
+        return replace(space, values={**space.values, "steps_per_execution": (*current, *grown)})
 
     def reference_is_flat(self) -> bool:
         return False  # the guard's "inconclusive" verdict says it for training
@@ -567,12 +590,13 @@ def could_answer(config: Mapping[str, Any], incumbent: Mapping[str, Any],
                  vs_incumbent: Mapping[str, Any]) -> bool:
     """Whether a measured candidate can become the answer, so that its guard must run: it is
     significantly faster than its incumbent (the search's only step), or it is the incumbent
-    with a knob removed that the pruning would remove (:func:`tfperf.tuning.prune.removable`).
-    Any other candidate leaves the answer as it is, whatever its loss does."""
+    with a knob removed that is not significantly slower, which the pruning may take
+    (:func:`tfperf.tuning.prune.decision`). Any other candidate leaves the answer as it is,
+    whatever its loss does."""
     if vs_incumbent.get("verdict") == "faster":
         return True
-    return is_removal(config, incumbent) and removable(
-        Outcome(dict(config), MEASURED, vs_incumbent=dict(vs_incumbent)))
+    return is_removal(config, incumbent) and decision(
+        Outcome(dict(config), MEASURED, vs_incumbent=dict(vs_incumbent))) != KEEP
 
 
 def is_removal(config: Mapping[str, Any], incumbent: Mapping[str, Any]) -> bool:

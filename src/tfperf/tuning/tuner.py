@@ -64,7 +64,7 @@ from tfperf.machine.facts import collect_machine
 from tfperf.profiles import default_profile_path, profile_from_tune, save_profile
 from tfperf.runner.recorder import RunRecorder
 from tfperf.store import Store
-from tfperf.tuning.conclude import conclude, export_artifact
+from tfperf.tuning.conclude import conclude, export_artifact, kept_lines
 from tfperf.tuning.evaluate import Evaluator, Progress
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.prune import prune, removals_ahead
@@ -196,8 +196,8 @@ def _run(
             space_size=space_used.size(),
             unavailable=space_used.unavailable + _unreached(evaluator, result, options),
         )
-        if isinstance(evaluator, TrainEvaluator):
-            doc["recommendation"]["pruned"] = list(result.pruned)
+        doc["recommendation"]["pruned"] = list(result.pruned)
+        doc["recommendation"]["kept"] = kept_lines(result, doc["recommendation"])
     return _warn_environment(doc, evaluator)
 
 
@@ -255,7 +255,7 @@ def search(
         options.max_trials, options.budget_s)
     shown = limits.max_trials if limits.planned is None else limits.planned
     progress.start(shown, limits.budget_s, resumed=len(cache))
-    result = Search(
+    searching = Search(
         space,
         evaluator,
         max_trials=limits.max_trials,
@@ -272,10 +272,13 @@ def search(
         sweeps=0 if training and options.quick else 3,
         after=functools.partial(removals_ahead, space=space) if training else None,
         look_again=limits.look_again,
-    ).run(options.strategy)
+        resize=evaluator.resize_ladder if training else None,
+    )
+    result = searching.run(options.strategy)
+    space = searching.space  # sized again along the way (a training tune's ladder)
     if training:
         evaluator.take_reference()  # where no candidate needed it
-    if training and len(space.canonical(result.incumbent)) > 1:
+    if len(space.canonical(result.incumbent)) > 1:
         progress.phase(f"pruning {label(result.incumbent)}: each knob removed in turn, kept "
                        "only where the answer is significantly slower without it")
         result = prune(result, space, evaluator, say=progress.phase)
@@ -283,10 +286,12 @@ def search(
 
 
 def _unreached(evaluator: Evaluator, result: SearchResult, options: TuneOptions) -> list[dict]:
-    """A training search's knobs that the budget (or trial limit) left untried, each with the
-    budget that would reach it (what its candidates cost here, added to the one given)."""
+    """The knobs the search never tried, each with why: the answer's runtime, where they do not
+    act (:func:`_off_runtime`), or, in a training search, the budget (or trial limit), with the
+    budget that would reach them (what its candidates cost here, added to the one given)."""
+    off = _off_runtime(result)
     if not isinstance(evaluator, TrainEvaluator) or not result.unreached:
-        return []
+        return off
     each = evaluator.candidate_cost_s()
     if result.stopped == "max-trials":
         why = f"not tried: the trial limit ({options.max_trials}); --max-trials " \
@@ -295,7 +300,25 @@ def _unreached(evaluator: Evaluator, result: SearchResult, options: TuneOptions)
         need = (evaluator.search_budget_s or 0) + each * len(result.unreached)
         why = f"not tried: budget; --budget {need:.0f} would reach it (about {each:.0f} s a " \
               "candidate here)"
-    return [{"knob": k, "value": "any", "reason": why} for k in result.unreached]
+    return off + [{"knob": k, "value": "any", "reason": why} for k in result.unreached]
+
+
+def _off_runtime(result: SearchResult) -> list[dict]:
+    """The knobs left untried because the answer moved to a runtime they do not act on before
+    the search reached them: a reader must know that they were not measured on the runtime
+    the search left either."""
+    runtime = result.incumbent.get("runtime")
+    if not result.off_runtime or not runtime:
+        return []
+    where = RUNTIME_WORDS.get(runtime, runtime)
+    why = (f"not tried: the answer runs on {where}, where this knob does not act; the search "
+           f"moved there before it reached the knob, so it was not measured on the default's "
+           f"runtime either")
+    return [{"knob": k, "value": "any", "reason": why} for k in result.off_runtime]
+
+
+RUNTIME_WORDS = {"keras-jax": "JAX (keras-jax)", "keras-tf": "TensorFlow (keras-tf)"}
+"""How a reason names a runtime where its label alone says little."""
 
 
 def _document(

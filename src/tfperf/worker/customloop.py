@@ -183,8 +183,8 @@ def _discovered(source: LoopSource, workload: dict[str, Any], config: dict[str, 
     baseline = _baseline(source.step, step, policy, strategy)
     form = Form.of(step, config)
     notes = [*_form_notes(step, form), *strategy_notes(strategy)]
-    if policy:
-        notes.append(_policy_reached(source.step, policy))
+    if policy or config.get("precision") == "float32":
+        notes.append(_policy_reached(source.step, policy or "float32"))
     return _Run(step, form, data, state, strategy, keys), baseline, notes
 
 
@@ -365,6 +365,8 @@ def _policy_reached(user_step: Any, policy: str) -> str:
                         f"own policy, which set_global_policy({policy!r}) before the factory "
                         "cannot reach (a model built before it, at import or loaded from a "
                         "file): build the model in the factory to try it.")
+    if policy == "float32":
+        return "precision: float32, the policy your factory sets held at float32"
     return f"precision: Keras' {policy} policy set before the factory built the model"
 
 

@@ -61,6 +61,8 @@ def prepare(workload: dict[str, Any], config: dict[str, Any]) -> Prepared:
 
 def prepare_loaded(loaded: Loaded, config: dict[str, Any]) -> Prepared:
     """:func:`prepare` for an already loaded workload."""
+    if config.get("precision") == "float32":  # a saved model computes in its own fp32
+        config = {**config, "precision": "fp32"}
     runtime = config.get("runtime") or "tf"
     precision = config.get("precision") or "fp32"
     if loaded.format == "tflite" and runtime in ("tf", "litert") and precision == "fp32":

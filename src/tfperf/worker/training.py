@@ -15,7 +15,10 @@ Contract: :func:`train_prepared` ``(workload, config) -> TrainPrepared`` for a w
   (``inputs``: the guard's first batches, ``weights``: the initial weights) proves it.
 - **Knobs.** ``precision == "bf16"`` sets Keras' ``mixed_bfloat16`` policy before the factory
   runs (``mixed_float16`` likewise); a model whose layers did not take it (a ``.keras`` file
-  keeps its saved float32 policy) is a :class:`UserError` saying so. ``xla == "jit"`` sets
+  keeps its saved float32 policy) is a :class:`UserError` saying so. ``precision ==
+  "float32"`` (the candidate of a factory that sets a mixed policy itself) holds the float32
+  policy while the factory runs, its own call noted and not applied
+  (:func:`tfperf.worker.trainstate.float32_held`). ``xla == "jit"`` sets
   ``model.jit_compile``; ``steps_per_execution`` sets the model's. The train function is then
   Keras' own (``model.make_train_function(force=True)``), so a custom ``train_step`` counts.
 - **Timing.** ``call`` runs the train function once on an iterator of the user's dataset (a
@@ -67,10 +70,11 @@ optimizer's learning rate, so that a test can plant a candidate that breaks trai
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.core.errors import UserError
@@ -100,7 +104,9 @@ from tfperf.worker.trainstate import (
     LossRecorder,
     StepCounter,
     apply_knobs,
+    check_float32,
     counter_hint,
+    float32_held,
     guarded_keys,
     model_policy,
     read_baseline,
@@ -124,6 +130,8 @@ class _Source:
     """:attr:`tfperf.worker.trainstate.Baseline.data`."""
     loop: LoopSource | None = None
     """A custom training loop (:mod:`tfperf.worker.customloop`) instead of a model."""
+    held: list[str] = field(default_factory=list)
+    """The policies the factory set that ``precision=float32`` held at float32."""
 
 
 def train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPrepared:
@@ -197,20 +205,29 @@ def _load_under_policy(workload: dict[str, Any], config: dict[str, Any]) -> _Sou
     import keras
 
     require_keras3(keras.__version__)
-    policy = POLICIES.get(config.get("precision") or "fp32")
+    precision = config.get("precision") or "fp32"
+    policy = POLICIES.get(precision)
     keras.mixed_precision.set_global_policy(policy or "float32")
-    return _load_source(workload)
+    with float32_held() if precision == "float32" else contextlib.nullcontext([]) as asked:
+        source = _load_source(workload)
+    source.held = list(asked)
+    return source
 
 
 def _model_as_configured(source: _Source, config: dict[str, Any]) -> tuple[Baseline, list[str]]:
     """The model's baseline read back before the config's knobs apply, and the notes saying
     what runs."""
-    policy = POLICIES.get(config.get("precision") or "fp32")
+    precision = config.get("precision") or "fp32"
+    policy = POLICIES.get(precision)
     _check_compiled(source.model)
     baseline = read_baseline(source.model, policy or "float32", source.data)
     if policy:
         _check_policy_reached(source.model, policy)
     notes = apply_knobs(source.model, config, baseline)
+    if precision == "float32":
+        check_float32(source.model)
+        notes.append(f"precision: float32 (your factory's {', '.join(source.held) or 'policy'} "
+                     "held at float32)")
     return baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
 
 

@@ -11,6 +11,11 @@ Contract:
 - :func:`apply_knobs` ``(model, config, baseline) -> list[str]``: a knob left at its default
   (``xla`` / ``steps_per_execution`` of ``None``) keeps the user's value; any other value is
   set. Returns the notes that say what runs.
+- :func:`float32_held` holds Keras' global dtype policy at ``float32`` while the user's
+  module is imported and its factory runs (the ``float32`` precision: the candidate of a
+  factory that sets ``mixed_bfloat16`` itself), and says what the factory asked for;
+  :func:`check_float32` refuses a model some of whose layers still compute in another policy
+  (one given as a layer's ``dtype``, which no global policy reaches).
 - :func:`optimizers` finds every optimizer the model holds (a GAN's ``d_optimizer`` and
   ``g_optimizer`` beside ``model.optimizer``) and builds the unbuilt ones, so that
   :func:`state_variables` (weights, batch-norm statistics, seed generators and every
@@ -32,7 +37,9 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -120,6 +127,46 @@ def model_strategy(model: Any) -> str | None:
         return None
     replicas = getattr(strategy, "num_replicas_in_sync", 1)
     return f"{name} ({replicas} replica{'s' if replicas != 1 else ''})"
+
+
+@contextlib.contextmanager
+def float32_held() -> Iterator[list[str]]:
+    """Keras' global dtype policy held at ``float32`` while the block runs: a call that sets
+    another (``keras.mixed_precision.set_global_policy``, ``keras.config.set_dtype_policy``,
+    ``tf.keras``'s, however imported) is noted in the list yielded and not applied. Held where
+    every one of them stores the policy (Keras' global state), so that a name bound by
+    ``from keras.mixed_precision import set_global_policy`` before the block is held too."""
+    import keras
+
+    keras.mixed_precision.set_global_policy("float32")
+    state = importlib.import_module("keras.src.backend.common.global_state")
+    original = state.set_global_attribute
+    asked: list[str] = []
+
+    def held(name: str, value: Any) -> None:
+        if name == "dtype_policy" and getattr(value, "name", value) != "float32":
+            asked.append(str(getattr(value, "name", value)))
+            return
+        original(name, value)
+
+    state.set_global_attribute = held
+    try:
+        yield asked
+    finally:
+        state.set_global_attribute = original
+
+
+def check_float32(model: Any) -> None:
+    """A :class:`UserError` where some layer of ``model`` computes in a policy other than
+    ``float32`` under :func:`float32_held` (its own ``dtype=`` argument)."""
+    others = sorted({
+        str(getattr(getattr(layer, "dtype_policy", None), "name", "float32"))
+        for layer in model.layers} - {"float32"})
+    if others:
+        raise UserError(
+            f"not tried: some of your layers set their own dtype policy ({', '.join(others)}) "
+            "in their dtype= argument, which a global float32 policy cannot reach: pass "
+            "dtype=None to those layers in your factory to try float32.")
 
 
 def apply_knobs(model: Any, config: Mapping[str, Any], baseline: Baseline) -> list[str]:
