@@ -184,3 +184,17 @@ def bf16_subtract():
         return loss
 
     return train_step, tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+
+def generator_data():
+    """Batches from a Python generator, which can be read once."""
+    step, _ = eager_regression()
+    x, y = _regression_data()
+    return step, ((x[i:i + 32], y[i:i + 32]) for i in range(0, 512, 32))
+
+
+def list_of_batches():
+    """Batches as a list of (x, y) arrays, as a user who batched by hand hands them over."""
+    step, _ = eager_regression()
+    x, y = _regression_data()
+    return step, [(x[i:i + 32], y[i:i + 32]) for i in range(0, 512, 32)]

@@ -331,3 +331,10 @@ def augmented_mlp():
 
     dataset = tf.data.Dataset.from_tensor_slices((x[:96], y[:96])).batch(32).map(jitter)
     return model, dataset
+
+
+def eager_compiled():
+    """(model, x, y): the MLP compiled with run_eagerly=True, left on after debugging."""
+    model, x, y = tabular_mlp()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", run_eagerly=True)
+    return model, x, y

@@ -200,3 +200,14 @@ def test_a_tuned_pipeline_is_fingerprinted_by_the_batches_the_user_gave(tmp_path
     noted = OTHER_DRAWS_NOTE in tuned.notes
     # the note is there exactly where the tuned batches are other draws than the user's
     assert noted == differ and np.isfinite(theirs).all()
+
+
+def test_a_model_compiled_to_run_eagerly_is_read_back_so_and_graph_on_compiles_it(tmp_path):
+    wl = workload(tmp_path, path="train_factories:eager_compiled")
+    own = train_prepared(wl, {})
+    assert own.train["baseline"]["graph"] is False
+    assert any("run_eagerly = True" in n for n in own.notes)
+    graph = train_prepared(wl, {"graph": True})
+    steps = train_prepared(wl, {"steps_per_execution": 4})  # N steps a call run a graph
+    assert not any("run_eagerly" in n for n in graph.notes + steps.notes)
+    np.testing.assert_allclose(graph.outputs()[0], own.outputs()[0], rtol=1e-4)

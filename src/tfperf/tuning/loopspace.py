@@ -9,7 +9,8 @@ step runs eagerly (a custom loop's plain Python step, a Keras model compiled
 tried with why -- Keras on JAX (it runs Keras' own train step), ``graph=on`` where the step is
 already a ``tf.function``, precision where the step reaches no Keras layer -- and under a
 ``tf.distribute`` strategy of several replicas, XLA (its compiled program runs on one device,
-and the replicas' variables live on others) and Keras on JAX. Nothing here imports TensorFlow.
+and the replicas' variables live on others), Keras on JAX, and a Keras model's steps per call
+(Keras' own ``fit`` fails with them under ``MirroredStrategy``). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ NO_LAYERS = ("not tried: tfperf finds no Keras layer in your step, where "
 XLA_UNDER_STRATEGY = ("not tried under {strategy}: XLA compiles the step for one device, and "
                       "the strategy's replicas keep their variables on several")
 JAX_UNDER_STRATEGY = "not tried under {strategy}: a tf.distribute strategy runs on TensorFlow"
+FIT_STEPS_UNDER_STRATEGY = (
+    "not tried under {strategy}: Keras' own fit fails with steps_per_execution > 1 under it "
+    "(its loop over the distributed batches leaves a placeholder unfed; Keras 3.15, "
+    "TensorFlow 2.21); a custom loop's steps per call run")
 
 
 def fit_step_space(space: Space, baseline: TrainBaseline) -> Space:
@@ -48,6 +53,9 @@ def fit_step_space(space: Space, baseline: TrainBaseline) -> Space:
         name = str(baseline.strategy).split(" (")[0]
         fitted = _drop(fitted, "xla", "jit", XLA_UNDER_STRATEGY.format(strategy=name))
         fitted = _drop(fitted, "runtime", KERAS_JAX, JAX_UNDER_STRATEGY.format(strategy=name))
+        if baseline.step == "fit":
+            fitted = _drop(fitted, "steps_per_execution", None,
+                           FIT_STEPS_UNDER_STRATEGY.format(strategy=name))
     return fitted
 
 

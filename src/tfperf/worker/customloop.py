@@ -59,7 +59,14 @@ from tfperf.worker.loopstep import (
     timed_function,
 )
 from tfperf.worker.loopvars import Created, LoopState, capture, strategy_of
-from tfperf.worker.loopwhere import one_process_only, reachable_layers, strategy_notes
+from tfperf.worker.loopwhere import (
+    one_process_only,
+    reachable_layers,
+    reachable_strategy,
+    refuse_xla_across,
+    strategy_name,
+    strategy_notes,
+)
 from tfperf.worker.traindata import (
     DEFAULT_GUARD_SECONDS,
     POLICIES,
@@ -171,17 +178,20 @@ def _discovered(source: LoopSource, workload: dict[str, Any], config: dict[str, 
     """The loop after its discovery step, its state back at its initial values (handed
     over where the workload says), its baseline and the notes saying what runs."""
     dataset, strategy = _undistributed(source.dataset)
+    strategy = strategy or reachable_strategy(source.step)
+    one_process_only(strategy)
     data = data_of(dataset, workload, config)
     first = _first_element(data, strategy)
     step = UserStep.of(source.step, first)
+    form = Form.of(step, config)
+    if form.jit and not step.jit_compile:
+        refuse_xla_across(strategy)
     policy = _policy(config)
     state, logs = _discover(source, step, first, policy)
-    strategy = strategy or _strategy_reached(source.step, state)
-    one_process_only(strategy)
+    strategy = strategy or strategy_of(state.variables)
     _handoff(state, workload, config)
     keys = _guarded(logs, tuple(workload.get("loss_keys") or ()))
     baseline = _baseline(source.step, step, policy, strategy)
-    form = Form.of(step, config)
     notes = [*_form_notes(step, form), *strategy_notes(strategy)]
     if policy or config.get("precision") == "float32":
         notes.append(_policy_reached(source.step, policy or "float32"))
@@ -321,12 +331,6 @@ def _form_notes(step: UserStep, form: Form) -> list[str]:
     return notes
 
 
-def _strategy_reached(step: Any, state: LoopState) -> Any:
-    from tfperf.worker.loopwhere import reachable_strategy
-
-    return reachable_strategy(step) or strategy_of(state.variables)
-
-
 def _baseline(user_step: Any, step: UserStep, policy: str | None, strategy: Any) -> Baseline:
     """The loop as the user wrote it (``train.baseline``)."""
     layers = reachable_layers(user_step)
@@ -348,7 +352,7 @@ def _strategy_name(strategy: Any) -> str | None:
     if strategy is None:
         return None
     replicas = getattr(strategy, "num_replicas_in_sync", 1)
-    return f"{type(strategy).__name__} ({replicas} replica{'s' if replicas != 1 else ''})"
+    return f"{strategy_name(strategy)} ({replicas} replica{'s' if replicas != 1 else ''})"
 
 
 def _policy_reached(user_step: Any, policy: str) -> str:

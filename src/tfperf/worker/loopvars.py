@@ -13,7 +13,7 @@ Contract:
   element of ``(step, dataset, variables)``) with their initial values: :meth:`LoopState.restore`
   puts them back (the guard starts from there), :meth:`LoopState.write` and
   :meth:`LoopState.read` hand them from the default's worker to every candidate's (matched by
-  position, name and shape; another set of variables is a :class:`UserError`), so that a
+  position and shape; another set of variables is a :class:`UserError`), so that a
   factory that draws its weights from a private unseeded generator is still the same model in
   every worker. :meth:`LoopState.trained` are the variables the discovery step read under a
   gradient tape or changed: the fingerprint's ``weights`` are their initial values.
@@ -138,10 +138,11 @@ class LoopState:
         with np.load(path) as found:
             names = [str(n) for n in found["names"]]
             values = [found[f"v{i:05d}"] for i in range(len(names))]
-        mine = [v.name for v in self.variables]
-        shapes = [tuple(v.shape) for v in values] == [tuple(v.shape) for v in self.variables]
-        if names != mine or not shapes:
-            raise UserError(_other_variables(names, mine))
+        theirs = [f"{n} {tuple(v.shape)}" for n, v in zip(names, values, strict=True)]
+        mine = [f"{v.name} {tuple(v.shape)}" for v in self.variables]
+        # by position and shape: a name may carry another suffix (sgd_1) in another process
+        if [tuple(v.shape) for v in values] != [tuple(v.shape) for v in self.variables]:
+            raise UserError(_other_variables(theirs, mine))
         self.initial = values
         self.restore()
 

@@ -119,23 +119,49 @@ def reachable_strategy(step: Any) -> Any:
     return next((obj for obj in reachable(step) if _is_strategy(obj)), None)
 
 
+PUBLIC_NAMES = {"CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+                "ParameterServerStrategyV2": "ParameterServerStrategy"}
+"""A strategy's class by the name users create it under."""
+
+
+def strategy_name(strategy: Any) -> str:
+    """The name a user creates ``strategy`` under (``MultiWorkerMirroredStrategy``)."""
+    name = type(strategy).__name__
+    return PUBLIC_NAMES.get(name, name)
+
+
 def one_process_only(strategy: Any) -> None:
     """One sentence for a strategy tfperf cannot run in one process (module docstring)."""
     name = type(strategy).__name__ if strategy is not None else ""
     if name in ONE_PROCESS:
         raise UserError(
-            f"Your step runs under {name}, which spans processes (or devices) tfperf does not "
-            "start: tfperf measures one process, so measure the same step under "
-            "MirroredStrategy over this machine's devices, or OneDeviceStrategy."
+            f"Your step runs under {strategy_name(strategy)}, which spans processes (or "
+            "devices) tfperf does not start: tfperf measures one process, so measure the same "
+            "step under MirroredStrategy over this machine's devices, or OneDeviceStrategy."
         )
+
+
+def strategy_devices(strategy: Any) -> list[str]:
+    """``["CPU:0", "CPU:1"]``: the devices a strategy's replicas run on, short."""
+    devices = getattr(strategy.extended, "worker_devices", ()) or ()
+    return [d.split("device:")[-1] for d in devices]
 
 
 def strategy_notes(strategy: Any) -> list[str]:
     """What runs under the strategy, in words (nothing outside one)."""
     if strategy is None:
         return []
-    devices = ", ".join(getattr(strategy.extended, "worker_devices", ()) or ())
-    return [f"under {type(strategy).__name__} over {devices or 'its devices'}, as you wrote it"]
+    devices = ", ".join(strategy_devices(strategy)) or "its devices"
+    return [f"under {strategy_name(strategy)} over {devices}, as you wrote it"]
+
+
+def refuse_xla_across(strategy: Any) -> None:
+    """XLA under a strategy of several replicas: one sentence (its program runs on one
+    device, and the replicas' variables live on others)."""
+    if strategy is not None and getattr(strategy, "num_replicas_in_sync", 1) > 1:
+        devices = " and ".join(strategy_devices(strategy))
+        raise UserError(f"not tried: XLA compiles your step for one device, and "
+                        f"{strategy_name(strategy)} keeps its replicas' variables on {devices}.")
 
 
 def as_dataset(data: Any, ref: str) -> tuple[Any, list[str]]:

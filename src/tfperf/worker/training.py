@@ -112,6 +112,7 @@ from tfperf.worker.trainstate import (
     read_baseline,
     sparse_rows_optimizer,
     state_variables,
+    strategy_scope,
 )
 from tfperf.worker.workload import call_error_sentence, first_line
 
@@ -149,6 +150,12 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
     source = _load_under_policy(workload, config)
     if source.loop is not None:
         return loop_prepared(source.loop, workload, config)
+    with strategy_scope(source.model):  # what tfperf builds, as fit builds it, in its scope
+        return _model_prepared(source, workload, config)
+
+
+def _model_prepared(source: _Source, workload: dict[str, Any], config: dict[str, Any]
+                    ) -> TrainPrepared:
     baseline, knob_notes = _model_as_configured(source, config)
     model = source.model
     spe = int(model.steps_per_execution or 1)
@@ -161,7 +168,7 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
     counter = StepCounter(model, workload.get("steps_counter"))
     fingerprint = {"inputs": describe_arrays(flat(data.own_batches)), "weights": _weights(model)}
     initial = _snapshot(model)
-    timing = jaxstep.batches(data.dataset)
+    timing = _batches(model, data.dataset)
     first = _first_call(model, timing, counter, spe, xla_fallback=config.get("xla") is None)
     if first.fallback:
         baseline = baseline.with_note(first.fallback, jit_compile=False)
@@ -176,13 +183,13 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
 
     share = None
     if workload.get("input_probe", True):
-        cached = jaxstep.batches(data.dataset.take(spe).cache().repeat())
+        cached = _batches(model, data.dataset.take(spe).cache().repeat())
         share = input_wait_share(lambda it: jaxstep.value(fn(it)[keys[0]]), timing, cached)
     timed.reset()
     batch = batch_rows(data.batches[0])
     return TrainPrepared(
         call=call,
-        outputs=lambda: timed.around(guard.run),
+        outputs=lambda: timed.around(guard.scoped_run),
         batch=batch * spe,
         flops_per_call=None,
         flops_source="unknown",
@@ -427,6 +434,15 @@ def _restore(model: Any, values: list[Any]) -> None:
         var.assign(value)
 
 
+def _batches(model: Any, dataset: Any) -> Any:
+    """The iterator the train function takes, as ``fit`` makes it: under a ``tf.distribute``
+    strategy, the dataset distributed by it (each replica its share of a batch)."""
+    strategy = getattr(model, "distribute_strategy", None)
+    if strategy is None or type(strategy).__name__.startswith("_Default"):
+        return jaxstep.batches(dataset)
+    return iter(strategy.experimental_distribute_dataset(dataset))
+
+
 def _build(model: Any, batch: Any) -> None:
     """Build the model, its loss, metrics and optimizer on one batch, as ``fit`` does first:
     labels that do not fit the model's outputs fail here."""
@@ -566,6 +582,12 @@ class _Guard:
         self.validation = workload.get("validation")
         self.recorder: LossRecorder | None = None
 
+    def scoped_run(self) -> list[Any]:
+        """:meth:`run` in the model's strategy's scope, where its recorder's variables are
+        made (:func:`tfperf.worker.trainstate.strategy_scope`)."""
+        with strategy_scope(self.model):
+            return self.run()
+
     def run(self) -> list[Any]:
         """``[per-step values (steps x keys), validation metrics, their names, the keys,
         [seconds taken, 1 if the time cap stopped it, the cap]]``."""
@@ -577,7 +599,7 @@ class _Guard:
                              else LossRecorder(self.model, self.keys, spe))
         _restore(self.model, self.initial)
         t0 = time.perf_counter()
-        rows = self._steps(self.recorder, jaxstep.batches(self.data))
+        rows = self._steps(self.recorder, _batches(self.model, self.data))
         took = time.perf_counter() - t0
         capped = len(rows) < self.steps and took > self.seconds
         metrics = self._evaluate() if self.validation else {}

@@ -118,6 +118,16 @@ def read_baseline(model: Any, set_policy: str, data: str = "dataset") -> Baselin
     )
 
 
+def strategy_scope(model: Any) -> Any:
+    """The scope of the ``tf.distribute`` strategy ``model`` was built under (a context that
+    does nothing outside one): ``fit`` builds, steps and makes its variables there, and so do
+    tfperf's additions (the loss recorder's variables)."""
+    strategy = getattr(model, "distribute_strategy", None)
+    if strategy is None or type(strategy).__name__.startswith("_Default"):
+        return contextlib.nullcontext()
+    return strategy.scope()
+
+
 def model_strategy(model: Any) -> str | None:
     """The ``tf.distribute`` strategy a Keras model was built under, named with its replicas
     (``"MirroredStrategy (2 replicas)"``); ``None`` for TensorFlow's default (no) strategy."""
@@ -173,6 +183,10 @@ def apply_knobs(model: Any, config: Mapping[str, Any], baseline: Baseline) -> li
     """Set the knobs the config names; keep the user's values for the others."""
     notes = []
     xla = config.get("xla")
+    replicas = getattr(getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1)
+    if xla == "jit" and replicas > 1 and not baseline.jit_compile:
+        raise UserError(f"not tried: XLA compiles the train function for one device, and your "
+                        f"model's {baseline.strategy} keeps its replicas' variables on several.")
     if xla in ("jit", "off"):
         model.jit_compile = xla == "jit"
         if xla == "jit" and not model.jit_compile:
@@ -326,15 +340,19 @@ class LossRecorder:
         import tensorflow as tf
 
         self.model, self.keys = model, keys
-        self.buffer = tf.Variable(tf.zeros([max(1, steps), len(keys)]), trainable=False)
-        self.filled = tf.Variable(0, trainable=False)
+        # each replica of a strategy writes its own copy; the first replica's is read back
+        local = {"trainable": False, "synchronization": tf.VariableSynchronization.ON_READ,
+                 "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA}
+        self.buffer = tf.Variable(tf.zeros([max(1, steps), len(keys)]), **local)
+        self.filled = tf.Variable(0, **local)
         own_step = model.train_step
 
         def recording_step(data: Any) -> Any:
             model.reset_metrics()
             logs = own_step(data)
             row = tf.stack([tf.cast(tf.reshape(logs[k], []), tf.float32) for k in keys])
-            self.buffer.scatter_nd_update([[self.filled]], [row])
+            # assign, not scatter_nd_update: a replica's own copy takes assign only
+            self.buffer.assign(tf.tensor_scatter_nd_update(self.buffer, [[self.filled]], [row]))
             self.filled.assign_add(1)
             return logs
 
