@@ -120,6 +120,11 @@ def test_a_contrastive_loop_is_guarded_key_by_key_or_by_the_key_named():
     assert both.outputs()[0].shape == (50, 2)
     named = train_prepared(loop("contrastive", loss_keys=["alignment"]), {})
     assert named.train["loss_keys"] == ["alignment"]
+    # run eagerly, its noise is drawn from TensorFlow's seed set again for each guard
+    eager = train_prepared(loop("contrastive"), {"graph": False})
+    first = eager.outputs()[0]
+    eager.call()
+    np.testing.assert_array_equal(eager.outputs()[0], first)
     with pytest.raises(UserError, match=r"--loss-key accuracy is not among .*contrastive_loss"):
         train_prepared(loop("contrastive", loss_keys=["accuracy"]), {})
 
