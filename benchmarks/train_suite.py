@@ -1,7 +1,9 @@
-"""Training four user-style models faster on this CPU: each knob alone and tuned, guarded.
+"""Training user-style models and custom loops faster on this CPU: each knob alone, tuned, guarded.
 
 For each model of ``benchmarks/train/suite_models.py`` (a GRU text classifier, a CNN with batch
-norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable labels):
+norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable labels) and each
+custom training loop (the built-in GAN, ``--workload gan-train``; a plain Python step training
+an MLP, ``eager_mlp``; a contrastive loop whose step returns a dict, ``contrastive``):
 
 1. ``tfperf tune --train`` (the library's :func:`tfperf.tuning.tune`) over every training knob,
    as a user runs it: the default tune (its search's default budget, ``--tune-budget`` sets
@@ -15,9 +17,12 @@ norm, a transformer encoder, a tabular MLP with dropout; unseeded, learnable lab
    steps) judged by
    :func:`tfperf.tuning.trainguard.judge`.
 
-Prints one table: steps/s with its 95% interval, the speedup over the default with its interval,
-and the guard's figures (the default's first and final loss, the configuration's final loss, the
-verdict); then, per model, the tuned configuration against the best single knob that passed the
+A loop's singles are its step in the other form (eager where it is a ``tf.function``, a graph
+where it is plain Python) and the knobs above but Keras on JAX, which runs Keras' own train
+step only. Prints one table: steps/s with its 95% interval, the speedup over the default with its
+interval, and the guard's figures (the default's first and final loss, the configuration's final
+loss, the verdict); then each loop's step eager, as a graph, under XLA and 32 steps a call side by
+side; then, per model, the tuned configuration against the best single knob that passed the
 guard (medians from the same run; the bar is 0.95) and the quick tune's against the default
 tune's (the bar is 0.9), with each tune's wall time.
 
@@ -43,7 +48,7 @@ from tfperf.core import stats
 from tfperf.core.allocators import find_allocator
 from tfperf.core.config import Config
 from tfperf.core.knobs import jax_available, label
-from tfperf.modelref import resolve_train_target
+from tfperf.modelref import TrainGuard, builtin_train_target, resolve_train_target
 from tfperf.runner.measure import Settings, measure
 from tfperf.tuning import tune
 from tfperf.tuning.options import options_from_args
@@ -52,6 +57,13 @@ from tfperf.tuning.trainguard import TrainTolerance, judge
 HERE = Path(__file__).resolve().parent / "train"
 MODELS = {"rnn": None, "cnn": 64, "transformer": None, "mlp": 256}
 """Model -> the batch its (model, x, y) arrays are cut into (None: its dataset's own)."""
+LOOPS = {"gan": "gan-train", "eager_mlp": "suite_models:eager_mlp",
+         "contrastive": "suite_models:contrastive"}
+"""Custom training loops: the built-in GAN (``--workload gan-train``) and two of the suite's."""
+FORMS = {"gan": {"graph": False}, "eager_mlp": {"graph": True},
+         "contrastive": {"graph": False}}
+"""Each loop's step in the other form than it is written in: eager where it is a
+``tf.function``, a graph where it is plain Python (side by side with XLA and N steps a call)."""
 SINGLES = [
     {"precision": "bf16"},
     {"xla": "jit"},
@@ -66,6 +78,36 @@ SINGLES = [
 ]
 """Each knob alone; JAX's threads knob (the CPUs it runs on) exists on JAX only, so one CPU
 there is measured with the runtime."""
+
+
+def suite_workload(model: str, guard_steps: int | None = None) -> dict:
+    """The training workload of a suite model or loop, as ``tfperf --train`` makes it."""
+    if LOOPS.get(model, "").endswith("-train"):
+        return builtin_train_target(LOOPS[model], guard=TrainGuard(guard_steps))
+    target = LOOPS.get(model) or f"suite_models:{model}"
+    return resolve_train_target(target, batch=MODELS.get(model), guard_steps=guard_steps)
+
+
+def suite_configs(model: str, singles: list[dict]) -> list[dict]:
+    """The default and the single configurations measured for ``model``: a loop's other form
+    first, and no Keras on JAX for a loop (it runs Keras' own train step); arrays reach fit
+    through Keras' own pipeline, which has no input pipeline to tune."""
+    if model in LOOPS:
+        return [{}, FORMS[model], *(c for c in singles if "runtime" not in c)]
+    return [{}, *(c for c in singles if MODELS[model] is None or "input_pipeline" not in c)]
+
+
+def forms_line(model: str, rows: list[dict]) -> str | None:
+    """A loop's step eager, as a graph, under XLA and 32 steps a call: ms per step each."""
+    by = {r["label"]: r.get("train") or {} for r in rows}
+    graph_first = FORMS.get(model) == {"graph": True}
+    order = (["default", "graph=on"] if graph_first else ["graph=off", "default"]) + [
+        "xla=jit", "steps_per_execution=32"]
+    if model not in LOOPS or not all(by.get(k) for k in order):
+        return None
+    eager, graph, xla, steps = (by[k]["ms_per_step"] for k in order)
+    return (f"| {model} | {_f(eager)} | {_f(graph)} ({eager / graph:.1f}x) | {_f(xla)} "
+            f"({eager / xla:.1f}x) | {_f(steps)} ({eager / steps:.1f}x) |")
 
 
 def tuned_config(workload: dict, store: str, budget_s: float | None, quick: bool) -> tuple:
@@ -182,7 +224,7 @@ def _best_line(model: str, rows: list[dict], tuned_label: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join([*MODELS, *LOOPS]))
     parser.add_argument("--budget", type=float, default=15.0, help="seconds of steady rounds")
     parser.add_argument("--tune-budget", type=float, default=None,
                         help="seconds of each tune's search (default: tune's own, as a user "
@@ -211,24 +253,27 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     verdicts = []
     started = time.monotonic()
+    forms = []
     for model in args.models.split(","):
-        workload = resolve_train_target(f"suite_models:{model}", batch=MODELS[model],
-                                        guard_steps=args.guard_steps)
+        workload = suite_workload(model, args.guard_steps)
         tuned, wall, quick, quick_wall = {}, 0.0, {}, 0.0
         if not args.no_tune:  # each tune guards over its own default steps, as a user's does
-            as_typed = resolve_train_target(f"suite_models:{model}", batch=MODELS[model])
+            as_typed = suite_workload(model)
             tuned, wall = tuned_config(as_typed, store, args.tune_budget, quick=False)
             quick, quick_wall = tuned_config(as_typed, store, None, quick=True)
-        # arrays reach fit through Keras' own pipeline: a tune has no input pipeline to tune
-        configs = [{}, *(c for c in singles if MODELS[model] is None or "input_pipeline" not in c)]
+        configs = suite_configs(model, singles)
         for answer in (tuned, quick):
             if answer and answer not in configs:
                 configs.append(answer)
         rows = measure_all(workload, configs, args.budget)
         print_rows(model, rows, "" if args.no_tune else label(tuned))
+        forms.append(forms_line(model, rows))
         if not args.no_tune:
             verdicts.append(verdict_line(model, rows, label(tuned), label(quick),
                                          (wall, quick_wall)))
+    if any(forms):
+        print("\n| loop | eager ms/step | graph | XLA | 32 steps a call |\n|---|---|---|---|---|")
+        print("\n".join(line for line in forms if line))
     print()
     for line in verdicts:
         print(line)

@@ -1,8 +1,9 @@
-"""Four user-style training models at realistic size for ``benchmarks/train_suite.py``.
+"""User-style training at realistic size for ``benchmarks/train_suite.py``: four Keras models and
+two custom training loops.
 
 Written the way users write them: unseeded, synthetic data whose labels the model can learn
-(computed from the inputs), compiled with Adam, returned as ``(model, dataset)`` or
-``(model, x, y)``.
+(computed from the inputs), Adam; a model compiled and returned as ``(model, dataset)`` or
+``(model, x, y)``, a loop as ``(step, dataset)``.
 """
 
 import keras
@@ -81,3 +82,53 @@ def mlp():
     ])
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
     return model, x, y
+
+
+# Custom training loops (no fit): (step, dataset), written as TensorFlow's guides write them.
+# The suite's GAN loop is the built-in gan-train workload (tfperf.worker.trainmodels).
+
+
+def eager_mlp():
+    """The guide's loop from scratch without its ``@tf.function``: a plain Python step
+    training a regression MLP (64 features, two hidden layers of 128), batch 64."""
+    x = np.random.randn(8192, 64).astype("float32")
+    y = (np.tanh(x[:, :8]).sum(axis=1) + 0.5 * x[:, 8]).astype("float32")[:, None]
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, activation="relu"),
+                              keras.layers.Dense(128, activation="relu"), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.Adam(1e-3)
+    loss_fn = keras.losses.MeanSquaredError()
+
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return train_step, tf.data.Dataset.from_tensor_slices((x, y)).shuffle(8192).batch(64)
+
+
+def contrastive():
+    """A SimCLR-style loop: two noisy views of each row of 128 features, an encoder (256, 64)
+    trained so that a row's views agree, batch 256; its step returns a dict of the loss and
+    the views' alignment."""
+    x = np.random.randn(8192, 128).astype("float32")
+    encoder = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, activation="relu"),
+                                keras.layers.Dense(64)])
+    optimizer = keras.optimizers.Adam(1e-3)
+
+    @tf.function
+    def train_step(batch):
+        a = batch + tf.random.normal(tf.shape(batch), stddev=0.3)
+        b = batch + tf.random.normal(tf.shape(batch), stddev=0.3)
+        with tf.GradientTape() as tape:
+            za = tf.math.l2_normalize(encoder(a, training=True), axis=1)
+            zb = tf.math.l2_normalize(encoder(b, training=True), axis=1)
+            logits = tf.matmul(za, zb, transpose_b=True) / 0.1
+            labels = tf.range(tf.shape(batch)[0])
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        grads = tape.gradient(loss, encoder.trainable_variables)
+        optimizer.apply_gradients(zip(grads, encoder.trainable_variables, strict=True))
+        return {"loss": loss, "alignment": tf.reduce_mean(tf.reduce_sum(za * zb, axis=1))}
+
+    return train_step, tf.data.Dataset.from_tensor_slices(x).batch(256)

@@ -128,7 +128,7 @@ def render_bench(doc: dict[str, Any]) -> None:
             f"{name} {s['vs_function']:.1f}x slower" if s.get("vs_function") else f"{name} n/a"
             for name, s in (r.get("call_styles") or {}).items()
         ]
-        if styles:
+        if any(not s.endswith(" n/a") for s in styles):  # a training step has none of them
             _line(f"{escape(r['label'])}: vs the tf.function call, " + ", ".join(styles))
         for text in ops_lines(r):
             _line(escape(text))
