@@ -624,8 +624,8 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
         "loss_keys": keys,
         "default_losses": first_key(evaluator.reference or [[]], len(keys)),
         "tolerance": evaluator.tolerance.to_dict(),
-        "note": "a dataset is read as the model's train function reads it; a finite one is "
-        "repeated for timing",
+        "note": f"a dataset is read as {READER[evaluator.baseline.step]} reads it; a finite "
+        "one is repeated for timing",
     }
     step_figures(doc, evaluator.baseline.steps_per_execution)
     trajectories = doc["train"]["trajectories"] = {}
@@ -649,6 +649,8 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     return doc
 
 
+READER = {"fit": "the model's train function", "loop": "your step"}
+"""What reads the user's batches, by the kind of training step."""
 _TRAJECTORIES = ("losses", "default_losses")
 
 
