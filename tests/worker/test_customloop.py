@@ -114,12 +114,14 @@ def test_a_step_taking_x_y_and_sample_weight_gets_the_three_parts():
     assert np.isfinite(losses).all() and losses[-5:].mean() < 0.1 * losses[:5].mean()
 
 
-def test_a_contrastive_loop_is_guarded_key_by_key_or_by_the_key_named():
-    both = train_prepared(loop("contrastive"), {})
-    assert both.train["loss_keys"] == ["contrastive_loss", "alignment"]
-    assert both.outputs()[0].shape == (50, 2)
-    named = train_prepared(loop("contrastive", loss_keys=["alignment"]), {})
-    assert named.train["loss_keys"] == ["alignment"]
+def test_a_contrastive_loop_is_guarded_on_its_loss_or_on_the_keys_named():
+    # its dict holds a loss and the views' alignment, which rises as it learns: as with
+    # fit's logs, the guard judges what is named a loss unless told otherwise
+    own = train_prepared(loop("contrastive"), {})
+    assert own.train["loss_keys"] == ["contrastive_loss"]
+    named = train_prepared(loop("contrastive", loss_keys=["contrastive_loss", "alignment"]), {})
+    assert named.train["loss_keys"] == ["contrastive_loss", "alignment"]
+    assert named.outputs()[0].shape == (50, 2)
     # run eagerly, its noise is drawn from TensorFlow's seed set again for each guard
     eager = train_prepared(loop("contrastive"), {"graph": False})
     first = eager.outputs()[0]
@@ -172,3 +174,14 @@ def test_a_loop_under_mixed_bfloat16_runs_its_keras_layers_in_bf16():
     assert prepared.train["policy"] == "mixed_bfloat16"
     assert any("mixed_bfloat16 policy set before the factory" in n for n in prepared.notes)
     assert np.isfinite(prepared.outputs()[0]).all()
+
+
+def test_tfperf_pipeline_takes_the_loop_factory_and_analyzes_its_dataset():
+    from tfperf.worker.pipeline.target import unpack
+
+    step = train_prepared  # any function that is not a Keras model
+    import tensorflow as tf
+
+    data = tf.data.Dataset.range(8).batch(2)
+    assert unpack((step, data), "loops:make") == (data, None)
+    assert unpack((step, data, []), "loops:make") == (data, None)

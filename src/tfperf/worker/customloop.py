@@ -60,6 +60,7 @@ from tfperf.worker.loopstep import (
 )
 from tfperf.worker.loopvars import Created, LoopState, capture, strategy_of
 from tfperf.worker.loopwhere import (
+    as_dataset,
     one_process_only,
     reachable_layers,
     reachable_strategy,
@@ -101,8 +102,6 @@ class LoopSource:
 
 def loop_source(result: tuple, ref: str, created: Created) -> LoopSource:
     """The loop a factory returned (:func:`is_loop`), its data a ``tf.data.Dataset``."""
-    from tfperf.worker.loopwhere import as_dataset
-
     step, data = result[0], result[1]
     variables = tuple(result[2]) if len(result) == 3 else ()
     dataset, notes = as_dataset(data, ref)
@@ -284,14 +283,17 @@ def _handoff(state: LoopState, workload: Mapping[str, Any], config: Mapping[str,
 
 
 def _guarded(logs: Mapping[str, float], asked: tuple[str, ...]) -> tuple[str, ...]:
-    """The losses the guard compares: ``asked`` (``--loss-key``), else all, ``loss`` first."""
+    """The values the guard compares: ``asked`` (``--loss-key``); else, as for ``fit``'s
+    logs, those whose name says ``loss`` (an ``accuracy`` or ``alignment`` beside them is
+    not a loss that must fall), or every one where none does; ``loss`` first."""
     if asked:
         missing = [k for k in asked if k not in logs]
         if missing:
-            raise UserError(f"--loss-key {missing[0]} is not among the losses your step "
+            raise UserError(f"--loss-key {missing[0]} is not among the values your step "
                             f"returns ({', '.join(logs)}): name one of them.")
         return asked
-    return tuple(sorted(logs, key=lambda k: k != "loss"))
+    named = [k for k in logs if "loss" in k.lower()] or list(logs)
+    return tuple(sorted(named, key=lambda k: k != "loss"))
 
 
 def _first_call(fn: Any, timing: Any, run: _Run) -> float:

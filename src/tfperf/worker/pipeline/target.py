@@ -3,7 +3,9 @@
 Contract: :func:`load` imports the module (the current directory first on ``sys.path``, as
 users expect), calls the function and returns a :class:`Target`. The function may return a
 ``tf.data.Dataset``; a dict with ``"dataset"`` and optionally ``"model"``, ``"loss"``,
-``"optimizer"``; or a tuple ``(dataset, model[, loss[, optimizer]])``. A function that takes
+``"optimizer"``; a tuple ``(dataset, model[, loss[, optimizer]])``; or what ``tune --train``
+takes: ``(model, dataset)``, or a custom loop's ``(step, dataset[, variables])``, whose
+dataset is analyzed without a model. A function that takes
 keyword flags named in :data:`STRUCTURAL_FLAGS` can be rebuilt with them (``Target.rebuild``),
 which lets tfperf measure structural fixes (parallel map, interleave, cache, batch before map).
 Every mistake the user can make raises :class:`TargetError` whose message is one sentence.
@@ -128,6 +130,11 @@ def unpack(result: Any, spec: str) -> tuple[Any, Any]:
                 f"{spec} returned a model and a {type(dataset).__name__}: tfperf pipeline "
                 "analyzes tf.data pipelines; return (model, dataset) with a tf.data.Dataset"
             )
+    elif (isinstance(result, tuple) and len(result) in (2, 3) and callable(result[0])
+          and not hasattr(result[0], "train_on_batch")):
+        # a custom training loop's (step, dataset[, variables]), as `tune --train` takes it:
+        # its dataset is analyzed alone (a distributed one through its own tf.data dataset)
+        dataset = getattr(result[1], "_original_dataset", result[1])
     else:
         dataset = result
     if not isinstance(dataset, tf.data.Dataset):
