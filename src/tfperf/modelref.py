@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.kerasbackend import configured_backend
 from tfperf.core.workloads import builtin_workload, check_batch
 
 SUPPORTED = (
@@ -244,6 +245,7 @@ def resolve_train_target(
         "batch": int(batch or TRAIN_BATCH),
         **TrainGuard(guard_steps, guard_seconds, validation, tuple(loss_keys),
                      steps_counter).checked(),
+        "keras_backend": configured_backend()[0],
         **({"search_path": os.getcwd()} if fmt == "factory" else {}),
     }
 

@@ -61,6 +61,7 @@ from tfperf.benchmark import machine_summary
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KERAS_JAX, KERAS_TF, XLA_AOT, current_label, current_names
+from tfperf.core.protocol import JIT_ON_JAX_NOTE
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -142,10 +143,18 @@ def code_lines(
     return lines
 
 
-def train_code_lines(config: Mapping[str, Any]) -> list[str]:
+def train_code_lines(
+    config: Mapping[str, Any], *, own_backend: str = "tensorflow", notes: Sequence[str] = ()
+) -> list[str]:
     """The lines a training script needs for a training tune's model-level knobs (threads,
-    oneDNN and the allocator are set from outside by ``tfperf run``)."""
-    lines = keras_backend_lines(config)
+    oneDNN and the allocator are set from outside by ``tfperf run``): none for the Keras
+    backend the user already runs (``own_backend``), and the ``jit_compile`` that tfperf set
+    over the user's on JAX where its worker says so (``notes``)."""
+    lines = [] if config.get("runtime") == KERAS_JAX and own_backend == "jax" else (
+        keras_backend_lines(config))
+    if any(note.startswith(JIT_ON_JAX_NOTE) for note in notes):
+        lines.append("model.compile(..., jit_compile=True)  # on JAX your jit_compile=False "
+                     "runs the step eagerly; the answer was measured compiled")
     threads = config.get("runtime_threads")
     if config.get("runtime") == KERAS_JAX and threads:
         lines.append(
@@ -247,7 +256,7 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "max_abs_error": rec.get("max_abs_error"),
         "adoption": rec.get("adoption"),
         "env": env,
-        "code": train_code_lines(config)
+        "code": (rec.get("code") or train_code_lines(config))
         if (doc.get("workload") or {}).get("kind") == "train"
         else code_lines(config, fmt, rec.get("artifact")),
         "artifact": rec.get("artifact"),

@@ -323,7 +323,8 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--quick",
     is_flag=True,
-    help="A short tune: at most 8 candidates and 120 s unless given, 10 confirmation rounds.",
+    help="A short tune: at most 8 candidates (a training tune: one per knob), 120 s and 10 "
+    "confirmation rounds, each unless given beside it.",
 )
 @click.option("--max-trials", type=int, help="Stop after this many candidates.")
 @click.option("--budget", type=float, help="Stop starting candidates after this many seconds.")
@@ -353,11 +354,10 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--confirm-rounds",
     type=int,
-    default=21,
-    show_default=True,
-    help="Rounds of the final winner-vs-default confirmation, shared among up to 3 fresh "
-    "pairs of worker processes (one per 7 rounds); a training tune's, still undecided with "
-    "its median above the threshold, runs on to 16 in its last pair.",
+    help="Rounds of the final winner-vs-default confirmation (default 21; 10 under --quick), "
+    "shared among up to 3 fresh pairs of worker processes (one per 7 rounds); a training "
+    "tune's, still undecided with its median above the threshold, runs on to 16 in its last "
+    "pair.",
 )
 @click.option(
     "--candidate-timeout",
@@ -404,7 +404,7 @@ def tune_command(
     resume: str | None,
     profile_out: str | None,
     out_dir: str | None,
-    confirm_rounds: int,
+    confirm_rounds: int | None,
     candidate_timeout: float,
     seed: int,
     ops: bool,

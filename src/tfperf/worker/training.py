@@ -80,7 +80,13 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KERAS_JAX
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS, OTHER_DRAWS_NOTE
+from tfperf.core.protocol import (
+    DEFAULT_GUARD_STEPS,
+    EAGER_ON_JAX_NOTE,
+    GUARD_SECONDS,
+    MIN_GUARD_STEPS,
+    OTHER_DRAWS_NOTE,
+)
 from tfperf.core.workloads import SEED
 from tfperf.worker import jaxstep
 from tfperf.worker.fingerprint import describe_arrays, digest_of, seed_everything
@@ -102,7 +108,7 @@ from tfperf.worker.trainstate import (
 )
 from tfperf.worker.workload import Prepared, call_error_sentence, first_line
 
-DEFAULT_GUARD_SECONDS = 60.0
+DEFAULT_GUARD_SECONDS = GUARD_SECONDS
 FIT_STEPS = 64
 """Steps of one timed ``fit`` (the ``"fit"`` extra) when the parent names none."""
 INPUT_PROBE_S = 0.25
@@ -211,7 +217,11 @@ def _model_as_configured(
         check_float32(source.model)
         notes.append(f"precision: float32 (your factory's {', '.join(asked) or 'policy'} held "
                      "at float32)")
-    return source, baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
+    own = workload.get("keras_backend") == "jax"
+    if own and jaxstep.on_jax() and not baseline.jit_compile:
+        baseline = baseline.with_note(EAGER_ON_JAX_NOTE)
+    notes = jaxstep.prepare_model(source.model, config.get("runtime"), notes, own)
+    return source, baseline, notes
 
 
 @dataclass(frozen=True)
