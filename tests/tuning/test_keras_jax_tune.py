@@ -44,11 +44,14 @@ def with_jax(monkeypatch):
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
 
 
-def _tune(tmp_path: Path, factory: str, space: Space) -> dict:
+def _tune(tmp_path: Path, factory: str, space: Space | None = None,
+          knobs: tuple[str, ...] | None = None) -> dict:
+    """A short tune of ``factory`` over ``space``, else over the space this machine gives
+    (``knobs`` of it)."""
     workload = resolve_train_target(f"train_factories:{factory}", guard_steps=50)
     options = TuneOptions(
         store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
-        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
+        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240, knobs=knobs,
     )
     return tune(workload, options, space=space)
 
@@ -161,13 +164,7 @@ def test_a_user_on_jax_gets_keras_on_tensorflow_as_the_candidate_from_the_same_w
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    workload = resolve_train_target("train_factories:cnn_batchnorm", guard_steps=50)
-    options = TuneOptions(
-        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
-        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
-        knobs=("runtime",),
-    )
-    doc = tune(workload, options)  # the space this machine gives a user on JAX
+    doc = _tune(tmp_path, "cnn_batchnorm", knobs=("runtime",))
     assert doc["train"]["default"]["backend"] == "jax"
     (row,) = doc["candidates"]
     assert row["label"] == "runtime=keras-tf" and row["status"] in ("measured", "rejected")
@@ -212,13 +209,7 @@ def test_a_user_on_jax_whose_step_runs_eagerly_has_it_said_and_threads_change_al
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    workload = resolve_train_target("train_factories:eager_mlp", guard_steps=50)
-    options = TuneOptions(
-        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
-        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
-        knobs=("runtime_threads",),
-    )
-    doc = tune(workload, options)
+    doc = _tune(tmp_path, "eager_mlp", knobs=("runtime_threads",))
     baseline = doc["train"]["baseline"]
     assert baseline["jit_compile"] is False
     assert any(note.startswith("jit_compile=False: on JAX your train step runs eagerly")
