@@ -82,6 +82,16 @@ def render_costs(doc: dict, out: Any) -> None:
         out.print("memory " + ", ".join(x for x in limits if x), style="dim")
 
 
+def render_pruning(rec: dict, out: Any) -> None:
+    """Why each knob of the answer is in it, and why each one the search took is not: the
+    measurements of the pruning (``recommendation.kept`` and ``pruned``)."""
+    from rich.markup import escape
+
+    for word in ("kept", "pruned"):
+        for entry in rec.get(word) or []:
+            out.print(escape(f"{word}: {entry['why']}"), soft_wrap=True, style="dim")
+
+
 def render_tune(doc: dict) -> None:
     """The ranked table and the recommendation, for people."""
     from rich import box
@@ -191,6 +201,7 @@ def render_tune(doc: dict) -> None:
         moved = (rec.get("ops") or {}).get("moved")
         if moved:  # tune --ops: where the gain is
             out.print(escape(f"op profile: {moved}"), soft_wrap=True)
+        render_pruning(rec, out)
     render_costs(doc, out)
     for warning in doc.get("warnings", []):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
