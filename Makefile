@@ -1,14 +1,17 @@
 # The two commands a new user runs; each sets up what it needs.
 #   make demo  - creates .venv, installs tfperf[tensorflow], audits this machine (doctor), tunes
-#                the built-in inference suite (a quick tune each) and writes HTML reports to out/
+#                the built-in inference suite and a built-in training step (a quick tune each)
+#                and writes HTML reports to out/
 #   make test  - creates .venv, installs tfperf[tensorflow,openvino,jax,mlflow,ray,remote,ops,test], lints and runs the test suite
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
-# The built-in batch-1 inference suite that `make demo` tunes (override to shorten it).
+# The built-in batch-1 inference suite that `make demo` tunes (override to shorten it), and the
+# built-in training step it tunes after them.
 DEMO_WORKLOADS ?= lstm mlp wide-deep encoder mobilenetv2 resnet50
+DEMO_TRAIN ?= cnn-train
 DEMO_STORE := $(OUT)/demo.sqlite
 
 .PHONY: demo test lint clean
@@ -28,13 +31,13 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	mkdir -p $(OUT)
 	$(BIN)/tfperf doctor
-	set -e; for w in $(DEMO_WORKLOADS); do \
+	set -e; for w in $(DEMO_WORKLOADS) $(DEMO_TRAIN); do \
 	  $(BIN)/tfperf tune --workload $$w --quick --store $(DEMO_STORE) \
 	    --profile-out $(OUT)/$$w.profile.json --out-dir $(OUT)/$$w; \
 	  $(BIN)/tfperf report latest --store $(DEMO_STORE) --html $(OUT)/$$w.html > /dev/null; \
 	done
 	$(BIN)/tfperf history --store $(DEMO_STORE)
-	@echo "HTML reports: $(foreach w,$(DEMO_WORKLOADS),$(OUT)/$(w).html)"
+	@echo "HTML reports: $(foreach w,$(DEMO_WORKLOADS) $(DEMO_TRAIN),$(OUT)/$(w).html)"
 	@echo "Apply a profile: $(BIN)/tfperf run --profile $(OUT)/$(firstword $(DEMO_WORKLOADS)).profile.json -- python your_script.py"
 
 lint: $(BIN)/.installed

@@ -113,7 +113,7 @@ def forms_line(model: str, rows: list[dict]) -> str | None:
 def tuned_config(workload: dict, store: str, budget_s: float | None, quick: bool) -> tuple:
     """The tune's answer (``{}``: keep the default) and its wall time in seconds."""
     options = options_from_args(
-        quick=quick, budget=budget_s, store=store, confirm_rounds=21,
+        quick=quick, budget=budget_s, store=store,
         profile_out=str(Path(tempfile.mkdtemp()) / "p.json"), candidate_timeout=240,
     )
     started = time.monotonic()
@@ -127,12 +127,25 @@ def tuned_config(workload: dict, store: str, budget_s: float | None, quick: bool
               f"{_f(sp.get('median'), '.2f')} {sp.get('ci95')} guard {guard}"
               f"{'' if row['status'] == 'measured' else ': ' + str(row.get('reason'))}",
               file=sys.stderr)
+    answer = {} if rec["keep_default"] else dict(Config.from_dict(rec["config"]).changes())
     print(f"  tune{' --quick' if quick else ''} {workload['path']}: {rec['label']}: "
           f"{rec.get('reason')} ({doc['trials']} trials, stopped: {doc['stopped']}, "
-          f"{took:.0f} s; pruned {[p['knob'] for p in rec.get('pruned') or []]})",
+          f"{took:.0f} s; pruned {[p['knob'] for p in rec.get('pruned') or []]}; every knob "
+          f"kept on a removal measured significantly slower: {earned(rec, answer)})",
           file=sys.stderr)
-    answer = {} if rec["keep_default"] else dict(Config.from_dict(rec["config"]).changes())
+    for word in ("kept", "pruned"):
+        for entry in rec.get(word) or []:
+            print(f"    {word}: {entry['why']}", file=sys.stderr)
     return answer, took
+
+
+def earned(rec: dict, answer: dict) -> str:
+    """"yes" where every knob of the answer is in ``recommendation.kept`` on a removal whose
+    verdict was "slower" in this tune, else the knobs that are not."""
+    slower = {k["knob"] for k in rec.get("kept") or []
+              if (k.get("speed_without") or {}).get("verdict") == "slower"}
+    unearned = sorted(set(answer) - slower)
+    return "yes" if not unearned else f"NO ({', '.join(unearned)})"
 
 
 def measure_all(workload: dict, configs: list[dict], budget_s: float) -> list[dict]:

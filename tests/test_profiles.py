@@ -167,6 +167,18 @@ def test_a_float32_answer_sets_float32_in_place_of_the_factory_s_mixed_policy():
     compile(render(profile, "python"), "snippet.py", "exec")
 
 
+def test_a_jax_user_s_answer_names_no_backend_and_a_tensorflow_user_s_names_the_jit_it_set():
+    jax = {"runtime": "keras-jax", "runtime_threads": 1, "xla": "jit"}
+    own = train_code_lines(jax, own_backend="jax")
+    assert not any("KERAS_BACKEND" in line or "pip install" in line for line in own)
+    assert any("jit_compile=True" in line for line in own)
+    forced = "XLA on JAX: jit_compile=True set over your compile's False (it runs the step ...)"
+    moved = train_code_lines({"runtime": "keras-jax"}, notes=[forced])
+    assert any(line.startswith("# KERAS_BACKEND=jax") for line in moved)
+    assert any(line.startswith("model.compile(..., jit_compile=True)") for line in moved)
+    assert not any("jit_compile" in line for line in train_code_lines({"runtime": "keras-jax"}))
+
+
 def test_mismatch_warnings_name_the_machine_and_the_install():
     machine = collect_machine()
     assert mismatch_warnings(_profile({}), machine) == []

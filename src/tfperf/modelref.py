@@ -246,6 +246,7 @@ def resolve_train_target(
         "batch": int(batch or TRAIN_BATCH),
         **TrainGuard(guard_steps, guard_seconds, validation, tuple(loss_keys),
                      steps_counter).checked(),
+        "keras_backend": configured_backend()[0],
         **({"search_path": os.getcwd()} if fmt == "factory" else {}),
     }
 

@@ -69,6 +69,7 @@ from tfperf.core.knobs import (
     runs_graph,
 )
 from tfperf.core.loopcode import is_diff, loop_code_lines
+from tfperf.core.protocol import JIT_ON_JAX_NOTE
 from tfperf.core.serving import ServingLayout
 from tfperf.machine.facts import collect_machine
 from tfperf.runner.copies import Copy, run_copies
@@ -151,16 +152,23 @@ def code_lines(
 
 
 def train_code_lines(
-    config: Mapping[str, Any], baseline: Mapping[str, Any] | None = None
+    config: Mapping[str, Any], baseline: Mapping[str, Any] | None = None, *,
+    own_backend: str = "tensorflow", notes: Sequence[str] = (),
 ) -> list[str]:
     """The lines a training script needs for a training tune's model-level knobs (threads,
-    oneDNN and the allocator are set from outside by ``tfperf run``); for a custom loop
+    oneDNN and the allocator are set from outside by ``tfperf run``): none for the Keras
+    backend the user already runs (``own_backend``), and the ``jit_compile`` that tfperf set
+    over the user's on JAX where its worker says so (``notes``); for a custom loop
     (``baseline["step"] == "loop"``) a diff against a step written the usual way
     (:func:`tfperf.core.loopcode.loop_code_lines`)."""
     baseline = baseline or {}
     if baseline.get("step") == "loop":
         return loop_code_lines(config, baseline)
-    lines = keras_backend_lines(config)
+    lines = [] if config.get("runtime") == KERAS_JAX and own_backend == "jax" else (
+        keras_backend_lines(config))
+    if any(note.startswith(JIT_ON_JAX_NOTE) for note in notes):
+        lines.append("model.compile(..., jit_compile=True)  # on JAX your jit_compile=False "
+                     "runs the step eagerly; the answer was measured compiled")
     threads = config.get("runtime_threads")
     if config.get("runtime") == KERAS_JAX and threads:
         lines.append(
@@ -266,7 +274,8 @@ def profile_from_tune(doc: Mapping[str, Any], machine: Mapping[str, Any]) -> dic
         "max_abs_error": rec.get("max_abs_error"),
         "adoption": rec.get("adoption"),
         "env": env,
-        "code": train_code_lines(config, (doc.get("train") or {}).get("baseline"))
+        "code": (rec.get("code")
+                 or train_code_lines(config, (doc.get("train") or {}).get("baseline")))
         if (doc.get("workload") or {}).get("kind") == "train"
         else code_lines(config, fmt, rec.get("artifact")),
         "artifact": rec.get("artifact"),

@@ -90,6 +90,10 @@ def test_tune_an_in_memory_keras_model_with_its_arrays(tmp_path):
     if not rec.keep_default:
         assert rec.speedup == doc["recommendation"]["speedup"]["median"]
         assert rec.ci95[0] <= rec.speedup <= rec.ci95[1]
+        # the one knob is kept by the confirmation against the default, read the other way
+        (kept,) = rec.kept
+        assert kept.startswith("without runtime=litert (the default) the answer ran ")
+        assert "in the confirmation against the default" in kept
     assert result.profile == str(tmp_path / "p.json")
     assert (tmp_path / "p.json").is_file()
     assert ("keep the default" in repr(result)) == rec.keep_default

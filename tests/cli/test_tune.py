@@ -270,5 +270,10 @@ def test_constant_reference_outputs_are_flagged():
         assert evaluator.reference_is_flat()
         evaluator.reference = [np.linspace(0, 1, 10).reshape(1, 10)]
         assert not evaluator.reference_is_flat()
+        # one score of one request (the built-in wide-deep at batch 1): nothing to flag
+        evaluator.reference = [np.array([[0.637]], np.float32)]
+        assert not evaluator.reference_is_flat()
+        evaluator.reference = [np.array([[0.637]], np.float32), np.zeros((1, 4), np.float32)]
+        assert evaluator.reference_is_flat()
     finally:
         evaluator.close()

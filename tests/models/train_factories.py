@@ -4,6 +4,8 @@ Each returns what a user would hand ``tfperf bench --train module:function``; th
 tiny so that a worker trains one in a second or two.
 """
 
+import time
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -222,6 +224,14 @@ def compiled_by_user():
     return model, x, y
 
 
+def eager_mlp():
+    """(model, x, y): the tabular MLP compiled with jit_compile=False, which on JAX runs the
+    train step eagerly."""
+    model, x, y = tabular_mlp()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", jit_compile=False)
+    return model, x, y
+
+
 def own_policy():
     """(model, x, y): a factory that sets its own mixed_bfloat16 policy before building."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -331,6 +341,39 @@ def augmented_mlp():
 
     dataset = tf.data.Dataset.from_tensor_slices((x[:96], y[:96])).batch(32).map(jitter)
     return model, dataset
+
+
+class SlowStep(keras.Model):
+    """A regression whose every training step takes half a second more: a model of slow
+    steps, made slow on purpose (the sleep runs inside the step, in TensorFlow's graph)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.out(self.hidden(x))
+
+    def train_step(self, data):
+        tf.py_function(lambda: time.sleep(0.5), [], [])
+        return super().train_step(data)
+
+
+def slow_step():
+    """(model, dataset): a step of about half a second."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(256, 4)).astype("float32")
+    y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32"))[:, None]
+    model = SlowStep()
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", jit_compile=False)
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+
+def slow_build():
+    """(model, x, y): the tabular MLP, from a factory that takes ten seconds to build it."""
+    time.sleep(10)
+    return tabular_mlp()
 
 
 def eager_compiled():

@@ -275,3 +275,35 @@ def test_a_tune_report_opens_with_the_answer_in_chromium(tmp_path: Path) -> None
         assert rec["label"] in answer and "confirmed speedup (95% CI)" in answer
         assert f"tfperf run --profile {profile}" in answer
         assert "adopting it takes" in answer and "max relative error" in answer
+
+
+def test_a_config_measured_twice_is_named_for_what_it_was_measured_against_and_drift_said_once(
+    store_path: Path,
+) -> None:
+    # a tune measures runtime=xla-aot,runtime_threads=2 against the default, then against
+    # a later answer; every config's times drift the same way (the machine slowed down)
+    rng = np.random.default_rng(3)
+    twice = "runtime=xla-aot,runtime_threads=2"
+    with Store.open(store_path) as store:
+        run = store.new_run("tune", "tfperf tune --workload lstm --quick",
+                            {"kind": "builtin", "name": "lstm", "size": "tiny", "batch": 1},
+                            {"cpu": "test cpu"}, {"threshold": 0.03})
+        trials = [("default", {}, "baseline"), (twice, {}, "candidate"),
+                  ("runtime=xla-aot", {}, "candidate"),
+                  (twice, {"runtime": "xla-aot"}, "candidate")]
+        for name, incumbent, role in trials:
+            trial = store.new_trial(run, name, {}, role)
+            for slower in np.linspace(1.0, 1.3, 9):  # the machine slows down by 30%
+                store.add_block(trial, (0.002 * slower * rng.lognormal(0, 0.01, 20)).tolist(),
+                                "steady")
+            outcome = {"label": name, "incumbent": incumbent} if role == "candidate" else None
+            store.finish_trial(trial, "ok", {"outcome": outcome} if outcome else {}, None)
+        store.finish_run(run, "ok", {})
+    report = build_report(load(store_path, run))
+    labels = [r["label"] for r in report["results"]]
+    assert labels == ["default", twice, "runtime=xla-aot",
+                      f"{twice} (against runtime=xla-aot)"]
+    assert not any("drifted" in w for r in report["results"] for w in r["warnings"])
+    (drift,) = [w for w in report["warnings"] if "drifted" in w]
+    assert drift.startswith("the machine's speed drifted during the run: 4 of the 4 "
+                            "configurations' times moved by +")

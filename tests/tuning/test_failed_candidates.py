@@ -101,3 +101,46 @@ def test_a_model_xla_aot_cannot_compile_is_a_failed_candidate_and_the_tune_goes_
     assert aot["status"] == "failed" and "\n" not in aot["reason"]
     assert "XLA has no CPU kernel for the op(s) AsString" in aot["reason"], aot["reason"]
     assert doc["recommendation"]["keep_default"] is True
+
+
+@pytest.mark.tf
+@pytest.mark.slow
+def test_a_quick_tune_bounds_an_ahead_of_time_compile_and_remembers_it(
+    tmp_path, monkeypatch, aot_runtime
+):
+    # the compile runs past the bound (a worker never starts within 5 s: it is killed before
+    # its compile ends, so nothing of it is cached), the candidate fails saying so, and the
+    # next quick tune of it here does not wait again
+    from tfperf.modelref import resolve_model
+    from tfperf.tuning import compiles, tune
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.space import Space
+
+    (tmp_path / "dense_model.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import keras
+
+        def build():
+            model = keras.Sequential([keras.Input((12,)), keras.layers.Dense(24),
+                                      keras.layers.Dense(5)])
+            return model, np.linspace(-1, 1, 12, dtype=np.float32).reshape(1, 12)
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(compiles, "QUICK_COMPILE_S", 5.0)  # a worker never starts in less
+    monkeypatch.setattr(compiles, "cache_dir", lambda: tmp_path)
+    workload = resolve_model("dense_model:build", unsafe=True)
+    space = Space({"runtime": ("tf", "xla-aot")})
+
+    def quick_tune(n: int) -> dict:
+        options = TuneOptions(store_path=str(tmp_path / "s.db"), quick=True,
+                              profile_out=str(tmp_path / f"p{n}.json"), confirm_rounds=6)
+        (row,) = tune(workload, options, space=space)["candidates"]
+        return row
+
+    first = quick_tune(1)
+    assert first["status"] == "failed"
+    assert first["reason"].startswith("not tried: XLA's ahead-of-time compile of this model "
+                                      "ran past the 5 s --quick gives it")
+    again = quick_tune(2)
+    assert again["status"] == "failed" and "when this model was tuned here before" in (
+        again["reason"])

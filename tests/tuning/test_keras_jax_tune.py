@@ -44,11 +44,14 @@ def with_jax(monkeypatch):
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
 
 
-def _tune(tmp_path: Path, factory: str, space: Space) -> dict:
+def _tune(tmp_path: Path, factory: str, space: Space | None = None,
+          knobs: tuple[str, ...] | None = None) -> dict:
+    """A short tune of ``factory`` over ``space``, else over the space this machine gives
+    (``knobs`` of it)."""
     workload = resolve_train_target(f"train_factories:{factory}", guard_steps=50)
     options = TuneOptions(
         store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
-        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
+        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240, knobs=knobs,
     )
     return tune(workload, options, space=space)
 
@@ -161,13 +164,7 @@ def test_a_user_on_jax_gets_keras_on_tensorflow_as_the_candidate_from_the_same_w
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    workload = resolve_train_target("train_factories:cnn_batchnorm", guard_steps=50)
-    options = TuneOptions(
-        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"),
-        confirm_rounds=4, min_rounds=3, max_rounds=4, candidate_timeout_s=240,
-        knobs=("runtime",),
-    )
-    doc = tune(workload, options)  # the space this machine gives a user on JAX
+    doc = _tune(tmp_path, "cnn_batchnorm", knobs=("runtime",))
     assert doc["train"]["default"]["backend"] == "jax"
     (row,) = doc["candidates"]
     assert row["label"] == "runtime=keras-tf" and row["status"] in ("measured", "rejected")
@@ -175,7 +172,8 @@ def test_a_user_on_jax_gets_keras_on_tensorflow_as_the_candidate_from_the_same_w
     first_tf = doc["train"]["trajectories"][row["label"]][0]
     assert first_tf == pytest.approx(doc["train"]["default_losses"][0], rel=1e-4)
     skipped = {(u["knob"], u["value"]) for u in doc["unavailable"]}
-    assert ("xla", "jit/off with the default (KERAS_BACKEND=jax is your backend)") in skipped
+    on_jax = "with the default (KERAS_BACKEND=jax is your backend)"
+    assert ("intra_threads/inter_threads/onednn", on_jax) in skipped
     chosen = doc["recommendation"]["label"]
     profile = json.loads((tmp_path / "p.json").read_text())
     assert (profile["env"].get("KERAS_BACKEND") == "tensorflow") is (chosen == "runtime=keras-tf")
@@ -205,3 +203,23 @@ def test_a_model_of_two_outputs_is_guarded_key_by_key_on_jax(tmp_path):
     assert set(keys) == {"loss", "price_loss", "kind_loss"}
     for figures in keys.values():
         assert figures["final_loss"] == pytest.approx(figures["default_final_loss"], rel=1e-3)
+
+
+def test_a_user_on_jax_whose_step_runs_eagerly_has_it_said_and_threads_change_alone(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    doc = _tune(tmp_path, "eager_mlp", knobs=("runtime_threads",))
+    baseline = doc["train"]["baseline"]
+    assert baseline["jit_compile"] is False
+    assert any(note.startswith("jit_compile=False: on JAX your train step runs eagerly")
+               for note in baseline["notes"])
+    (row,) = doc["candidates"]
+    assert row["label"] == "runtime=keras-jax,runtime_threads=1"
+    # the candidate changes JAX's CPUs alone: its step still runs as the user compiled it
+    assert any(note.endswith("its step run eagerly (jit_compile=False, or a layer XLA does "
+                             "not support)") for note in row["notes"])
+    assert not any(note.startswith("XLA on JAX") for note in row["notes"])
+    rec = doc["recommendation"]
+    if not rec["keep_default"]:  # what it changed is all the code says: no install of jax
+        assert [line.split("(")[0] for line in rec["code"]] == ["os.sched_setaffinity"]

@@ -195,7 +195,10 @@ def test_a_keras_training_step_tries_keras_on_jax_with_the_knobs_that_act_there(
     on_tf = {k for k in space.knobs() if space.applicable(k, {})}
     assert "runtime_threads" not in on_tf and space.most_knobs() == len(on_tf)
     why = _why(space)
-    assert "always compiles" in why[("xla", "jit/off with keras-jax")]
+    assert "compiled by XLA" in why[("xla", "jit/off with keras-jax")]
+    # an answer that moves to JAX from one that named XLA does not name it there
+    assert space.canonical({"runtime": "keras-jax", "xla": "off"}) == jax
+    assert {"runtime": "keras-jax"} in space.runtime_step({"xla": "off"})
     other = build_space(replace(own, jax=False))
     assert other.values["runtime"] == ("tf",)
     assert "pip install 'tfperf[jax]'" in _why(other)[("runtime", "keras-jax")]
@@ -213,14 +216,23 @@ def test_a_user_on_jax_runs_the_default_there_and_is_offered_keras_on_tensorflow
         "steps_per_execution": 32}
     assert {k for k in space.knobs() if space.applicable(k, {})} == {
         "runtime", "steps_per_execution", "precision", "input_pipeline", "runtime_threads",
-        "allocator"}
+        "allocator", "xla"}
     assert space.runtime_step({}) == [{"runtime": "keras-tf"}]
     # JAX's CPU set names the runtime: the worker pins only a config that runs on JAX
     assert space.neighbours({}, "runtime_threads") == [
         {"runtime": "keras-jax", "runtime_threads": 1}]
     on_jax = "with the default (KERAS_BACKEND=jax is your backend)"
-    assert "always compiles" in _why(space)[("xla", f"jit/off {on_jax}")]
+    assert ("xla", f"jit/off {on_jax}") not in _why(space)
     assert "no oneDNN switch" in _why(space)[("intra_threads/inter_threads/onednn", on_jax)]
+    # XLA is the user's own JAX step's knob: jit where it ran eagerly, never eager where it
+    # was compiled; a candidate of JAX's threads changes the threads alone
+    eager = fit_training_space(space, TrainBaseline(jit_compile=False), 0.01)
+    assert eager.neighbours({}, "xla") == [{"xla": "jit"}]
+    assert eager.neighbours({}, "runtime_threads") == [
+        {"runtime": "keras-jax", "runtime_threads": 1}]
+    compiled = fit_training_space(space, TrainBaseline(jit_compile=True), 0.01)
+    assert compiled.neighbours({}, "xla") == []
+    assert "eagerly, op by op" in _why(compiled)[("xla", "off")]
     # on TensorFlow every TensorFlow knob is crossed again, its threads at their own default
     tf = {"runtime": "keras-tf"}
     assert {"runtime": "keras-tf", "xla": "jit"} in space.neighbours(tf, "xla")

@@ -141,7 +141,8 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
     monkeypatch.setattr(evaluator.workers, "started", lambda config: "runtime" in config)
     monkeypatch.setattr(evaluator.workers, "start_ahead",
                         lambda config, timeout_s: events.append(f"start {label(config)}"))
-    monkeypatch.setattr(evaluator.workers, "outputs", lambda cand: events.append("guard") or [])
+    monkeypatch.setattr(evaluator.workers, "outputs",
+                        lambda cand, timeout_s=None: events.append("guard") or [])
     monkeypatch.setattr(traintune, "judge", lambda *args: {"accepted": True, "reason": ""})
 
     class Candidate:
@@ -170,7 +171,8 @@ def test_the_defaults_guard_runs_once_while_the_first_candidates_worker_starts(m
     losses = [np.linspace(1.0, 0.5, 50)[:, None], np.zeros(0), np.array([], dtype=str),
               np.array(["loss"]), np.array([1.0, 0.0, 60.0])]
     monkeypatch.setattr(evaluator.workers, "outputs",
-                        lambda handle: events.append(f"guard of {handle}") or losses)
+                        lambda handle, timeout_s=None: events.append(f"guard of {handle}")
+                        or losses)
     evaluator.start_ahead({"steps_per_execution": 8}, {"xla": "jit"})
     evaluator.start_ahead({"intra_threads": 1}, {"onednn": False})
     # beside the default's guard one worker starts (the guard takes the other core); once

@@ -87,6 +87,45 @@ def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
     assert not said.lines
 
 
+def test_limits_typed_beside_quick_are_kept_as_typed(tmp_path):
+    store = str(tmp_path / "s.db")
+    typed = options_from_args(quick=True, max_trials=3, confirm_rounds=30, store=store)
+    assert typed.confirm_rounds == 30 and not typed.quick_trials
+    limits = train_limits(slow_step_evaluator(typed), SPACE, typed, Said())
+    assert limits.max_trials == 3  # not raised to one candidate per knob
+    own = options_from_args(quick=True, store=store)
+    assert own.confirm_rounds == 10 and own.quick_trials
+    assert options_from_args(store=store).confirm_rounds == 21
+    assert options_from_args(quick=True, confirm_rounds=6, store=store).confirm_rounds == 6
+
+
+def test_limits_typed_beside_quick_on_the_command_line_reach_the_tune(tmp_path, monkeypatch):
+    # the command line hands what the user typed through, and nothing else
+    from click.testing import CliRunner
+
+    import tfperf.tuning
+    from tfperf.cli import app
+
+    seen = []
+
+    class Seen(Exception):
+        pass
+
+    def tune(workload, options, **_):
+        seen.append(options)
+        raise Seen
+
+    monkeypatch.setattr(tfperf.tuning, "tune", tune)
+    monkeypatch.chdir(tmp_path)  # no configuration file
+    (tmp_path / "usermod.py").write_text("def make():\n    pass\n")
+    for args in (["--confirm-rounds", "30", "--max-trials", "3"], []):
+        result = CliRunner().invoke(app, ["tune", "--train", "usermod:make", "--quick",
+                                          "--store", str(tmp_path / "s.db"), *args])
+        assert isinstance(result.exception, Seen), result.output
+    assert [(o.confirm_rounds, o.max_trials, o.quick_trials) for o in seen] == [
+        (30, 3, False), (10, 8, True)]
+
+
 def test_a_timed_fit_runs_whole_calls_on_both_sides_for_about_a_second():
     from tfperf.tuning.traintune import fit_steps
 
@@ -100,14 +139,29 @@ def test_an_undecided_confirmation_says_what_more_rounds_would_decide():
     from tfperf.tuning.traintune import fit_sentence, more_time_sentence
 
     rec = {"keep_default": True, "reason": "not significantly faster",
-           "speedup": {"median": 1.25, "ci95": [0.93, 1.62]}}
-    more_time_sentence(rec, 21)
+           "speedup": {"median": 1.25, "ci95": [0.93, 1.62], "n_pairs": 21}}
+    more_time_sentence(rec)
     assert rec["more_time"]["confirm_rounds"] > 21
     assert "1.25x [0.93-1.62] in 21 rounds: --confirm-rounds" in rec["reason"]
+    # --quick's confirmation of 10 rounds ran on to 16: the sentence counts the 16 it ran,
+    # and never suggests fewer rounds than were run
+    quick = {"keep_default": True, "reason": "not significantly faster",
+             "speedup": {"median": 1.05, "ci95": [0.99, 1.12], "n_pairs": 16}}
+    more_time_sentence(quick)
+    assert "in 16 rounds" in quick["reason"] and quick["more_time"]["confirm_rounds"] > 16
     answer = {"keep_default": False, "speedup": {"median": 2.0, "ci95": [1.8, 2.2]}}
     fit_sentence(answer, {"median": 1.1, "ci95": [1.0, 1.2]})
     assert "model.fit gave 1.10x" in answer["notes"][0]
     assert answer["fit_speedup"]["median"] == 1.1
+
+
+def test_a_fit_that_could_not_be_timed_keeps_the_confirmed_answer_and_says_why():
+    from tfperf.tuning.traintune import fit_sentence
+
+    answer = {"keep_default": False, "speedup": {"median": 2.0, "ci95": [1.8, 2.2]}}
+    fit_sentence(answer, None, "worker crashed with SIGSEGV")
+    assert answer["keep_default"] is False and answer["fit_speedup"] is None
+    assert answer["notes"] == ["fit not timed: worker crashed with SIGSEGV"]
 
 
 def test_a_fit_that_returns_long_after_its_steps_says_so_apart_from_the_speedup():

@@ -95,3 +95,49 @@ def test_a_factory_that_sets_mixed_bfloat16_has_float32_tried_under_the_guard(
     rec = doc["recommendation"]
     if not rec["keep_default"]:
         assert any('set_global_policy("float32")' in line for line in rec["code"])
+
+
+def test_a_fit_that_crashes_keeps_the_confirmed_answer_and_says_it_was_not_timed(
+    monkeypatch, tmp_path
+):
+    # the timed fit is information beside the confirmation: a worker that dies in it (a real
+    # segfault in the fit call of every worker) leaves the confirmed answer standing
+    monkeypatch.setenv("TFPERF_INJECT_FAULT", "segfault-on-extra")
+    monkeypatch.chdir(FACTORIES)
+    workload = resolve_train_target("train_factories:tabular_mlp", guard_steps=50)
+    options = TuneOptions(
+        store_path=str(tmp_path / "s.db"), profile_out=str(tmp_path / "p.json"), quick=True,
+        confirm_rounds=6, min_rounds=4, max_rounds=6, candidate_timeout_s=180,
+    )
+    doc = tune(workload, options, space=Space({"steps_per_execution": (None, 32)}))
+    rec = doc["recommendation"]
+    assert not rec["keep_default"], rec["reason"]
+    assert rec["label"].startswith("steps_per_execution=") and rec["fit_speedup"] is None
+    assert any(note.startswith("fit not timed: worker crashed with SIGSEGV")
+               for note in rec["notes"])
+    assert not any("failed during confirmation" in w for w in doc["warnings"])
+
+
+def test_a_step_of_half_a_second_gets_its_guard_past_a_short_candidate_timeout(
+    monkeypatch, tmp_path
+):
+    # 50 guard steps of 0.5 s take 25 s, past the 20 s a request may take: the guard's reply
+    # waits for what its steps need at the default's step time
+    monkeypatch.chdir(FACTORIES)
+    workload = resolve_train_target("train_factories:slow_step", guard_steps=50)
+    options = TuneOptions(store_path=str(tmp_path / "s.db"),
+                          profile_out=str(tmp_path / "p.json"), candidate_timeout_s=20)
+    doc = tune(workload, options, space=Space({"runtime": ("tf",)}))
+    assert len(doc["train"]["default_losses"]) == 50
+    assert doc["recommendation"]["keep_default"] is True
+
+
+def test_a_default_slower_than_the_candidate_timeout_names_the_option(tmp_path):
+    from helpers import run_cli
+
+    result = run_cli("tune", "--train", "train_factories:slow_build", "--candidate-timeout",
+                     "5", "--store", str(tmp_path / "s.db"), cwd=FACTORIES)
+    assert result.returncode == 2
+    said = result.stderr.strip()
+    assert "larger --candidate-timeout" in said and said.count("\n") == 0, said
+    assert "does not run under the default configuration" not in said

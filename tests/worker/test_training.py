@@ -26,7 +26,11 @@ def workload(tmp_path: Path, **extra) -> dict:
             "search_path": FACTORIES, "guard_steps": 50, **extra}
 
 
-def test_the_guard_repeats_itself_and_records_every_step_of_a_multi_step_call(tmp_path):
+def test_the_guard_repeats_itself_and_records_every_step_of_a_multi_step_call(
+    tmp_path, monkeypatch
+):
+    from tfperf.worker import trainstate
+
     x = np.random.default_rng(2).normal(size=(64, 10)).astype("float32")
     np.savez(tmp_path / "val.npz", x=x, y=x[:, :1])
     one = train_prepared(workload(tmp_path, validation=str(tmp_path / "val.npz")), {})
@@ -34,9 +38,20 @@ def test_the_guard_repeats_itself_and_records_every_step_of_a_multi_step_call(tm
     many = train_prepared(workload(tmp_path), {"steps_per_execution": 4})
     for _ in range(3):
         many.call()
+    per_call: list[int] = []  # the steps each call of the guard's train function recorded
+    take = trainstate.LossRecorder.take
+
+    def counted(recorder):
+        rows = take(recorder)
+        per_call.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(trainstate.LossRecorder, "take", counted)
     again = many.outputs()
     assert many.batch == 4 * 32 and many.train["steps_per_call"] == 4
-    # the 4-step function records each step's own loss: the same 50 as one step per call
+    # the guard's calls run the 4 steps a timed call runs (the last call the 2 left), and
+    # each step's own loss is recorded: the same 50 as one step per call
+    assert [n for n in per_call if n] == [4] * 12 + [2], per_call
     np.testing.assert_allclose(first[0], again[0], rtol=1e-5)
     assert first[0].shape == (50, 1) and first[0][-5:].mean() < first[0][:5].mean()
     assert list(first[2]) == ["loss"] and np.isfinite(first[1]).all()

@@ -244,7 +244,7 @@ def tune(
     tolerance: str | float | None = None, labels: PathLike | None = None,
     runtimes: str | Sequence[str] | None = None, knobs: str | Sequence[str] | None = None,
     resume: int | str | None = None, profile_out: PathLike | None = None,
-    out_dir: PathLike | None = None, confirm_rounds: int = 21,
+    out_dir: PathLike | None = None, confirm_rounds: int | None = None,
     candidate_timeout: float = 300.0, seed: int = 0, store: PathLike | None = None,
     progress: bool = True, mlflow: bool = False, ops: bool = False, train: bool = False,
     guard_steps: int | None = None, validation: PathLike | None = None,

@@ -81,6 +81,10 @@ class Recommendation:
     max_rel_error: float | None
     adoption: str
     reason: str
+    kept: tuple[str, ...] = ()
+    """Why each knob of the answer is in it: the measurement of the answer without it."""
+    pruned: tuple[str, ...] = ()
+    """Why each knob the search took is not: the measurement that let it go."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -103,6 +107,8 @@ class TuneResult(Result):
             max_rel_error=rec.get("max_rel_error"),
             adoption=rec.get("adoption_text") or "",
             reason=rec.get("reason") or "",
+            kept=tuple(e["why"] for e in rec.get("kept") or ()),
+            pruned=tuple(e["why"] for e in rec.get("pruned") or ()),
         )
 
     @property

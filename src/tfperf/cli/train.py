@@ -218,8 +218,6 @@ def render_train_tune(doc: dict[str, Any]) -> None:
             f"model.fit of {fit['steps']} steps: {_fmt(fit['default_step_ms'], '.3g')} -> "
             f"{_fmt(fit['candidate_step_ms'], '.3g')} ms per step, {fit['median']:.2f}x "
             f"({_fmt(low, '.2f')}-{_fmt(high, '.2f')})", soft_wrap=True)
-    for entry in rec.get("pruned") or []:
-        out.print(escape(f"pruned: {entry['why']}"), soft_wrap=True)
     _by_hand_lines(rec, out)
     _environment_lines(doc, rec, out)
 

@@ -82,6 +82,16 @@ def render_costs(doc: dict, out: Any) -> None:
         out.print("memory " + ", ".join(x for x in limits if x), style="dim")
 
 
+def render_pruning(rec: dict, out: Any) -> None:
+    """Why each knob of the answer is in it, and why each one the search took is not: the
+    measurements of the pruning (``recommendation.kept`` and ``pruned``)."""
+    from rich.markup import escape
+
+    for word in ("kept", "pruned"):
+        for entry in rec.get(word) or []:
+            out.print(escape(f"{word}: {entry['why']}"), soft_wrap=True, style="dim")
+
+
 def render_tune(doc: dict) -> None:
     """The ranked table and the recommendation, for people."""
     from rich import box
@@ -192,6 +202,7 @@ def render_tune(doc: dict) -> None:
         moved = (rec.get("ops") or {}).get("moved")
         if moved:  # tune --ops: where the gain is
             out.print(escape(f"op profile: {moved}"), soft_wrap=True)
+        render_pruning(rec, out)
     render_costs(doc, out)
     for warning in doc.get("warnings", []):
         out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
@@ -325,7 +336,8 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--quick",
     is_flag=True,
-    help="A short tune: at most 8 candidates and 120 s unless given, 10 confirmation rounds.",
+    help="A short tune: at most 8 candidates (a training tune: one per knob), 120 s and 10 "
+    "confirmation rounds, each unless given beside it.",
 )
 @click.option("--max-trials", type=int, help="Stop after this many candidates.")
 @click.option("--budget", type=float, help="Stop starting candidates after this many seconds.")
@@ -355,11 +367,10 @@ def render_server(doc: dict) -> None:
 @click.option(
     "--confirm-rounds",
     type=int,
-    default=21,
-    show_default=True,
-    help="Rounds of the final winner-vs-default confirmation, shared among up to 3 fresh "
-    "pairs of worker processes (one per 7 rounds); a training tune's, still undecided with "
-    "its median above the threshold, runs on to 16 in its last pair.",
+    help="Rounds of the final winner-vs-default confirmation (default 21; 10 under --quick), "
+    "shared among up to 3 fresh pairs of worker processes (one per 7 rounds); a training "
+    "tune's, still undecided with its median above the threshold, runs on to 16 in its last "
+    "pair.",
 )
 @click.option(
     "--candidate-timeout",
@@ -406,7 +417,7 @@ def tune_command(
     resume: str | None,
     profile_out: str | None,
     out_dir: str | None,
-    confirm_rounds: int,
+    confirm_rounds: int | None,
     candidate_timeout: float,
     seed: int,
     ops: bool,

@@ -180,9 +180,10 @@ KNOBS: dict[str, Knob] = {
             "steps_per_execution > 1 run a graph; training workloads only",
         ),
         Knob(
-            "xla", None, parse_xla, TF_ONLY, "model", "code",
+            "xla", None, parse_xla, (*TF_ONLY, KERAS_JAX), "model", "code",
             "XLA: jit_compile on the serving function (code) or auto-clustering (env); "
-            "default: as the model has it (off for inference, your compile for training)",
+            "default: as the model has it (off for inference, your compile for training; on "
+            "Keras on JAX, jit_compile=False runs the train step eagerly)",
         ),
         Knob(
             "input_pipeline", None, choice("tuned"), TRAIN_RUNTIMES, "model", "code",

@@ -36,6 +36,17 @@ OTHER_DRAWS_NOTE = (
 """The note of a training worker whose tuned input pipeline gave other batches than the
 user's; the parent adds it to such a candidate's rejection."""
 
+JIT_ON_JAX_NOTE = "XLA on JAX: jit_compile=True set over your compile's False"
+"""The start of the note of a Keras-on-JAX worker of a TensorFlow user whose compile runs the
+step eagerly there (``jit_compile=False``): tfperf compiles it, and an answer on JAX carries
+the line that does."""
+EAGER_ON_JAX_NOTE = ("jit_compile=False: on JAX your train step runs eagerly, op by op "
+                     "(jax.jit is off); xla=jit is its candidate")
+"""The baseline's note where the user's own backend is JAX and their compile is eager."""
+
+GUARD_SECONDS = 60.0
+"""A training guard stops once its steps took this long (``--guard-seconds``), if it has run
+:data:`MIN_GUARD_STEPS` by then."""
 MIN_GUARD_STEPS = 50
 """A training guard never runs fewer steps: a shorter trajectory cannot tell a late divergence."""
 DEFAULT_GUARD_STEPS = 100

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tfperf.core.errors import UserError
+from tfperf.core.kerasbackend import configured_backend
 
 SIZES = ("standard", "tiny")
 """The sizes every built-in workload has."""
@@ -172,6 +173,7 @@ def _training(info: WorkloadInfo, size: str, batch: int) -> dict[str, Any]:
         "guard_seconds": None,
         "loss_keys": [],
         "steps_counter": None,
+        "keras_backend": configured_backend()[0],
         "builtin": info.name,
         "size": size,
     }

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.knobs import label
 from tfperf.core.memory import stored_memory
 from tfperf.core.stats import detect_warmup, paired_speedup, summarize
 from tfperf.report.load import load_figure, load_html, load_sections
@@ -178,6 +179,40 @@ def _comparisons(doc: dict) -> list[dict]:
     return out
 
 
+def _name_repeats(results: list[dict]) -> None:
+    """Name for what it is each measurement of a config measured more than once in a run (a
+    tune measures a candidate against the default, again against a later answer, again
+    without a knob of the answer): its label says what it was measured against, so that two
+    rows of one config with two sets of figures say why."""
+    count: dict[str, int] = {}
+    for result in results:
+        count[result["label"]] = count.get(result["label"], 0) + 1
+    for result in results:
+        incumbent = ((result["info"].get("outcome") or {}).get("incumbent")) or {}
+        if count[result["label"]] > 1 and incumbent:
+            result["label"] = f"{result['label']} (against {label(incumbent)})"
+
+
+DRIFTED = "latency drifted by "
+
+
+def _drift_once(results: list[dict]) -> list[str]:
+    """The machine's drift said once for the run, in place of one warning per config: every
+    config of a run shares the machine, and interleaved rounds keep their ratios fair."""
+    drifted = []
+    for result in results:
+        mine = [w for w in result["warnings"] if w.startswith(DRIFTED)]
+        if mine:
+            drifted.append(float(mine[0][len(DRIFTED):].split("%")[0]))
+            result["warnings"] = [w for w in result["warnings"] if w not in mine]
+    if not drifted:
+        return []
+    return [f"the machine's speed drifted during the run: {len(drifted)} of the "
+            f"{len(results)} configurations' times moved by {min(drifted):+.1f}% to "
+            f"{max(drifted):+.1f}% from the first to the last third of their samples; the "
+            "speedups are measured side by side, interleaved, and hold"]
+
+
 _RUN_STATUS_NOTES = {
     "interrupted": "the run was interrupted; its figures cover only the blocks that finished "
     "before it stopped",
@@ -199,6 +234,8 @@ def build_report(doc: dict) -> dict:
     warnings = []
     if run["status"] in _RUN_STATUS_NOTES:
         warnings.append(_RUN_STATUS_NOTES[run["status"]])
+    _name_repeats(results)
+    warnings += _drift_once(results)
     return {
         "schema_version": SCHEMA_VERSION,
         "run": {

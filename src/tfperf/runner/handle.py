@@ -74,6 +74,7 @@ class WorkerFailed(Exception):
         stderr_tail: str = "",
         kind: str | None = None,
         message: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -82,6 +83,8 @@ class WorkerFailed(Exception):
         self.stderr_tail = stderr_tail
         self.kind = kind
         self.message = message
+        self.timeout_s = timeout_s
+        """The timeout the worker ran past, where that is why it failed."""
 
     @property
     def user_error(self) -> bool:
@@ -97,6 +100,7 @@ class WorkerFailed(Exception):
             "exit_code": self.exit_code,
             "signal": self.signal,
             "stderr_tail": self.stderr_tail,
+            "timeout_s": self.timeout_s,
         }
 
 
@@ -319,11 +323,13 @@ class Worker:
         self._send({"op": "run", "calls": int(calls)})
         return list(self._receive("block", self.timeout_s)["samples_s"])
 
-    def outputs(self, path: str | os.PathLike[str]) -> Path:
-        """Have the worker write one call's outputs to ``path`` (.npz); returns the path."""
+    def outputs(self, path: str | os.PathLike[str], timeout_s: float | None = None) -> Path:
+        """Have the worker write one call's outputs to ``path`` (.npz); returns the path.
+        ``timeout_s`` replaces the worker's own where the outputs take longer to make than a
+        request (a training step's guard: its steps)."""
         target = Path(path).resolve()
         self._send({"op": "outputs", "path": str(target)})
-        self._receive("outputs", self.timeout_s)
+        self._receive("outputs", timeout_s or self.timeout_s)
         return target
 
     def extra(self, name: str, calls: int, arg: Any = None) -> list[float] | None:
@@ -412,7 +418,9 @@ class Worker:
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._fail(f"worker exceeded the {timeout_s:g} s timeout")
+                err = self._fail(f"worker exceeded the {timeout_s:g} s timeout")
+                err.timeout_s = timeout_s
+                raise err
             ready, _, _ = select.select([self._res_fd], [], [], min(poll, remaining))
             self._watch_memory()
             if ready:

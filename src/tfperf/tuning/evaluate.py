@@ -43,6 +43,7 @@ from tfperf.runner.handle import WorkerFailed
 from tfperf.runner.memory import memory_of
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import Rounds, block_info
+from tfperf.tuning import compiles
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.search import FAILED, MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import to_config_dict
@@ -216,7 +217,12 @@ class Evaluator:
             with _default_fails():
                 handle = self.workers.find(label({})) or self.workers.get(
                     {}, self.options.candidate_timeout_s)
-                self.reference = self.workers.outputs(handle)
+                self.reference = self.workers.outputs(handle, self.outputs_timeout_s())
+
+    def outputs_timeout_s(self) -> float | None:
+        """How long the reference outputs may take to answer (``None``: the worker's own
+        timeout, one call's outputs)."""
+        return None
 
     def reference_at(self, batch: int) -> tuple[list, Any]:
         """The reference outputs and labels for a candidate that ran at ``batch``: a worker at
@@ -233,11 +239,13 @@ class Evaluator:
         return [fit(a) for a in reference], None if labels is None else fit(labels)
 
     def reference_is_flat(self) -> bool:
-        """Whether every reference output is constant to within 1e-6 of its scale."""
-        arrays = [np.asarray(a, dtype=np.float64) for a in self.reference or []]
+        """Whether every reference output of two values or more is constant to within 1e-6
+        of its scale. A single value (one score of one request) is no evidence either way:
+        the check compares it, and says nothing of it here."""
+        arrays = [a for a in (np.asarray(a, dtype=np.float64) for a in self.reference or [])
+                  if a.size > 1]
         return bool(arrays) and all(
-            a.size == 0 or float(np.ptp(a)) <= 1e-6 * max(float(np.max(np.abs(a))), 1e-30)
-            for a in arrays
+            float(np.ptp(a)) <= 1e-6 * max(float(np.max(np.abs(a))), 1e-30) for a in arrays
         )
 
     # ------------------------------------------------------------------ one candidate
@@ -247,16 +255,17 @@ class Evaluator:
         self.progress.candidate(name)
         trial_id = self._new_trial(config)
         self.workers.evict({"default", label(incumbent), name, *self._parts_of(incumbent)})
-        limit = self.options.candidate_timeout_s
+        limit = self.start_limit(config)
         if timeout_s is not None:
             limit = min(limit, timeout_s)
         started = time.monotonic()
         try:
-            outcome = self._try(config, incumbent, limit, trial_id)
+            outcome = self.known_too_slow(config, incumbent) or self._try(
+                config, incumbent, limit, trial_id)
         except WorkerFailed as exc:
             self.workers.drop(name)
             self.workers.drop_dead()
-            reason = failure_reason(exc, config)
+            reason = self._compile_too_slow(config, exc) or failure_reason(exc, config)
             info = {"error": exc.to_dict()}
             outcome = Outcome(config, FAILED, reason=reason, incumbent=incumbent, info=info)
         outcome.info["elapsed_s"] = time.monotonic() - started
@@ -266,6 +275,38 @@ class Evaluator:
         self.finish_trial(trial_id, outcome)
         self.progress.done(outcome)
         return outcome
+
+    def start_limit(self, config: dict) -> float:
+        """How long ``config``'s worker may take to start (:func:`tfperf.tuning.compiles.limit`:
+        under ``--quick`` an ahead-of-time compile gets less than ``--candidate-timeout``)."""
+        return compiles.limit(config, self.options.quick, self.options.candidate_timeout_s)
+
+    def _compile_too_slow(self, config: dict, exc: WorkerFailed) -> str | None:
+        """The sentence of a compile that ran past ``--quick``'s bound (remembered for the
+        next quick tune here), ``None`` for any other failure."""
+        bound = exc.timeout_s
+        if (not (self.options.quick and compiles.compiles(config)) or bound is None
+                or bound >= self.options.candidate_timeout_s):
+            return None  # not --quick's bound that it ran past
+        self.slow_compiles().remember(config, bound)
+        return compiles.too_slow(bound)
+
+    def slow_compiles(self) -> compiles.SlowCompiles:
+        """This workload's record of compiles too slow for ``--quick``
+        (:class:`tfperf.tuning.compiles.SlowCompiles`)."""
+        install = (self.default_ready or {}).get("install") or {}
+        return compiles.SlowCompiles(self.workload, install.get("tf_version"))
+
+    def known_too_slow(self, config: dict, incumbent: dict | None = None) -> Outcome | None:
+        """Under ``--quick``, the failed outcome of an ahead-of-time compile that ran past its
+        bound when this model was tuned here before (not started again); ``None`` otherwise."""
+        if not (self.options.quick and compiles.compiles(config)):
+            return None
+        bound = self.slow_compiles().known(config)
+        if bound is None:
+            return None
+        return Outcome(normalize(config), FAILED, reason=compiles.too_slow(bound, before=True),
+                       incumbent=dict(incumbent or {}))
 
     def start_ahead(self, *configs: dict) -> None:
         """Start workers two at a time, where memory allows (the default's peak once more for
@@ -285,13 +326,14 @@ class Evaluator:
     def start_fresh(self, *configs: dict) -> None:
         """Start the workers of the first two ``configs`` that have none, where memory allows
         (the default's peak once more for each)."""
-        fresh = [c for c in map(normalize, configs) if not self.workers.started(c)][:2]
+        fresh = [c for c in map(normalize, configs)
+                 if not self.workers.started(c) and self.known_too_slow(c) is None][:2]
         rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
         free = psutil.virtual_memory().available - AHEAD_HEADROOM_BYTES
         for n, config in enumerate(fresh, start=1):
             if free < (n + 1) * rss:
                 return
-            self.workers.start_ahead(config, self.options.candidate_timeout_s)
+            self.workers.start_ahead(config, self.start_limit(config))
 
     @staticmethod
     def candidate_info(cand: Any) -> dict:
@@ -547,6 +589,12 @@ def _default_fails() -> Iterator[None]:
     try:
         yield
     except WorkerFailed as exc:
+        if exc.timeout_s is not None:
+            raise UserError(
+                f"the default configuration took longer than {exc.timeout_s:g} s to answer "
+                "(--candidate-timeout and the time its guard needs): a model this slow needs a "
+                "larger --candidate-timeout."
+            ) from None
         raise UserError(
             f"the workload does not run under the default configuration ({exc.reason}); "
             "check it with `tfperf bench` first."

@@ -71,6 +71,9 @@ class TuneOptions:
     50-step guard of one candidate per knob needs (it says so)."""
     quick: bool = False
     """``--quick``: a training search tries one candidate of each knob and stops there."""
+    quick_trials: bool = False
+    """``max_trials`` is ``--quick``'s, not typed: a training tune may raise it to one
+    candidate of each knob (a typed one stays as typed)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`
@@ -151,7 +154,8 @@ class TuneOptions:
 OBJECTIVES = ("latency", "throughput", "server")
 
 QUICK = {"max_trials": 8, "budget_s": 120.0, "confirm_rounds": 10}
-"""What ``--quick`` means (explicit options win)."""
+"""What ``--quick`` means (options given beside it win, as given)."""
+DEFAULT_CONFIRM_ROUNDS = 21
 
 
 def parse_runtimes(text: str | None) -> tuple[str, ...] | None:
@@ -189,24 +193,27 @@ def options_from_args(
     knobs: str | None = None,
     store: str | None = None,
     out_dir: str | None = None,
-    confirm_rounds: int = 21,
+    confirm_rounds: int | None = None,
     candidate_timeout: float = 300.0,
     batch_sizes: str | None = None,
     **plain: Any,
 ) -> TuneOptions:
     """The :class:`TuneOptions` of the command line's (and the library's) arguments: the text
-    forms parsed, ``--quick`` applied, the store resolved; ``plain`` are fields taken as they
-    are (``strategy``, ``resume``, ``profile_out``, ``seed``, ``throughput``, ``command``)."""
+    forms parsed, ``--quick`` applied where a limit was not given (one given beside it stays
+    as given), the store resolved; ``plain`` are fields taken as they are (``strategy``,
+    ``resume``, ``profile_out``, ``seed``, ``throughput``, ``command``)."""
     from tfperf.accuracy import parse_tolerance
     from tfperf.core.paths import resolve_store_path
 
-    if confirm_rounds < 6:
+    if confirm_rounds is not None and confirm_rounds < 6:
         raise UserError("--confirm-rounds must be at least 6 for a significant verdict.")
     quick_budget = quick and budget is None
+    quick_trials = quick and max_trials is None
     if quick:
         max_trials = QUICK["max_trials"] if max_trials is None else max_trials
         budget = QUICK["budget_s"] if budget is None else budget
-        confirm_rounds = min(confirm_rounds, int(QUICK["confirm_rounds"]))
+    if confirm_rounds is None:
+        confirm_rounds = int(QUICK["confirm_rounds"]) if quick else DEFAULT_CONFIRM_ROUNDS
     return TuneOptions(
         max_trials=max_trials,
         budget_s=budget,
@@ -220,5 +227,6 @@ def options_from_args(
         batch_sizes=parse_batch_sizes(batch_sizes),
         quick_budget=quick_budget,
         quick=quick,
+        quick_trials=quick_trials,
         **plain,
     )

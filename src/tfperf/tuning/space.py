@@ -138,6 +138,10 @@ class Space:
     process may run on): a config naming one of them is the default config."""
     conflicts: tuple[Conflict, ...] = ()
     """Pairs of values no config holds together (:meth:`allowed`)."""
+    fixed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per runtime, knobs that runtime always runs at one value, whatever a config says (a
+    TensorFlow user's ``keras-jax`` candidate always compiles its step with XLA): a config
+    never names them there, and they are not searched there."""
 
     def allowed(self, config: Mapping[str, Any]) -> bool:
         """Whether ``config`` holds no pair of :attr:`conflicts`."""
@@ -163,17 +167,20 @@ class Space:
         return bare if len(bare) == len(full) - 1 else full
 
     def _without_implied(self, config: Mapping[str, Any]) -> dict:
-        """``config`` with each knob whose value its runtime takes anyway set to the default."""
-        implied = self.implied.get(config.get("runtime", "tf"), {})
+        """``config`` with each knob whose value its runtime takes anyway, or holds whatever
+        it is told (:attr:`fixed`), set to the default."""
+        runtime = config.get("runtime", "tf")
+        implied, fixed = self.implied.get(runtime, {}), self.fixed.get(runtime, {})
         return {
-            k: KNOBS[k].default if k in implied and implied[k] == v else v
+            k: KNOBS[k].default if k in fixed or (k in implied and implied[k] == v) else v
             for k, v in config.items()
         }
 
     def applicable(self, knob: str, config: Mapping[str, Any]) -> bool:
         """Whether ``knob`` can act on ``config``'s runtime (and has values to try)."""
         runtime = self._with_runtime(config)["runtime"]
-        return runtime in KNOBS[knob].runtimes and len(self.values.get(knob, ())) > 1
+        return (runtime in KNOBS[knob].runtimes and knob not in self.fixed.get(runtime, {})
+                and len(self.values.get(knob, ())) > 1)
 
     def knobs(self) -> list[str]:
         """The knobs with something to try, in search order."""
@@ -357,12 +364,14 @@ def _keras_jax(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     return [KERAS_JAX]
 
 
-def _not_on_jax(runtime: str, unavailable: list[dict]) -> None:
-    """The knobs not crossed with ``runtime``, which runs on JAX, each with why."""
-    unavailable.append(_missing(
-        "xla", f"jit/off with {runtime}",
-        "Keras on JAX always compiles the train step with XLA (jit_compile=False there "
-        "runs it eagerly): nothing to choose"))
+def _not_on_jax(runtime: str, unavailable: list[dict], xla: bool = True) -> None:
+    """The knobs not crossed with ``runtime``, which runs on JAX, each with why (``xla``:
+    the XLA knob among them, where tfperf compiles that runtime's step itself)."""
+    if xla:
+        unavailable.append(_missing(
+            "xla", f"jit/off with {runtime}",
+            "tfperf runs Keras on JAX with its train step compiled by XLA (jit_compile=False "
+            "there runs it eagerly): nothing to choose"))
     unavailable.append(_missing(
         "intra_threads/inter_threads/onednn", f"with {runtime}",
         "JAX has no thread pools of its own to size and no oneDNN switch: TensorFlow's "
@@ -377,7 +386,9 @@ def _train_runtimes(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     why = "training steps run in TensorFlow or Keras on JAX only"
     unavailable.append(_missing("runtime", "litert/openvino", why))
     if facts.keras_backend == "jax":
-        _not_on_jax("the default (KERAS_BACKEND=jax is your backend)", unavailable)
+        # the user's own JAX step runs as compiled: jit_compile=False there is eager, and
+        # XLA is its knob
+        _not_on_jax("the default (KERAS_BACKEND=jax is your backend)", unavailable, xla=False)
         return [KERAS_JAX, KERAS_TF]
     return ["tf", *_keras_jax(facts, unavailable)]
 
@@ -460,7 +471,9 @@ def build_space(facts: SpaceFacts) -> Space:
     factory = facts.train and facts.model_format == "factory"
     values["input_pipeline"] = (None, "tuned") if factory else (None,)
     conflicts = _conflicts(values, unavailable)
-    return Space(values, unavailable, bare, implied_values(facts), conflicts)
+    # a TensorFlow user's JAX candidate is compiled by tfperf (tfperf.worker.jaxstep)
+    fixed = {KERAS_JAX: {"xla": "jit"}} if bare != KERAS_JAX else {}
+    return Space(values, unavailable, bare, implied_values(facts), conflicts, fixed)
 
 
 def _conflicts(values: Mapping[str, tuple[Any, ...]], unavailable: list[dict]) -> tuple:
@@ -581,6 +594,10 @@ def fit_training_space(
         ladder = steps_ladder(step_s, baseline.steps_per_execution, max_call_s)
         values["steps_per_execution"] = (None, *ladder)
     fitted = _own_policy(replace(space, values=values, implied=implied), baseline)
+    if own == KERAS_JAX and baseline.jit_compile and "off" in values.get("xla", ()):
+        fitted = fitted.drop("xla", ("off",), (
+            "not tried: your step is compiled by XLA, and on JAX jit_compile=False runs it "
+            "eagerly, op by op"))
     not_yours = NOT_YOUR_PIPELINE.get(baseline.data)
     if not_yours and len(values.get("input_pipeline", ())) > 1:
         fitted = fitted.drop("input_pipeline", values["input_pipeline"][1:], not_yours)

@@ -33,12 +33,13 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import label
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS, OTHER_DRAWS_NOTE
+from tfperf.core.protocol import DEFAULT_GUARD_STEPS, GUARD_SECONDS, OTHER_DRAWS_NOTE
 from tfperf.core.stats import paired_speedup
 from tfperf.profiles import train_code_lines
+from tfperf.runner.handle import WorkerFailed
 from tfperf.runner.recorder import RunRecorder
 from tfperf.runner.rounds import calls_per_block
-from tfperf.tuning.evaluate import Evaluator, Progress
+from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason
 from tfperf.tuning.loopspace import fit_step_space
 from tfperf.tuning.options import TuneOptions
 from tfperf.tuning.prune import KEEP, decision
@@ -143,6 +144,8 @@ class TrainEvaluator(Evaluator):
         """What starting the default took: a worker, its first steps and its guard."""
         self.fit_speedup: dict | None = None
         """The answer's ``fit`` against the default's (:meth:`confirm_fit`)."""
+        self.fit_failed: str | None = None
+        """Why that ``fit`` was not timed, where a worker failed in it."""
         self.search_budget_s: float | None = None
         """The search's time (:func:`train_limits`)."""
         self.next_if_won: Callable[[dict], list[dict]] | None = None
@@ -209,6 +212,19 @@ class TrainEvaluator(Evaluator):
         and its steps at the default's speed."""
         train = (self.default_ready or {}).get("train") or {}
         return float(train.get("first_steps_s") or 0.0) + self.guard_steps * (self.step_s() or 0.0)
+
+    def outputs_timeout_s(self) -> float:
+        """How long a guard may take to answer: ``--candidate-timeout``, or twice what its
+        steps take at the default's step time where that is longer (a step of seconds runs
+        the guard's 50 steps for minutes, past a timeout sized for one request): the steps
+        it runs (``--guard-steps``, stopped after ``--guard-seconds`` once it has run
+        :data:`MIN_STEPS`) and its train function's first call."""
+        step = self.step_s() or 0.0
+        train = (self.default_ready or {}).get("train") or {}
+        cap = float(self.workload.get("guard_seconds") or GUARD_SECONDS)
+        steps_s = max(MIN_STEPS * step, min(self.guard_steps * step, cap))
+        expected = float(train.get("first_steps_s") or 0.0) + steps_s
+        return max(self.options.candidate_timeout_s, 2.0 * expected + 10.0)
 
     def step_s(self) -> float | None:
         """The default's time per training step (its warm-up, over its steps per call)."""
@@ -280,7 +296,11 @@ class TrainEvaluator(Evaluator):
         it: ``model.fit`` of the same steps in the default's and the answer's workers,
         interleaved (:attr:`fit_speedup`, per step)."""
         speedup = super().confirm(config, rounds)
-        self.fit_speedup = self.confirm_fit(config)
+        try:
+            self.fit_speedup = self.confirm_fit(config)
+        except WorkerFailed as exc:  # information only: the confirmation above decided
+            self.workers.drop_dead()
+            self.fit_failed = failure_reason(exc, config)
         return speedup
 
     def confirm_fit(self, config: dict) -> dict | None:
@@ -289,14 +309,17 @@ class TrainEvaluator(Evaluator):
         :data:`FIT_CALL_S` of the default's steps, half under ``--quick``), one warm-up fit
         each, then :data:`FIT_ROUNDS` alternating pairs. A step's time runs from the call to
         fit's end of training; ``return_wait_ms`` (median, max) is what fit took after it,
-        its iterator's deletion (:mod:`tfperf.worker.training`). ``None`` where the workers
+        its iterator's deletion (:mod:`tfperf.worker.training`). Where the answer's steps
+        hold another number of rows (its ``batch``), the speedup is per sample
+        (``per: "sample"``), as every other comparison of the tune. ``None`` where the workers
         have no fit."""
         self.progress.phase(f"timing model.fit of the default and of {label(config)}")
         base = self.workers.get({}, self.options.candidate_timeout_s)
         cand = self.workers.get(config, self.options.candidate_timeout_s)
         call_s = QUICK_FIT_CALL_S if self.options.quick else FIT_CALL_S
         steps = fit_steps(self.step_s(), _spe(base), _spe(cand), call_s=call_s)
-        times: list[list[float]] = [[], []]
+        rows = [_rows(base), _rows(cand)]
+        per_step: list[list[float]] = [[], []]
         waits: list[float] = []
         for round_no in range(FIT_ROUNDS + 1):
             order = ((0, base), (1, cand)) if round_no % 2 else ((1, cand), (0, base))
@@ -306,11 +329,14 @@ class TrainEvaluator(Evaluator):
                     return None
                 if round_no:  # the first fit of each side warms up (its iterator, callbacks)
                     call_s, trained_s = got.samples_s[0], got.returned[0] or got.samples_s[0]
-                    times[side].append(trained_s / steps)
+                    per_step[side].append(trained_s / steps)
                     waits.append(call_s - trained_s)
-        result = paired_speedup(times[0], times[1], self.threshold)
-        result.update(steps=steps, default_step_ms=statistics.median(times[0]) * 1e3,
-                      candidate_step_ms=statistics.median(times[1]) * 1e3,
+        per_sample = [[t / rows[side] for t in per_step[side]] for side in (0, 1)]
+        result = paired_speedup(*per_sample, self.threshold)
+        result.update(steps=steps, per="sample" if rows[0] != rows[1] else "step",
+                      default_rows=rows[0], candidate_rows=rows[1],
+                      default_step_ms=statistics.median(per_step[0]) * 1e3,
+                      candidate_step_ms=statistics.median(per_step[1]) * 1e3,
                       return_wait_ms={"median": statistics.median(waits) * 1e3,
                                       "max": max(waits) * 1e3})
         return result
@@ -420,7 +446,8 @@ class TrainEvaluator(Evaluator):
         self.take_reference()
         reduced = (config.get("precision") or "fp32") != "fp32"
         ratio = self._rows_ratio(cand)
-        check = judge(self.reference or [[]], self.workers.outputs(cand), reduced, self.tolerance,
+        outputs = self.workers.outputs(cand, self.outputs_timeout_s())
+        check = judge(self.reference or [[]], outputs, reduced, self.tolerance,
                       ratio)
         return explained(check, ratio, cand.ready.get("notes") or (),
                          self._sparse_rows(config, cand))
@@ -509,6 +536,11 @@ def _spe(handle: Any) -> int:
     return int((handle.ready.get("train") or {}).get("steps_per_call") or 1)
 
 
+def _rows(handle: Any) -> int:
+    """The rows of one training step of ``handle``'s worker."""
+    return int((handle.ready.get("train") or {}).get("batch") or 1)
+
+
 def fit_steps(step_s: float | None, *spes: int, call_s: float = FIT_CALL_S) -> int:
     """The steps of one timed ``fit``: about ``call_s`` of steps, at least
     :data:`FIT_MIN_STEPS`, rounded to the nearest whole number of calls on either side (one
@@ -557,8 +589,8 @@ def _sized_limits(
     """:func:`train_limits`, before the evaluator is told the search's time."""
     knobs = space.most_knobs()
     trials, budget = options.max_trials, options.budget_s
-    if (budget is not None or trials is not None) and not options.quick_budget:
-        return TrainLimits(trials, budget)
+    if not knobs or ((budget is not None or trials is not None) and not options.quick_budget):
+        return TrainLimits(trials, budget)  # nothing to size (no knob to try), or as typed
     whole = QUICK_TRAIN_TUNE_S if options.quick else TRAIN_TUNE_S
     each = evaluator.candidate_cost_s()
     # every knob once, with room to prune an answer of two knobs and confirm it
@@ -581,6 +613,8 @@ def _sized_limits(
         )
     if not options.quick:
         return TrainLimits(trials, budget, evaluator.reserve_s)
+    if not options.quick_trials:  # a trial limit typed beside --quick stays as typed
+        return TrainLimits(trials, budget, evaluator.reserve_s, evaluator.may_look_again)
     trials = max(trials or 0, knobs)
     return TrainLimits(trials + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s,
                        evaluator.may_look_again, planned=trials)
@@ -641,9 +675,12 @@ def train_document(doc: dict, evaluator: TrainEvaluator) -> dict:
     doc["train"]["chosen"] = None if rec.get("keep_default") else rec.get("label")
     if rec.get("guard"):
         rec["guard"] = without_trajectories(rec["guard"])
-    rec["code"] = train_code_lines(rec.get("config") or {}, doc["train"]["baseline"])
-    fit_sentence(rec, evaluator.fit_speedup)
-    more_time_sentence(rec, evaluator.options.confirm_rounds)
+    rec["code"] = train_code_lines(
+        rec.get("config") or {}, doc["train"]["baseline"],
+        own_backend=evaluator.workload.get("keras_backend") or "",
+        notes=rec.get("notes") or ())
+    fit_sentence(rec, evaluator.fit_speedup, evaluator.fit_failed)
+    more_time_sentence(rec)
     if not rec.get("keep_default") and (rec.get("config") or {}).get("batch"):
         rec["notes"] = [*(rec.get("notes") or []), LEARNING_RATE_NOTE]
     return doc
@@ -654,14 +691,16 @@ READER = {"fit": "the model's train function", "loop": "your step"}
 _TRAJECTORIES = ("losses", "default_losses")
 
 
-def more_time_sentence(rec: dict, rounds: int) -> None:
+def more_time_sentence(rec: dict) -> None:
     """A default kept because the answer's confirmation was not decided: the rounds that would
     decide it at the interval measured (its half-width shrinks as one over the square root of
-    the rounds), instead of "no candidate was faster"."""
+    the rounds), from the rounds it ran (``n_pairs``: a training confirmation may run on past
+    ``--confirm-rounds``), instead of "no candidate was faster"."""
     speed = rec.get("speedup") or {}
     low, high = (speed.get("ci95") or [None, None])[:2]
-    median = speed.get("median")
-    if not rec.get("keep_default") or low is None or not median or median <= 1.0 or low > 1.0:
+    median, rounds = speed.get("median"), int(speed.get("n_pairs") or 0)
+    if (not rec.get("keep_default") or low is None or not median or median <= 1.0
+            or low > 1.0 or not rounds):
         return
     # the interval's lower end must rise above 1: its distance from the median shrinks as one
     # over the square root of the rounds
@@ -673,10 +712,13 @@ def more_time_sentence(rec: dict, rounds: int) -> None:
     ).lstrip("; ")
 
 
-def fit_sentence(rec: dict, fit: dict | None) -> None:
+def fit_sentence(rec: dict, fit: dict | None, failed: str | None = None) -> None:
     """``recommendation.fit_speedup``, and a note where ``fit``'s speedup and the train
-    function's disagree beyond their intervals."""
+    function's disagree beyond their intervals, or where ``fit`` could not be timed
+    (``failed``: the answer stands on its confirmation)."""
     rec["fit_speedup"] = fit
+    if failed and not rec.get("keep_default"):
+        rec["notes"] = [*(rec.get("notes") or []), f"fit not timed: {failed}"]
     _return_wait_sentence(rec, fit)
     speed = rec.get("speedup") or {}
     if not fit or not fit.get("ci95") or not speed.get("ci95"):

@@ -210,10 +210,11 @@ class WorkerPool:
         for name in dead:
             self._handles.pop(name)
 
-    def outputs(self, handle: Handle) -> list:
-        """One call's outputs of ``handle``'s worker."""
+    def outputs(self, handle: Handle, timeout_s: float | None = None) -> list:
+        """One call's outputs of ``handle``'s worker (waited for up to ``timeout_s``, else
+        the worker's own timeout)."""
         path = self._tmp / f"out-{time.monotonic_ns()}.npz"
-        handle.worker.outputs(path)
+        handle.worker.outputs(path, timeout_s)
         arrays = load_outputs(path)
         path.unlink(missing_ok=True)
         return arrays

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import JIT_ON_JAX_NOTE
 
 TF_IN_STEP = re.compile(r"\btf\.(GradientTape|function|Variable|py_function)\b|\btf\.[a-z_]+\.")
 """What in a ``train_step``'s source is TensorFlow that JAX cannot trace."""
@@ -300,20 +301,24 @@ def on_jax() -> bool:
     return _backend() == "jax"
 
 
-def prepare_model(model: Any, runtime: str | None, notes: list[str]) -> list[str]:
+def prepare_model(model: Any, runtime: str | None, notes: list[str], own: bool) -> list[str]:
     """On JAX: check that the model can step there and set what the ``keras-jax`` runtime
     runs; ``notes`` (what the knobs set) with what runs on JAX instead of TensorFlow's XLA
-    notes (``notes`` unchanged on another backend). The user's own JAX baseline keeps its
-    ``jit_compile``."""
+    notes (``notes`` unchanged on another backend). Where JAX is the user's ``own`` backend,
+    the step keeps the user's ``jit_compile`` (the ``xla`` knob sets it); a TensorFlow user's
+    ``keras-jax`` candidate is compiled by XLA, and a note says where that overrides their
+    compile's ``False``."""
     if not on_jax():
         return notes
     check_runs_on_jax(model)
     disable_traceback_filtering()
-    if runtime == "keras-jax" and not model.jit_compile:
+    forced = []
+    if runtime == "keras-jax" and not own and not model.jit_compile:
         model.jit_compile = True  # jit_compile=False on JAX runs the step eagerly
+        forced = [f"{JIT_ON_JAX_NOTE} (it runs the step eagerly there)"]
     how = ("compiled by XLA (jax.jit)" if model.jit_compile else
            "run eagerly (jit_compile=False, or a layer XLA does not support)")
-    return [n for n in notes if not n.startswith("XLA:")] + [
+    return [n for n in notes if not n.startswith("XLA:")] + forced + [
         f"Keras on JAX {_jax_version()}: the train function fit runs there, with the state it "
         f"threads and syncs back, its step {how}"]
 

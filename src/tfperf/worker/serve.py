@@ -35,9 +35,10 @@ worker through the config's env, see "Testing hooks" in ``docs/ARCHITECTURE.md``
 - ``TFPERF_INJECT_FAULT``: ``segfault-on-run`` (dereference NULL on the first ``run``),
   ``hang-on-run`` (sleep forever), ``oom-on-run`` (allocate and touch memory until killed;
   it stops growing at ``TFPERF_INJECT_OOM_CAP_GIB``, 16 by default, then sleeps),
-  ``exit-on-init`` (exit with code 17 on ``init`` without answering), ``segfault-on-request``
-  (dereference NULL on the ``TFPERF_INJECT_AT``-th request, 1 by default, in the serving
-  instance ``TFPERF_INJECT_INSTANCE`` only when that is set).
+  ``exit-on-init`` (exit with code 17 on ``init`` without answering), ``segfault-on-extra``
+  (dereference NULL on the first ``extra``: a training step's timed ``fit``),
+  ``segfault-on-request`` (dereference NULL on the ``TFPERF_INJECT_AT``-th request, 1 by
+  default, in the serving instance ``TFPERF_INJECT_INSTANCE`` only when that is set).
 - ``TFPERF_PREPARE=module:function``: use that function instead of
   ``tfperf.worker.prepare.prepare``.
 """
@@ -114,13 +115,13 @@ def _inject(fault: str, when: str) -> None:
     """Fail for real, the way ``TFPERF_INJECT_FAULT`` asks (a testing hook)."""
     if fault == "exit-on-init" and when == "init":
         os._exit(EXIT_INJECTED)
-    if when != "run":
-        return
-    if fault == "segfault-on-run":
+    if fault == f"segfault-on-{when}" and when in ("run", "extra"):
         import ctypes
 
         ctypes.string_at(0)
-    elif fault == "hang-on-run":
+    if when != "run":
+        return
+    if fault == "hang-on-run":
         while True:
             time.sleep(3600)
     elif fault == "oom-on-run":
@@ -332,6 +333,7 @@ class Session:
         return {"op": "profile", "profile": record}
 
     def extra(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _inject(self.fault, "extra")
         name = msg["name"]
         fn = self.prepared.extra.get(name)
         if fn is not None and msg.get("arg") is not None:

@@ -28,11 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.core.protocol import DEFAULT_GUARD_STEPS, MIN_GUARD_STEPS, OTHER_DRAWS_NOTE
+from tfperf.core.protocol import (
+    DEFAULT_GUARD_STEPS,
+    GUARD_SECONDS,
+    MIN_GUARD_STEPS,
+    OTHER_DRAWS_NOTE,
+)
 from tfperf.worker.fingerprint import digest_of
 from tfperf.worker.workload import Prepared, call_error_sentence
 
-DEFAULT_GUARD_SECONDS = 60.0
+DEFAULT_GUARD_SECONDS = GUARD_SECONDS
 INPUT_PROBE_S = 0.25
 """Seconds spent on each side of the input-wait measurement (at least 3 calls each)."""
 POLICIES = {"bf16": "mixed_bfloat16", "mixed_float16": "mixed_float16"}

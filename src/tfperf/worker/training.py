@@ -79,7 +79,7 @@ from typing import Any
 
 from tfperf.core.errors import UserError
 from tfperf.core.knobs import KERAS_JAX
-from tfperf.core.protocol import MIN_GUARD_STEPS
+from tfperf.core.protocol import EAGER_ON_JAX_NOTE, MIN_GUARD_STEPS
 from tfperf.core.workloads import SEED
 from tfperf.worker import jaxstep
 from tfperf.worker.customloop import LoopSource, is_loop, loop_prepared, loop_source
@@ -156,7 +156,7 @@ def _train_prepared(workload: dict[str, Any], config: dict[str, Any]) -> TrainPr
 
 def _model_prepared(source: _Source, workload: dict[str, Any], config: dict[str, Any]
                     ) -> TrainPrepared:
-    baseline, knob_notes = _model_as_configured(source, config)
+    baseline, knob_notes = _model_as_configured(source, workload, config)
     model = source.model
     spe = int(model.steps_per_execution or 1)
     data = data_of(source.dataset, workload, config)
@@ -221,7 +221,9 @@ def _load_under_policy(workload: dict[str, Any], config: dict[str, Any]) -> _Sou
     return source
 
 
-def _model_as_configured(source: _Source, config: dict[str, Any]) -> tuple[Baseline, list[str]]:
+def _model_as_configured(
+    source: _Source, workload: dict[str, Any], config: dict[str, Any]
+) -> tuple[Baseline, list[str]]:
     """The model's baseline read back before the config's knobs apply, and the notes saying
     what runs."""
     precision = config.get("precision") or "fp32"
@@ -235,7 +237,10 @@ def _model_as_configured(source: _Source, config: dict[str, Any]) -> tuple[Basel
         check_float32(source.model)
         notes.append(f"precision: float32 (your factory's {', '.join(source.held) or 'policy'} "
                      "held at float32)")
-    return baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes)
+    own = workload.get("keras_backend") == "jax"
+    if own and jaxstep.on_jax() and not baseline.jit_compile:
+        baseline = baseline.with_note(EAGER_ON_JAX_NOTE)
+    return baseline, jaxstep.prepare_model(source.model, config.get("runtime"), notes, own)
 
 
 def _fit_of(model: Any, dataset: Any, timed: _Timed) -> Callable[..., float]:
