@@ -59,3 +59,21 @@ def test_the_answer_is_a_diff_against_the_step_as_written(tuned):
     assert run.returncode == 0 and "trained" in run.stdout
     assert "change your training loop" in run.stderr
     assert "+ @tf.function" in run.stderr
+
+
+def test_a_model_compiled_under_mirrored_strategy_is_tuned_and_guarded_in_its_scope(tmp_path):
+    # the default's guard runs in every tune: its loss recorder's variables are made in the
+    # strategy's scope, one per replica, and fit's distributed batches feed it
+    res = run_cli("tune", "--train", "strategy_factories:mirrored_keras", "--knobs",
+                  "inter_threads,xla,steps_per_execution", "--max-trials", "1", "--guard-steps",
+                  "50", "--store", str(tmp_path / "s.db"), "--profile-out",
+                  str(tmp_path / "p.json"), "--json", cwd=FACTORIES, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert doc["train"]["baseline"]["strategy"] == "MirroredStrategy (2 replicas)"
+    losses = doc["train"]["default_losses"]
+    assert len(losses) == 50 and losses[-5] < losses[0]
+    why = {(u["knob"], u["value"]): u["reason"] for u in doc["unavailable"]}
+    assert why[("xla", "jit")].startswith("not tried under MirroredStrategy: XLA compiles")
+    assert any(knob == "steps_per_execution" and "Keras' own fit fails" in reason
+               for (knob, _), reason in why.items())
