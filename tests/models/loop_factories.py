@@ -198,3 +198,32 @@ def list_of_batches():
     step, _ = eager_regression()
     x, y = _regression_data()
     return step, [(x[i:i + 32], y[i:i + 32]) for i in range(0, 512, 32)]
+
+
+def _prebuilt_step():
+    import prebuilt  # built at its first import, wherever that was
+
+    x, y = _regression_data()
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(prebuilt.model(x, training=True) - y))
+        grads = tape.gradient(loss, prebuilt.model.trainable_variables)
+        prebuilt.optimizer.apply_gradients(zip(grads, prebuilt.model.trainable_variables,
+                                               strict=True))
+        return loss
+
+    return train_step, tf.data.Dataset.from_tensor_slices((x, y)).batch(32), prebuilt
+
+
+def prebuilt_loop():
+    """A step training a model built before the factory ran."""
+    step, data, _ = _prebuilt_step()
+    return step, data
+
+
+def prebuilt_loop_with_variables():
+    """The same, with the variables it trains returned as the third element."""
+    step, data, prebuilt = _prebuilt_step()
+    return step, data, [*prebuilt.model.variables, *prebuilt.optimizer.variables]

@@ -677,6 +677,10 @@ def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_
     asked, answer = quick({("intra_threads", 1): 0.5, ("xla", "jit"): 0.6}, "intra_threads",
                           order=first)
     assert asked == [label({**spe, "xla": "jit"})] and answer == {"xla": "jit"}
+    # a tuned input pipeline in the answer hides a fixed cost too, but is no count to grow
+    asked, answer = quick({("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6,
+                           ("input_pipeline", "tuned"): 0.8}, "steps_per_execution")
+    assert answer == {**spe, "xla": "jit", "input_pipeline": "tuned"}
 
 
 class Stepped(Synthetic):

@@ -185,3 +185,19 @@ def test_tfperf_pipeline_takes_the_loop_factory_and_analyzes_its_dataset():
     data = tf.data.Dataset.range(8).batch(2)
     assert unpack((step, data), "loops:make") == (data, None)
     assert unpack((step, data, []), "loops:make") == (data, None)
+
+
+def test_variables_built_before_the_factory_are_named_or_taken_from_the_third_element():
+    sys.path.insert(0, FACTORIES)
+    try:
+        import prebuilt  # noqa: F401 (its model is built here, before any factory runs)
+    finally:
+        sys.path.remove(FACTORIES)
+    with pytest.raises(UserError, match=r"^Your step trains variables tfperf did not see "
+                                        r"created \(sequential.*dense.*kernel.*third element"):
+        train_prepared(loop("prebuilt_loop"), {})
+    given = train_prepared(loop("prebuilt_loop_with_variables"), {})
+    first = given.outputs()[0]
+    given.call()
+    np.testing.assert_array_equal(given.outputs()[0], first)  # restored from its own start
+    assert first[-5:].mean() < first[:5].mean()

@@ -464,7 +464,10 @@ class Search:
         candidate = self._reach_candidate(knob)
         if candidate is None or self._known(self.space.canonical(candidate)):
             return False
-        larger = int(candidate.get(knob) or 1) > int(self.incumbent.get(knob) or 1)
+        new, held = candidate.get(knob), self.incumbent.get(knob)
+        if not all(v is None or isinstance(v, int) for v in (new, held)):
+            return False  # not a count (input_pipeline=tuned): nothing larger to try
+        larger = int(new or 1) > int(held or 1)
         return larger and self._shortened(outcome.config, bound)
 
     def _shortened(self, then_config: Mapping[str, Any], bound: float) -> bool:
