@@ -277,7 +277,7 @@ def test_a_tune_report_opens_with_the_answer_in_chromium(tmp_path: Path) -> None
         assert "adopting it takes" in answer and "max relative error" in answer
 
 
-def test_a_config_measured_twice_is_named_for_what_it_was_measured_against_and_drift_said_once(
+def test_a_config_measured_twice_is_named_and_drift_and_few_samples_are_said_once(
     store_path: Path,
 ) -> None:
     # a tune measures runtime=xla-aot,runtime_threads=2 against the default, then against
@@ -298,12 +298,19 @@ def test_a_config_measured_twice_is_named_for_what_it_was_measured_against_and_d
                                 "steady")
             outcome = {"label": name, "incumbent": incumbent} if role == "candidate" else None
             store.finish_trial(trial, "ok", {"outcome": outcome} if outcome else {}, None)
+        for name in ("onednn=off", "intra_threads=1"):  # stopped at four rounds: cannot win
+            trial = store.new_trial(run, name, {}, "candidate")
+            store.add_block(trial, [0.002, 0.0021, 0.0019, 0.002], "steady")
+            store.finish_trial(trial, "ok", {}, None)
         store.finish_run(run, "ok", {})
     report = build_report(load(store_path, run))
     labels = [r["label"] for r in report["results"]]
     assert labels == ["default", twice, "runtime=xla-aot",
-                      f"{twice} (against runtime=xla-aot)"]
-    assert not any("drifted" in w for r in report["results"] for w in r["warnings"])
+                      f"{twice} (against runtime=xla-aot)", "onednn=off", "intra_threads=1"]
+    assert not any("drifted" in w or "samples" in w
+                   for r in report["results"] for w in r["warnings"])
     (drift,) = [w for w in report["warnings"] if "drifted" in w]
-    assert drift.startswith("the machine's speed drifted during the run: 4 of the 4 "
+    assert drift.startswith("the machine's speed drifted during the run: 4 of the 6 "
                             "configurations' times moved by +")
+    (few,) = [w for w in report["warnings"] if "fewer than 10 samples" in w]
+    assert few.startswith("2 configurations were measured on fewer than 10 samples")

@@ -213,6 +213,27 @@ def _drift_once(results: list[dict]) -> list[str]:
             "speedups are measured side by side, interleaved, and hold"]
 
 
+FEW = ("only ", "too few samples for a 95% interval")
+
+
+def _few_samples_once(results: list[dict]) -> list[str]:
+    """The configurations measured on fewer samples than stable figures need, said once for
+    the run: a tune stops a candidate's rounds once its verdict is decided (or it cannot win),
+    so several of them have few, and one line per configuration buried the rest."""
+    def is_few(warning: str) -> bool:
+        return warning.startswith(FEW) and "sample" in warning
+
+    few = [r for r in results if any(is_few(w) for w in r["warnings"])]
+    if len(few) < 2:
+        return []  # one is said where it belongs
+    for result in few:
+        result["warnings"] = [w for w in result["warnings"] if not is_few(w)]
+    return [f"{len(few)} configurations were measured on fewer than 10 samples (a tune stops "
+            "a candidate once its verdict is decided): their own latency figures are wide, "
+            f"their speedups stand on the pairs measured "
+            f"({', '.join(r['label'] for r in few)})"]
+
+
 _RUN_STATUS_NOTES = {
     "interrupted": "the run was interrupted; its figures cover only the blocks that finished "
     "before it stopped",
@@ -235,7 +256,7 @@ def build_report(doc: dict) -> dict:
     if run["status"] in _RUN_STATUS_NOTES:
         warnings.append(_RUN_STATUS_NOTES[run["status"]])
     _name_repeats(results)
-    warnings += _drift_once(results)
+    warnings += _drift_once(results) + _few_samples_once(results)
     return {
         "schema_version": SCHEMA_VERSION,
         "run": {

@@ -311,10 +311,10 @@ def _off_runtime(result: SearchResult) -> list[dict]:
     if not result.off_runtime or not runtime:
         return []
     where = RUNTIME_WORDS.get(runtime, runtime)
-    why = (f"not tried: the answer runs on {where}, where this knob does not act; the search "
-           f"moved there before it reached the knob, so it was not measured on the default's "
+    why = (f"not tried: the answer runs on {where}, where these knobs do not act; the search "
+           f"moved there before it reached them, so they were not measured on the default's "
            f"runtime either")
-    return [{"knob": k, "value": "any", "reason": why} for k in result.off_runtime]
+    return [{"knob": "/".join(result.off_runtime), "value": "any", "reason": why}]
 
 
 RUNTIME_WORDS = {"keras-jax": "JAX (keras-jax)", "keras-tf": "TensorFlow (keras-tf)"}
