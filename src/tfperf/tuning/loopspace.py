@@ -1,16 +1,16 @@
 """What a training tune tries, once the default ran, of an eager step, a custom loop, a strategy.
 
 Contract: :func:`fit_step_space` ``(space, baseline) -> Space`` follows
-:func:`tfperf.tuning.space.fit_training_space` (which fits the steps per call to the step time
-and reads the user's XLA and precision): it makes the user's own ``graph`` what a config that
-leaves it out runs (:attr:`Space.implied`), so that ``graph=on`` is a candidate only where the
-step runs eagerly (a custom loop's plain Python step, a Keras model compiled
-``run_eagerly=True``); for a custom loop (``baseline.step == "loop"``) it lists what is not
-tried with why -- Keras on JAX (it runs Keras' own train step), ``graph=on`` where the step is
-already a ``tf.function``, precision where the step reaches no Keras layer -- and under a
-``tf.distribute`` strategy of several replicas, XLA (its compiled program runs on one device,
-and the replicas' variables live on others), Keras on JAX, and a Keras model's steps per call
-(Keras' own ``fit`` fails with them under ``MirroredStrategy``). Nothing here imports TensorFlow.
+:func:`tfperf.tuning.space.fit_training_space` (which fits the steps per call to the step time,
+reads the user's XLA and precision, and makes the user's own ``graph`` what a config that
+leaves it out runs, so that ``graph=on`` is a candidate only where the step runs eagerly: a
+custom loop's plain Python step, a Keras model compiled ``run_eagerly=True``). For a custom
+loop (``baseline.step == "loop"``) it lists what is not tried with why -- Keras on JAX (it
+runs Keras' own train step), ``graph=on`` where the step is already a ``tf.function``,
+precision where the step reaches no Keras layer -- and under a ``tf.distribute`` strategy of
+several replicas, XLA (its compiled program runs on one device, and the replicas' variables
+live on others), Keras on JAX, and a Keras model's steps per call (Keras' own ``fit`` fails
+with them under ``MirroredStrategy``). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -35,16 +35,12 @@ FIT_STEPS_UNDER_STRATEGY = (
 
 
 def fit_step_space(space: Space, baseline: TrainBaseline) -> Space:
-    """The training space for the default's step (module docstring)."""
-    own = space.bare_runtime
-    implied = {**space.implied, own: {**space.implied.get(own, {}), "graph": baseline.graph}}
-    fitted = replace(space, implied=implied)
-    if baseline.graph and len(fitted.values.get("graph", ())) > 1:
-        values = {**fitted.values, "graph": (None,)}
-        fitted = replace(fitted, values=values)
-        if baseline.step == "loop":
-            fitted = replace(fitted, unavailable=[
-                *fitted.unavailable, {"knob": "graph", "value": "on", "reason": ALREADY_GRAPH}])
+    """The training space for the default's step, after
+    :func:`~tfperf.tuning.space.fit_training_space` (module docstring)."""
+    fitted = space
+    if baseline.graph and baseline.step == "loop":
+        fitted = replace(fitted, unavailable=[
+            *fitted.unavailable, {"knob": "graph", "value": "on", "reason": ALREADY_GRAPH}])
     if baseline.step == "loop":
         fitted = _drop(fitted, "runtime", KERAS_JAX, NO_JAX_FOR_LOOPS)
         if baseline.policy_source == "none":

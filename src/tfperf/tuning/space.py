@@ -587,9 +587,12 @@ def fit_training_space(
             **space.implied.get(own, {}),
             "xla": "jit" if baseline.jit_compile else "off",
             "steps_per_execution": baseline.steps_per_execution,
+            "graph": baseline.graph,
         },
     }
     values = dict(space.values)
+    if baseline.graph and "graph" in values:  # a graph already: graph=on is a candidate only
+        values["graph"] = (None,)  # where the step runs eagerly (tuning.loopspace says why)
     if len(values.get("steps_per_execution", ())) > 1 and step_s:
         ladder = steps_ladder(step_s, baseline.steps_per_execution, max_call_s)
         values["steps_per_execution"] = (None, *ladder)
