@@ -9,9 +9,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= out
 # The built-in batch-1 inference workloads that `make demo` tunes (their answers differ: XLA
-# ahead of time, LiteRT int8 and fp16, OpenVINO on a 2-core Xeon-class VM; add encoder and
-# resnet50 for about four minutes more), and the built-in training step it tunes after them:
-# about nine minutes on 2 cores.
+# ahead of time, LiteRT int8 or fp16, OpenVINO, on a 2-core VM; add encoder and resnet50 for
+# about four minutes more), and the built-in training step it tunes after them: 6.3 minutes
+# on 2 cores with an empty cache, the doctor included.
 DEMO_WORKLOADS ?= lstm mlp wide-deep mobilenetv2
 DEMO_TRAIN ?= cnn-train
 DEMO_STORE := $(OUT)/demo.sqlite

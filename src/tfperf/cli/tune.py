@@ -59,6 +59,8 @@ def _memory_gain(doc: dict) -> str:
     theirs = (doc["default"].get("memory") or {}).get("peak_rss_mb")
     if ours is None or theirs is None:
         return ""
+    if round(ours) == round(theirs):
+        return f", {ours:.0f} MB as the default"
     return f", {ours:.0f} MB instead of {theirs:.0f} MB"
 
 
