@@ -188,6 +188,9 @@ def test_tfperf_pipeline_takes_the_loop_factory_and_analyzes_its_dataset():
 
 
 def test_variables_built_before_the_factory_are_named_or_taken_from_the_third_element():
+    import keras
+
+    keras.mixed_precision.set_global_policy("float32")  # as an earlier test may have left it
     sys.path.insert(0, FACTORIES)
     try:
         import prebuilt  # noqa: F401 (its model is built here, before any factory runs)
