@@ -30,6 +30,8 @@ def test_a_plain_python_step_is_tried_as_a_graph_first_and_jax_is_not_tried():
     assert space.neighbours({}, "graph") == [{"graph": True}]
     assert "keras-jax" not in space.values["runtime"]
     assert why(space)[("runtime", "keras-jax")] == NO_JAX_FOR_LOOPS
+    # nothing is crossed with JAX: no line says which knobs would not be
+    assert not [key for key in why(space) if key[1].endswith("with keras-jax")]
     # XLA and N steps a call run a graph: graph=on beside them is the same configuration
     assert space.canonical({"graph": True, "steps_per_execution": 32}) == {
         "steps_per_execution": 32}

@@ -42,17 +42,28 @@ def fit_step_space(space: Space, baseline: TrainBaseline) -> Space:
         fitted = replace(fitted, unavailable=[
             *fitted.unavailable, {"knob": "graph", "value": "on", "reason": ALREADY_GRAPH}])
     if baseline.step == "loop":
-        fitted = _drop(fitted, "runtime", KERAS_JAX, NO_JAX_FOR_LOOPS)
+        fitted = _without_jax(fitted, NO_JAX_FOR_LOOPS)
         if baseline.policy_source == "none":
             fitted = _drop(fitted, "precision", None, NO_LAYERS)
     if _replicas(baseline.strategy) > 1:
         name = str(baseline.strategy).split(" (")[0]
         fitted = _drop(fitted, "xla", "jit", XLA_UNDER_STRATEGY.format(strategy=name))
-        fitted = _drop(fitted, "runtime", KERAS_JAX, JAX_UNDER_STRATEGY.format(strategy=name))
+        fitted = _without_jax(fitted, JAX_UNDER_STRATEGY.format(strategy=name))
         if baseline.step == "fit":
             fitted = _drop(fitted, "steps_per_execution", None,
                            FIT_STEPS_UNDER_STRATEGY.format(strategy=name))
     return fitted
+
+
+def _without_jax(space: Space, reason: str) -> Space:
+    """``space`` without Keras on JAX, listed with ``reason``, and without the lines that say
+    which knobs are not crossed with it (nothing is)."""
+    dropped = _drop(space, "runtime", KERAS_JAX, reason)
+    if dropped is space:
+        return space
+    moot = f"with {KERAS_JAX}"
+    return replace(dropped, unavailable=[
+        u for u in dropped.unavailable if not str(u.get("value", "")).endswith(moot)])
 
 
 def _drop(space: Space, knob: str, value: object, reason: str) -> Space:
