@@ -161,3 +161,14 @@ def test_a_bench_whose_default_or_only_candidate_cannot_run_has_a_sentence():
     assert unrunnable({"results": [ok, _result("a", "failed", kind=None)]}) is None
     assert unrunnable({"results": [ok, _result("a", "failed", kind="user"),
                                    _result("b", "ok", 40)]}) is None
+
+
+def test_the_table_s_title_names_the_batch_the_step_ran():
+    # a factory's dataset batches its own rows: the workload's batch (32 unless --batch) is
+    # that of arrays only
+    from tfperf.cli.bench import _workload_name
+
+    workload = {"kind": "train", "path": "guide:make", "batch": 32}
+    assert _workload_name({"workload": workload, "results": [{"train": {"batch": 64}}]}) == (
+        "guide:make (batch 64)")
+    assert _workload_name({"workload": workload, "results": []}) == "guide:make (batch 32)"

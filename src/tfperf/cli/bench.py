@@ -83,7 +83,7 @@ def render_bench(doc: dict[str, Any]) -> None:
     from tfperf.report.ops import ops_lines
 
     out = console()
-    table = Table(title=f"tfperf run {doc['run_id']}: {escape(_workload_name(doc['workload']))}")
+    table = Table(title=f"tfperf run {doc['run_id']}: {escape(_workload_name(doc))}")
     # A terminal keeps its width (a long label is cut at 28 columns); a file or pipe gets it whole.
     table.add_column("config", no_wrap=True, max_width=28 if out.is_terminal else None)
     for col in (
@@ -222,11 +222,17 @@ def _refuse_training_knobs(candidate: Any) -> None:
                         "training factory), or leave it out.")
 
 
-def _workload_name(workload: dict[str, Any]) -> str:
+def _workload_name(doc: dict[str, Any]) -> str:
+    """What was measured, with its batch: a training step's as its first result ran it (a
+    factory's dataset sets its own), else the workload's."""
+    workload = doc["workload"]
+    ran = next((((r.get("train") or {}).get("batch")) for r in doc.get("results") or []
+                if r.get("train")), None)
+    batch = ran or workload.get("batch")
     name = workload.get("name") if workload.get("kind") == "builtin" else workload.get("builtin")
     if name:  # a training built-in too
-        return f"{name} ({workload.get('size')}, batch {workload.get('batch')})"
-    return f"{workload.get('path')} (batch {workload.get('batch')})"
+        return f"{name} ({workload.get('size')}, batch {batch})"
+    return f"{workload.get('path')} (batch {batch})"
 
 
 def model_options(fn: Any) -> Any:
