@@ -12,6 +12,7 @@ import pytest
 
 from tfperf.serving.generator import Answer, ClosedLoop, OpenLoop, run_level
 from tfperf.serving.levels import level_of
+from tfperf.serving.tail import LevelLength
 
 
 class SimClock:
@@ -72,7 +73,7 @@ def _adds_up(record) -> None:
 def test_open_loop_sends_its_whole_poisson_schedule_and_every_request_ends_once():
     clock = SimClock()
     server = SimServer(clock, service_s=0.002)
-    load = OpenLoop(rate=100.0, min_requests=300, min_s=1.0, max_s=60.0, seed=3)
+    load = OpenLoop(100.0, LevelLength(300, 1.0, 60.0), seed=3)
     record = run_level(server, load, timeout_s=5.0, clock=clock)
     _adds_up(record)
     assert record.sent == len(load.schedule()) == 300
@@ -86,7 +87,7 @@ def test_a_stalled_server_makes_latency_from_the_scheduled_arrival_grow_but_not_
     clock = SimClock()
     server = SimServer(clock, service_s=0.002, stall=(1.0, 2.0))
     record = run_level(
-        server, OpenLoop(50.0, 150, 3.0, 60.0, seed=1), timeout_s=30.0, clock=clock
+        server, OpenLoop(50.0, LevelLength(150, 3.0, 60.0), seed=1), timeout_s=30.0, clock=clock
     )
     _adds_up(record)
     from_arrival = np.asarray(record.latencies_s)
@@ -104,12 +105,12 @@ def test_open_loop_beyond_capacity_achieves_less_than_offered_and_p99_grows_with
         clock = SimClock()
         record = run_level(
             SimServer(clock, service_s=0.010),
-            OpenLoop(rate, 400, 2.0, 60.0, seed=2),
+            OpenLoop(rate, LevelLength(400, 2.0, 60.0), seed=2),
             timeout_s=60.0,
             clock=clock,
         )
         _adds_up(record)
-        levels[rate] = level_of(record, offered_qps=rate)
+        levels[rate] = level_of(record, offered_qps=rate, tail=0)
     assert levels[50.0].achieved_qps == pytest.approx(50.0, rel=0.25)
     assert levels[200.0].achieved_qps < 0.6 * 200.0
     assert levels[400.0].achieved_qps < 0.3 * 400.0
@@ -120,7 +121,7 @@ def test_a_server_that_never_answers_times_every_request_out_and_the_level_still
     clock = SimClock()
     record = run_level(
         SimServer(clock, 0.001, mute=True),
-        OpenLoop(100.0, 50, 0.1, 10.0),
+        OpenLoop(100.0, LevelLength(50, 0.1, 10.0)),
         timeout_s=2.0,
         clock=clock,
     )
@@ -128,7 +129,7 @@ def test_a_server_that_never_answers_times_every_request_out_and_the_level_still
     assert record.timed_out == record.sent == 50 and record.completed == 0
     assert min(record.waited_s) == pytest.approx(2.0)
     assert clock.t < 10.0  # bounded: the schedule, then one timeout
-    level = level_of(record, offered_qps=100.0)
+    level = level_of(record, offered_qps=100.0, tail=0)
     assert level.p99_ms == pytest.approx(2000.0)  # the given-up requests count, they do not vanish
 
 
@@ -136,7 +137,7 @@ def test_failed_answers_are_counted_apart_and_named():
     clock = SimClock()
     record = run_level(
         SimServer(clock, 0.001, error_every=10),
-        OpenLoop(100.0, 200, 0.5, 10.0),
+        OpenLoop(100.0, LevelLength(200, 0.5, 10.0)),
         timeout_s=2.0,
         clock=clock,
     )
@@ -148,13 +149,13 @@ def test_failed_answers_are_counted_apart_and_named():
 def test_closed_loop_keeps_its_concurrency_until_enough_requests_and_time_then_stops():
     clock = SimClock()
     server = SimServer(clock, 0.010, workers=2)
-    load = ClosedLoop(concurrency=3, min_requests=100, min_s=0.5, max_s=30.0)
+    load = ClosedLoop(3, LevelLength(100, 0.5, 30.0))
     record = run_level(server, load, timeout_s=5.0, clock=clock)
     _adds_up(record)
     assert record.sent >= 100 and record.duration_s >= 0.5
     assert record.completed == record.sent == server.submitted
     # two served at once, the third waiting: about 2 per 10 ms, whatever the concurrency above 2
-    level = level_of(record, concurrency=3)
+    level = level_of(record, concurrency=3, tail=0)
     assert level.achieved_qps == pytest.approx(200.0, rel=0.1)
     assert level.p50_ms == pytest.approx(15.0, rel=0.4)
 
@@ -162,7 +163,8 @@ def test_closed_loop_keeps_its_concurrency_until_enough_requests_and_time_then_s
 def test_closed_loop_stops_at_its_maximum_duration_even_before_enough_requests():
     clock = SimClock()
     record = run_level(
-        SimServer(clock, 0.5), ClosedLoop(1, 1000, 0.1, 2.0), timeout_s=5.0, clock=clock
+        SimServer(clock, 0.5), ClosedLoop(1, LevelLength(1000, 0.1, 2.0)), timeout_s=5.0,
+        clock=clock,
     )
     _adds_up(record)
     assert record.sent <= 6 and clock.t < 5.0
@@ -180,6 +182,6 @@ def test_a_level_runs_with_timers_without_slack_and_gives_the_thread_its_own_bac
             seen.append(libc.prctl(30, 0, 0, 0, 0))
             return super().poll(timeout_s)
 
-    run_level(Watched(clock, 0.001), ClosedLoop(1, 5, 0.0, 1.0), 1.0, clock=clock)
+    run_level(Watched(clock, 0.001), ClosedLoop(1, LevelLength(5, 0.0, 1.0)), 1.0, clock=clock)
     assert seen and set(seen) == {1}
     assert libc.prctl(30, 0, 0, 0, 0) == before

@@ -77,6 +77,8 @@ class RemoteArgs:
     inputs: str | None = None
     """Sample inputs (an ``.npz``) for the request body; else generated from the metadata."""
     batch: int = 1
+    connections: int | None = None
+    """The client's connections (``None``: as many as each level's load needs)."""
 
 
 SERVED_HERE = ("model", "workload", "set", "env", "unsafe", "instances", "threads_per_instance",
@@ -120,13 +122,14 @@ def scenario_of(args: LoadArgs, limits: Mapping[str, Any]) -> Any:
     """The :class:`~tfperf.serving.LoadScenario` of ``args``, each level limit left at ``None``
     at the command line's default."""
     from tfperf.serving import LoadScenario
+    from tfperf.serving.load import level_cap
 
     got = {k: v if v is not None else LEVEL_DEFAULTS[k] for k, v in limits.items()}
     return LoadScenario(
         concurrency=_levels(args.concurrency, int, "concurrency"),
         rates=_levels(args.rate, float, "rate"), slo_ms=args.slo_ms,
         requests=got["level_requests"], seconds=got["level_seconds"],
-        max_seconds=max(10 * got["level_seconds"], 1.0), timeout_s=got["request_timeout"],
+        max_seconds=level_cap(got["level_seconds"]), timeout_s=got["request_timeout"],
     )
 
 
@@ -180,4 +183,5 @@ def measure_remote(
     progress(f"{target.label()}: request body {prepared.source}")
     with Store.open(resolve_store_path(store)) as db:
         return run_remote(prepared, scenario, store=db, command="tfperf.bench()",
-                          progress=progress, price_per_hour=price_per_hour)
+                          progress=progress, price_per_hour=price_per_hour,
+                          connections=remote.connections)
