@@ -94,14 +94,14 @@ PROBE_GAIN = 0.10
 PROBE_MAX_CONCURRENCY = 1024
 ROLE = "serving"
 LEVEL_CAP = 4.0
-"""``bench``'s levels run at most this many times ``--level-seconds`` (at least a second):
-long enough at 100 requests per second for p99 to stand, short enough that ``bench --rate
-100,200`` stays under a minute even when neither level's p99 settles."""
+"""``bench``'s levels run at most this many times ``--level-seconds``: by default long enough
+at 100 requests per second for p99 to stand (12 s, 1200 requests), short enough that ``bench
+--rate 100,200`` stays under a minute even when neither level's p99 settles."""
 
 
 def level_cap(seconds: float) -> float:
     """The longest a level of at least ``seconds`` runs (:data:`LEVEL_CAP`)."""
-    return max(LEVEL_CAP * seconds, 1.0)
+    return LEVEL_CAP * seconds
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,7 @@ class RemoteServer:
             self._kept(exc)
             raise
         finally:
-            self._took(time.monotonic() - start)
+            self._took(time.monotonic() - start, 1)
         return time.monotonic() - start
 
     def warm_all(self, timeout_s: float) -> None:
@@ -212,6 +212,7 @@ class RemoteServer:
 
         async def one(held: _Conn) -> None:
             for _ in range(2):
+                self._took(0.0, 1)
                 try:
                     await self.wire.call(held.conn, self.body, timeout_s)
                     return
@@ -219,12 +220,13 @@ class RemoteServer:
                     self._kept(exc)
 
         await asyncio.gather(*(one(held) for held in conns))
-        self._took(time.monotonic() - start, len(conns))
+        self._took(time.monotonic() - start, 0)
 
     def _kept(self, exc: CallFailed) -> None:
         self.warmup["retries"].append({"status": exc.status, "message": exc.message})
 
-    def _took(self, seconds: float, requests: int = 1) -> None:
+    def _took(self, seconds: float, requests: int) -> None:
+        """Warm-up requests sent (each attempt counts) and the time they took."""
         self.warmup["requests"] += requests
         self.warmup["seconds"] += seconds
 
