@@ -138,3 +138,25 @@ def test_metadata_that_is_not_json_is_one_sentence_and_exit_2(tmp_path):
     assert res.returncode == 2, res.stderr[-3000:]
     assert "answered metadata that is not JSON (b'<html>not json</html>')" in res.stderr
     assert "Traceback" not in res.stderr and res.stderr.strip().count("\n") == 0
+
+
+def test_one_request_held_10_s_leaves_the_rate_of_the_window_and_is_named(tmp_path):
+    """A 3-second level at 100/s on a server that holds one request of 300 for 10 s: the rate
+    is taken over the window in which requests were offered (within 5% of what was offered;
+    over the whole wait it read about 23/s), and the drain names the straggler."""
+    script = Script(answer=lambda n: "stall" if n == 100 else "ok", stall_s=10.0)
+    with scripted(script) as port:
+        res = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "100",
+                     "--level-requests", "300", "--level-seconds", "0.75",
+                     "--request-timeout", "20", "--json")
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    (level,) = doc["levels"]
+    assert level["completed"] == level["sent"] >= 250 and script.done["stall"] == 1
+    assert level["window_s"] == pytest.approx(3.0, abs=0.1)
+    assert level["achieved_qps"] == pytest.approx(level["arrival_qps"], rel=0.05)
+    assert level["drain_s"] > 6.0 and level["open_at_close"] >= 1
+    straggler = level["straggler"]
+    assert straggler["ended"] == "completed" and straggler["latency_ms"] >= 9900
+    (note,) = [n for n in doc["notes"] if "still open when the arrivals ended" in n]
+    assert f"arrived {straggler['arrived_s']:.3g} s into the level" in note
