@@ -14,14 +14,16 @@ Contract:
 - Connections are opened before the clock: :meth:`RemoteServer.warm` sends one request
   (raising what it raised, for the first-request checks), :meth:`RemoteServer.warm_all` one
   more on every other connection; neither is counted in a level, and each failure on the way
-  is kept (``warmup``). With ``Pool.grow`` (no ``--connections``), the pool has as many
+  is kept (``warmup``); connections are warmed one after the other, so that opening them is
+  no connection storm. With ``Pool.grow`` (no ``--connections``), the pool has as many
   connections as a level's load needs -- a closed loop's concurrency, an open loop's rate
-  times the slowest calls seen so far, twice over -- opened and warmed before the level starts,
-  and a request that still finds every connection busy gets a new one at once (its handshake
-  counted), so no request waits in tfperf's client. With a fixed pool a request that finds
-  none free waits in the generator's queue (recorded as ``client_queue_ms``) -- except in the
-  SLO search's capacity probe, whose concurrency always has connections of its own: the client
-  never caps the capacity.
+  times the median call seen so far, twice over (Little's law, with room for the bursts of
+  Poisson arrivals), up to :data:`MAX_CONNECTIONS` -- opened and warmed before the level
+  starts. A request that finds none free (a server falling behind the rate, or a fixed
+  ``--connections``) waits in the generator's queue, recorded as ``client_queue_ms``; no
+  connection is opened during a level, as that would turn a server's overload into a
+  connection storm. The SLO search's capacity probe always has a connection for each request
+  it keeps in flight: the client never caps the capacity.
 - Each level (``begin_level`` / ``end_level``) reports a
   :class:`~tfperf.serving.levels.ServerSide`: ``retried`` (requests the wire sent again),
   ``reconnects`` (connections the level's requests had to make: one the server had closed, or
@@ -62,9 +64,9 @@ from tfperf.serving.remote.stats import Counters, per_request
 from tfperf.serving.remote.wire import CallFailed, Sent, Wire, short
 
 MAX_CONNECTIONS = 1024
-"""A growing pool's ceiling: beyond it, requests wait for a connection (and the level says)."""
+"""The most connections a pool grows to (a probe's doubled concurrency, a level's load)."""
 HEADROOM = 2.0
-"""An open level's connections: its rate times the slowest calls seen, this many times over."""
+"""An open level's connections: its rate times the median call seen, this many times over."""
 STATS_TIMEOUT_S = 10.0
 
 
@@ -117,7 +119,7 @@ class RemoteServer:
         self.call_timeout_s = call_timeout_s
         self.faults: list[str] = []
         self.in_flight = 0
-        self.cap = MAX_CONNECTIONS if self.pool.grow else self.pool.connections
+        self.cap = self.pool.connections
         self.first_message: dict[str, str] = {}
         self.warmup: dict[str, Any] = {"requests": 0, "retries": [], "seconds": 0.0}
         self._generation = 0
@@ -143,16 +145,15 @@ class RemoteServer:
         self._run(self._open(self.pool.connections), 60.0)
         return self
 
-    async def _open(self, count: int, idle: bool = True) -> list[_Conn]:
-        """``count`` more connections, each with its worker (idle, unless told not)."""
+    async def _open(self, count: int) -> list[_Conn]:
+        """``count`` more connections, each with its worker, idle."""
         added = []
         for _ in range(count):
             held = _Conn(await self.wire.open())
             self._conns.append(held)
             self._tasks.append(asyncio.ensure_future(self._serve(held)))
             added.append(held)
-        if idle:
-            self._idle.extend(reversed(added))  # the first opened is the first used
+        self._idle.extend(reversed(added))  # the first opened is the first used
         return added
 
     async def _serve(self, held: _Conn) -> None:
@@ -219,7 +220,8 @@ class RemoteServer:
                 except CallFailed as exc:
                     self._kept(exc)
 
-        await asyncio.gather(*(one(held) for held in conns))
+        for held in conns:  # one after the other: no burst of handshakes at the server
+            await one(held)
         self._took(time.monotonic() - start, 0)
 
     def _kept(self, exc: CallFailed) -> None:
@@ -235,8 +237,8 @@ class RemoteServer:
         docstring)."""
         if isinstance(load, ClosedLoop):
             return load.concurrency
-        slowest = float(np.quantile(self._calls_s, 0.99)) if self._calls_s else 0.0
-        return max(1, math.ceil(load.rate * slowest * HEADROOM))
+        typical = float(np.median(self._calls_s)) if self._calls_s else 0.0
+        return max(1, math.ceil(load.rate * typical * HEADROOM))
 
     # -- what the load sweep asks of a server under test (tfperf.serving.load.UnderTest) --
 
@@ -273,13 +275,13 @@ class RemoteServer:
         """A new level: its counts start at 0, its connections are opened and warmed now
         (outside the clock), and the server's statistics are read."""
         self._generation += 1
-        need = 0 if load is None else self._needed(load)
-        if self.pool.grow or probe:
-            need = min(need, MAX_CONNECTIONS)
-            self.cap = max(self.cap, need) if not self.pool.grow else MAX_CONNECTIONS
+        if load is not None and (self.pool.grow or probe):
+            need = min(self._needed(load), MAX_CONNECTIONS)
             missing = need - len(self._conns)
             if missing > 0:
                 self._run(self._open_warmed(missing), 2 * self.call_timeout_s + 60.0)
+        # a fixed pool's size is the user's, but for a probe: it gets a connection per request
+        self.cap = len(self._conns) if self.pool.grow or probe else self.pool.connections
         self._stats_before = self._stats()
 
     async def _open_warmed(self, count: int) -> None:
@@ -292,7 +294,6 @@ class RemoteServer:
         server_ms = None
         if isinstance(before, Counters) and isinstance(after, Counters):
             server_ms = per_request(before, after)
-        self.cap = MAX_CONNECTIONS if self.pool.grow else self.pool.connections
         return ServerSide(retried=count.resent, reconnects=count.connects, server_ms=server_ms)
 
     def _stats(self) -> Counters | str:
@@ -322,18 +323,12 @@ class RemoteServer:
         self._loop.call_soon_threadsafe(self._assign, (self._generation, request_id))
 
     def _assign(self, item: tuple[int, int]) -> None:
-        """On the loop: the request to the connection that came free last; one more where
-        none is free and the pool may grow; else to the backlog the workers drain."""
+        """On the loop: the request to the connection that came free last, else to the
+        backlog the workers drain (``room`` keeps it empty but for a moment's race)."""
         if self._idle:
             self._idle.pop().inbox.put_nowait(item)
-        elif self.pool.grow and len(self._conns) < MAX_CONNECTIONS:
-            self._tasks.append(asyncio.ensure_future(self._grown(item)))
         else:
             self._backlog.append(item)
-
-    async def _grown(self, item: tuple[int, int]) -> None:
-        (held,) = await self._open(1, idle=False)
-        held.inbox.put_nowait(item)
 
     def poll(self, timeout_s: float) -> list[Answer]:
         got: list[tuple[int, Answer]] = []
