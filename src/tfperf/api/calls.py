@@ -80,10 +80,9 @@ def bench(
     hint: str | None = None, level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None, url: str | None = None, protocol: str | None = None,
     model_name: str | None = None, rest_format: str = "row", header: Sequence[str] = (),
-    cacert: PathLike | None = None, connections: int | None = None,
-    store: PathLike | None = None, progress: bool = True,
-    mlflow: bool = False, ops: bool = False, train: bool = False, labels: Any = None,
-    guard_steps: int | None = None, price_per_hour: float | None = None,
+    cacert: PathLike | None = None, connections: int | None = None, store: PathLike | None = None,
+    progress: bool = True, mlflow: bool = False, ops: bool = False, train: bool = False,
+    labels: Any = None, guard_steps: int | None = None, price_per_hour: float | None = None,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With

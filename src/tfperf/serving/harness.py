@@ -141,7 +141,7 @@ class Harness:
         self.trace = trace
         self.traced: dict[int, dict[str, Any]] = {}
         self._capacity: int | None = None
-        self._memory = LayoutMemory()
+        self._memory = LayoutMemory(layout)
 
     # -- life ---------------------------------------------------------------------------------
 

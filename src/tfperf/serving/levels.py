@@ -434,6 +434,19 @@ def floor_note(level: LoadLevel) -> str | None:
     )
 
 
+def floor_statement(level: LoadLevel) -> str | None:
+    """The level's floor in one sentence, whatever its share (:func:`floor_note`'s where it
+    is large); ``None`` without a floor."""
+    floor = level.harness_floor
+    if floor is None or not level.p50_ms:
+        return None
+    return floor_note(level) or (
+        f"{_what(level)}: the harness's own floor (the same load with every model call "
+        f"skipped) has a p50 of {floor.p50_ms:.3g} ms, {floor.p50_ms / level.p50_ms:.0%} of "
+        f"this level's {level.p50_ms:.3g} ms"
+    )
+
+
 DRAIN_FACTOR = 2.0
 """A drain longer than this many times the level's p99 is named in a note."""
 
