@@ -301,3 +301,84 @@ def test_every_bench_option_is_applied_to_a_load_run_or_refused(tmp_path, monkey
     assert {"--budget", "--precision", "--threshold", "--processes", "--parallel-start",
             "--labels"} <= set(walked)
     assert ("--ops" in walked) == remote and ("--protocol" in walked) == (not remote)
+    if remote:
+        _each_applied_option_changes_what_is_sent(tmp_path)
+
+
+SHAPES_THE_REQUEST = {
+    "inputs": lambda folder: ["--inputs", _npz(folder, rows=1)],
+    "batch": lambda folder: ["--batch", "3"],
+    "rest_format": lambda folder: ["--rest-format", "columnar"],
+    "header": lambda folder: ["--header", "X-Api-Key: k"],
+}
+"""The url options that shape each request: typed, each must change what the server gets."""
+
+
+def _npz(folder, rows: int) -> str:
+    import numpy as np
+
+    path = folder / f"x{rows}.npz"
+    np.savez(path, x=np.arange(4 * rows, dtype=np.float32).reshape(rows, 4) + 7)
+    return str(path)
+
+
+def _each_applied_option_changes_what_is_sent(folder) -> None:
+    """The walk's other half: an option applied must be seen by the server, each request
+    as it came (path, headers, body) against the requests of a run without it."""
+    assert set(SHAPES_THE_REQUEST) <= set(APPLIED_URL)
+    seen = {}
+    with summing_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/models/{MODEL}"
+        for name, typed in (("", lambda f: []), *SHAPES_THE_REQUEST.items()):
+            server.sent.clear()
+            res = run_cli("bench", "--url", url, "--concurrency", "1", *URL_SHORT,
+                          *typed(folder), "-q", "--store", str(folder / "sent.sqlite"))
+            assert res.returncode == 0, (name, res.stderr[-2000:])
+            seen[name] = {(path, headers.get("X-Api-Key"), body)
+                          for path, headers, body in server.sent}
+    for name in SHAPES_THE_REQUEST:
+        assert seen[name] and seen[name] != seen[""], name
+
+
+def test_url_inputs_are_sent_at_the_batch_given_their_rows_repeated(tmp_path):
+    """--batch with --inputs: the file's one row is sent three times over in each request (it
+    used to be left at the file's own rows, --batch dropped without a word)."""
+    with summing_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/models/{MODEL}"
+        res = run_cli("bench", "--url", url, "--inputs", _npz(tmp_path, rows=1), "--batch", "3",
+                      "--concurrency", "1", *URL_SHORT, "--json",
+                      "--store", str(tmp_path / "s.sqlite"))
+        assert res.returncode == 0, res.stderr[-2000:]
+        alone = run_cli("bench", "--url", url, "--inputs", _npz(tmp_path, rows=2),
+                        "--concurrency", "1", *URL_SHORT, "--json",
+                        "--store", str(tmp_path / "s.sqlite"))
+        assert alone.returncode == 0, alone.stderr[-2000:]
+    assert {rows for rows, _ in server.rows} == {3, 2}  # warm-up and levels, both runs
+    doc = json.loads(res.stdout)
+    assert doc["inputs"]["source"].endswith("its rows repeated to 3 (--batch)")
+    assert doc["inputs"]["inputs"] == ["x float32[Nx4]"]
+    assert json.loads(alone.stdout)["inputs"]["source"] == f"--inputs {tmp_path / 'x2.npz'}"
+
+
+def test_a_query_string_in_the_url_is_sent_and_stored_redacted(tmp_path):
+    store = str(tmp_path / "s.sqlite")
+    with summing_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/models/{MODEL}?api_key=s3cret"
+        res = run_cli("bench", "--url", url, "--concurrency", "1", *URL_SHORT, "--json",
+                      "--store", store)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert server.sent and all(path.endswith("?api_key=s3cret") for path, _, _ in server.sent)
+    assert "s3cret" not in res.stdout and "s3cret" not in res.stderr
+    assert json.loads(res.stdout)["target"]["url"].endswith("?api_key=<redacted>")
+    run_id = str(json.loads(res.stdout)["run_id"])
+    for args in (("history", "--json"), ("report", run_id, "--json"), ("report", run_id)):
+        shown = run_cli(*args, "--store", store)
+        assert shown.returncode == 0 and "s3cret" not in shown.stdout, args
+
+
+def test_rest_format_for_a_v2_server_is_one_sentence_and_exit_2(tmp_path):
+    res = run_cli("bench", "--url", "http://127.0.0.1:9/v2/models/m", "--rest-format", "row",
+                  "--concurrency", "1", "--store", str(tmp_path / "s.sqlite"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--rest-format shapes TensorFlow Serving's REST body" in res.stderr
+    assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1

@@ -114,7 +114,7 @@ def bench(
         if url is not None:
             remote = load.RemoteArgs(url, protocol, model_name, rest_format, _strs(header),
                                      _path(cacert), inputs_file(inputs, Path(scratch)), batch,
-                                     connections)
+                                     connections).as_given(given)
             return LoadResult(load.measure_remote(remote, scenario, options.price_per_hour,
                                                   store=_path(store), progress=_note))
         wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch),

@@ -201,12 +201,16 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
             f"--url needs the HTTP and gRPC clients ({exc.name} is missing): "
             "pip install 'tfperf[remote]'."
         ) from None
-    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"],
+    typed = typed_options()  # applied where given: --rest-format and --batch shape the body
+    target = parse_target(opts["url"], opts["protocol"], opts["model_name"],
+                          opts["rest_format"] if "rest_format" in typed else None,
                           headers=opts["header"], cacert=opts["cacert"])
     if target.guessed:
         note(f"protocol {target.protocol} (guessed from the URL; --protocol sets it)",
              markup=False)
-    prepared = prepare(target, opts["inputs"], opts["batch"])
+    for warning in target.warnings:
+        note(f"warning: {warning}", markup=False)
+    prepared = prepare(target, opts["inputs"], opts["batch"] if "batch" in typed else None)
     note(f"{target.label()}: request body {prepared.source}", markup=False)
     with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
         return run_remote(

@@ -101,6 +101,10 @@ class RestWire:
             self.predict_path = f"/v2/models/{target.model}{version}/infer"
             self.metadata_paths = (f"/v2/models/{target.model}{version}",)
         self.stats_path = f"/v2/models/{target.model}{version}/stats"
+        if target.query:  # the URL's own query (a gateway's key, say) goes with every request
+            self.predict_path += f"?{target.query}"
+            self.metadata_paths = tuple(f"{p}?{target.query}" for p in self.metadata_paths)
+            self.stats_path += f"?{target.query}"
         self.headers = {**_HEADERS, **dict(target.access.headers)}
         self.verify: Any = target.access.ssl_context() if target.tls else True
 
@@ -138,10 +142,11 @@ class RestWire:
             response = await self._get(conn, path, timeout_s)
             if response.status_code in (401, 403):  # credentials: no other path will do
                 raise CallFailed(f"HTTP {response.status_code}", short(response.text))
+            shown = f"GET {path.split('?')[0]}"  # the query's values are secrets
             if response.status_code == 200:
-                specs = parse_metadata(_json_of(response, f"{self.target.origin} GET {path}"))
+                specs = parse_metadata(_json_of(response, f"{self.target.origin} {shown}"))
                 if specs is not None:
-                    return specs, f"GET {path}"
+                    return specs, shown
             last = response
         if last is not None and last.status_code == 404:
             raise CallFailed("HTTP 404", short(last.text))
@@ -221,13 +226,13 @@ class RestWire:
         try:
             response = await conn.get(self.stats_path, timeout=timeout_s)
         except httpx.HTTPError as exc:
-            return f"GET {self.stats_path} failed ({why(exc)})"
+            return f"GET {self.stats_path.split('?')[0]} failed ({why(exc)})"
         if response.status_code != 200:
-            return f"GET {self.stats_path} answered HTTP {response.status_code}"
+            return f"GET {self.stats_path.split('?')[0]} answered HTTP {response.status_code}"
         try:
             doc = response.json()
         except ValueError:
-            return f"GET {self.stats_path} answered what is not JSON"
+            return f"GET {self.stats_path.split('?')[0]} answered what is not JSON"
         return from_json(doc, self.target.model, self.target.version)
 
     def check(self, response: httpx.Response, sent: Sent = Sent()) -> None:

@@ -4,8 +4,10 @@ Contract:
 
 - :func:`prepare` asks the target for its model's inputs (the metadata endpoint of its
   protocol, on the target's own address), builds the request body once from ``--inputs``
-  (checked against those inputs when the server published any) or from values generated to
-  their shape and dtype, and says which (:attr:`Prepared.source`). Nothing answering at the
+  (checked against those inputs when the server published any; with ``--batch``, their rows
+  cycled to that many, as a workload at another batch repeats its sample rows) or from values
+  generated to their shape and dtype (``--batch`` rows where the first dimension is free), and
+  says which (:attr:`Prepared.source`). Nothing answering at the
   address, a TLS handshake that fails, no model of that name, no published inputs and no
   ``--inputs``, or a first request that fails (one is sent before any level) each raise
   :class:`~tfperf.core.errors.UserError` with one sentence, before any level starts. That
@@ -41,6 +43,7 @@ import numpy as np
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import repeat_rows
 from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.runner.recorder import RunRecorder
 from tfperf.serving.load import LoadScenario, measure_on
@@ -132,16 +135,27 @@ def _ask_metadata(target: RemoteTarget, wire: Wire) -> tuple[list[InputSpec] | N
         ) from None
 
 
-def prepare(target: RemoteTarget, inputs: str | None, batch: int = 1) -> Prepared:
-    """The request for ``target`` (module docstring)."""
+def _given_rows(arrays: dict[str, np.ndarray], batch: int | None) -> dict[str, np.ndarray]:
+    """``--inputs``' arrays with ``batch`` rows (their own cycled), where ``--batch`` is given."""
+    if batch is None:
+        return arrays
+    return {name: repeat_rows(array, batch) for name, array in arrays.items()}
+
+
+def prepare(target: RemoteTarget, inputs: str | None, batch: int | None = None) -> Prepared:
+    """The request for ``target`` (module docstring); ``batch`` ``None`` when not given."""
     wire = make_wire(target)
     specs, where = _ask_metadata(target, wire)
     if inputs:
-        arrays = fit(from_npz(inputs), specs or [])
-        source = f"--inputs {inputs}"
+        given = from_npz(inputs)
+        arrays = fit(_given_rows(given, batch), specs or [])
+        rows = {np.asarray(a).shape[0] for a in given.values() if np.asarray(a).ndim}
+        source = f"--inputs {inputs}" + (
+            f", its rows repeated to {batch} (--batch)" if batch is not None and rows != {batch}
+            else "")
         specs = specs or [InputSpec(n, str(a.dtype), tuple(a.shape)) for n, a in arrays.items()]
     elif specs:
-        arrays = generated(specs, batch)
+        arrays = generated(specs, batch or 1)
         source = f"generated to the shapes and dtypes of {where}"
     else:
         raise UserError(
@@ -280,6 +294,7 @@ def run_remote(
                 raise LoadInterrupted(run.run_id, levels_kept(store, run.run_id)) from exc
             doc = load_document([result], scenario, Config(), generator=GENERATOR,
                                 price_per_hour=price_per_hour)
+            doc["notes"] = [f"warning: {w}" for w in target.warnings] + doc["notes"]
             doc["warmup"] = {**server.warmup, "connections": server.opened()}
             run.finish("ok", doc)
     out = _result_document(doc, prepared, run.run_id)
