@@ -51,7 +51,7 @@ from typing import Protocol
 
 import numpy as np
 
-from tfperf.serving.tail import LevelLength, settled
+from tfperf.serving.tail import LevelLength, ready, settled
 
 CHECK_S = 0.25
 """How often (in the level's own time) the stopping rule reads the latencies so far: a sort of
@@ -319,6 +319,7 @@ def run_level(
     clock: Callable[[], float] = time.monotonic,
 ) -> LevelRecord:
     """Offer one level of ``load`` to ``server`` (see the module docstring)."""
+    ready(load.length)  # before the clock: nothing the stopping rule needs loads mid-level
     cpu0 = _cpu_s()
     with _precise_timers():
         level = _Level(server, timeout_s, clock)

@@ -13,7 +13,7 @@ Contract:
   (:func:`tfperf.core.stats.quantile_ci`) reaches further than ``precision`` of p99 on either
   side (perf_analyzer's stability windows; MLPerf LoadGen's minimum query count); never past
   ``max_s`` seconds, whatever else holds. :func:`settled` is that rule on a level's latencies so
-  far.
+  far; :func:`ready` loads what it needs before a level starts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfperf.core.errors import UserError
-from tfperf.core.stats import quantile_ci
+from tfperf.core.stats import quantile_ci, scipy_stats
 
 TAIL_REQUESTS = 10
 """Requests that must lie beyond a percentile for it to be shown."""
@@ -73,6 +73,14 @@ class LevelLength:
     def extends(self) -> bool:
         """Whether the level may run past its minimums (for its p99)."""
         return self.tail > 0
+
+
+def ready(length: LevelLength) -> None:
+    """Load what :func:`settled` needs (scipy's statistics) before a level's clock starts:
+    imported at the rule's first reading, it would stall the generator half a second
+    mid-level, and every arrival due meanwhile would count it."""
+    if length.extends and length.precision is not None:
+        scipy_stats()
 
 
 def settled(latencies_s: Sequence[float], length: LevelLength) -> bool:
