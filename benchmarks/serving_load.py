@@ -118,9 +118,9 @@ def _stages(harness: Harness, null: bool, rate: float, requests: int, seconds: f
     harness.traced.clear()
     load = OpenLoop(rate, LevelLength(requests, seconds, 20.0), seed=1)
     pids = (os.getpid(), harness.instances[0].worker.pid)
-    cpu0, busy0 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
+    cpu0, busy0 = [_cpu_s(pid) for pid in pids], contention.snapshot()
     record: LevelRecord = run_level(NullCalls(harness) if null else harness, load, 10.0)
-    cpu1, busy1 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
+    cpu1, busy1 = [_cpu_s(pid) for pid in pids], contention.snapshot()
     per_request = [[(b - a) * 1e6 / record.completed for a, b in zip(c0, c1, strict=True)]
                    for c0, c1 in zip(cpu0, cpu1, strict=True)]
     latency = np.asarray(record.latencies_s) * 1000.0
