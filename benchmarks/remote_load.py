@@ -18,7 +18,8 @@ p50/p99), and over all the server's levels the reconnects the client made, the l
 after a level's window, and the warm-up (requests sent before the first level, failures).
 
 Usage: ``python benchmarks/remote_load.py [--slo-ms 20] [--requests 300] [--seconds 2]
-[--kserve-python PATH]``. Prints figures; asserts nothing. Measure under the measuring lock.
+[--kserve-python PATH] [--levels]`` (``--levels``: every level of each server too). Prints
+figures; asserts nothing. Measure under the measuring lock.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tfperf.core.serving import ServingLayout
 from tfperf.modelref import resolve_model
 from tfperf.serving import LoadResult, LoadScenario, measure_load, pinned
 from tfperf.serving.levels import LoadLevel
-from tfperf.serving.load import level_cap, measure_on
+from tfperf.serving.load import describe_level, level_cap, measure_on
 from tfperf.serving.remote import parse_target, prepare
 from tfperf.serving.remote.client import RemoteServer
 from tfperf.serving.remote.run import pool_of
@@ -114,8 +115,11 @@ def _pair(values: dict | None) -> str:
 
 
 def _answering(result: LoadResult) -> LoadLevel | None:
-    within = [lv for lv in result.levels if lv.scenario == "open" and lv.within(result.slo_ms)]
-    return max(within, key=lambda lv: lv.offered_qps or 0.0) if within else None
+    """The level whose achieved rate is the SLO answer (the search may have decided against a
+    higher rate one of whose levels passed)."""
+    answer = result.max_qps_at_slo
+    return next((lv for lv in result.levels if lv.scenario == "open"
+                 and lv.achieved_qps == answer and lv.within(result.slo_ms)), None)
 
 
 def _figures(result: LoadResult, warmup: dict | None) -> str:
@@ -156,6 +160,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300, help="at least, per level")
     parser.add_argument("--seconds", type=float, default=2.0, help="at least, per level")
     parser.add_argument("--kserve-python", default=None)
+    parser.add_argument("--levels", action="store_true", help="print every level too")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     generator, server = ({cpus[0]}, {cpus[1]}) if len(cpus) > 1 else (set(cpus), set(cpus))
@@ -183,6 +188,8 @@ def main() -> int:
                                    ("KServe v2 REST", rest), ("KServe v2 gRPC", grpc_result)):
         print(_line(name, result))
         print(_figures(result, warmup))
+        for level in result.levels if args.levels else ():
+            print(f"{'':<28}{describe_level(level)}; reconnects {level.reconnects or 0}")
     return 0
 
 
