@@ -128,14 +128,14 @@ def _figures(result: LoadResult, warmup: dict | None) -> str:
     level = _answering(result)
     own = "-"
     if level is not None and level.service_ms:
-        own = f"service {_pair(level.service_ms)}"
+        own = f"service p50/p99 {_pair(level.service_ms)}"
     elif level is not None:
         server = level.server_ms or {}
         own = (f"server queue {server.get('queue_ms', 0):.3f} compute "
                f"{server.get('compute_ms', 0):.3f}" if server else "server -")
     at = "no level within the SLO" if level is None else (
-        f"at {level.offered_qps:.1f}/s: p50 {_pair({'p50': level.p50_ms, 'p99': level.p99_ms})}"
-        f" ms, {own} ms, client queue {_pair(level.client_queue_ms)} ms")
+        f"at {level.offered_qps:.1f}/s: p50/p99 {_pair({'p50': level.p50_ms, 'p99': level.p99_ms})}"
+        f" ms, {own} ms, client queue p50/p99 {_pair(level.client_queue_ms)} ms")
     reconnects = sum(lv.reconnects or 0 for lv in result.levels)
     drain = max(lv.drain_s for lv in result.levels)
     sent = "" if warmup is None else (
