@@ -11,8 +11,15 @@ server gets the same SLO search (a closed-loop capacity probe, then open-loop le
 bisecting the rate). With two CPUs or more, the generator (this process) is pinned to the
 first and every server to the second, and the output says so; with one, they share it.
 
+Below each server's line, the level that answered the SLO: its p50/p99 beside the server's own
+time per request (the harness: the model call, ``service`` p50/p99; KServe: its statistics,
+which it does not keep, so ``server -``), the wait for a client connection (``client queue``
+p50/p99), and over all the server's levels the reconnects the client made, the longest drain
+after a level's window, and the warm-up (requests sent before the first level, failures).
+
 Usage: ``python benchmarks/remote_load.py [--slo-ms 20] [--requests 300] [--seconds 2]
-[--kserve-python PATH]``. Prints figures; asserts nothing. Measure under the measuring lock.
+[--kserve-python PATH] [--levels]`` (``--levels``: every level of each server too). Prints
+figures; asserts nothing. Measure under the measuring lock.
 """
 
 from __future__ import annotations
@@ -31,10 +38,11 @@ from tfperf.core.config import Config
 from tfperf.core.serving import ServingLayout
 from tfperf.modelref import resolve_model
 from tfperf.serving import LoadResult, LoadScenario, measure_load, pinned
-from tfperf.serving.load import measure_on
+from tfperf.serving.levels import LoadLevel
+from tfperf.serving.load import describe_level, level_cap, measure_on
 from tfperf.serving.remote import parse_target, prepare
 from tfperf.serving.remote.client import RemoteServer
-from tfperf.serving.remote.run import CONNECTIONS
+from tfperf.serving.remote.run import pool_of
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "serving" / "remote" / "servers" / "kserve_keras.py"
@@ -90,13 +98,49 @@ def _start_kserve(python: Path, model: Path, cpus: set[int], log) -> tuple:
     raise SystemExit("KServe did not start")
 
 
-def _remote(url: str, model_name: str | None, scenario: LoadScenario) -> LoadResult:
+def _remote(url: str, model_name: str | None, scenario: LoadScenario) -> tuple[LoadResult, dict]:
     prepared = prepare(parse_target(url, model_name=model_name), None)
-    server = RemoteServer(prepared.wire, prepared.body, CONNECTIONS, scenario.timeout_s,
-                          target={"label": url})
+    server = RemoteServer(prepared.wire, prepared.body, pool_of(scenario, None),
+                          scenario.timeout_s, target={"label": url})
     with server:
         server.warm(scenario.timeout_s)
-        return measure_on(server, scenario)
+        server.warm_all(scenario.timeout_s)
+        return measure_on(server, scenario), dict(server.warmup)
+
+
+def _pair(values: dict | None) -> str:
+    if not values:
+        return "-"
+    return "/".join("-" if values.get(k) is None else f"{values[k]:.3f}" for k in ("p50", "p99"))
+
+
+def _answering(result: LoadResult) -> LoadLevel | None:
+    """The level whose achieved rate is the SLO answer (the search may have decided against a
+    higher rate one of whose levels passed)."""
+    answer = result.max_qps_at_slo
+    return next((lv for lv in result.levels if lv.scenario == "open"
+                 and lv.achieved_qps == answer and lv.within(result.slo_ms)), None)
+
+
+def _figures(result: LoadResult, warmup: dict | None) -> str:
+    """The answering level's latency beside the server's own time, and the run's client
+    figures (module docstring)."""
+    level = _answering(result)
+    own = "-"
+    if level is not None and level.service_ms:
+        own = f"service p50/p99 {_pair(level.service_ms)}"
+    elif level is not None:
+        server = level.server_ms or {}
+        own = (f"server queue {server.get('queue_ms', 0):.3f} compute "
+               f"{server.get('compute_ms', 0):.3f}" if server else "server -")
+    at = "no level within the SLO" if level is None else (
+        f"at {level.offered_qps:.1f}/s: p50/p99 {_pair({'p50': level.p50_ms, 'p99': level.p99_ms})}"
+        f" ms, {own} ms, client queue p50/p99 {_pair(level.client_queue_ms)} ms")
+    reconnects = sum(lv.reconnects or 0 for lv in result.levels)
+    drain = max(lv.drain_s for lv in result.levels)
+    sent = "" if warmup is None else (
+        f", warm-up {warmup['requests']} requests, {len(warmup['retries'])} failed")
+    return f"{'':<26} {at}; reconnects {reconnects}, longest drain {drain:.3f} s{sent}"
 
 
 def _line(name: str, result: LoadResult) -> str:
@@ -116,6 +160,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300, help="at least, per level")
     parser.add_argument("--seconds", type=float, default=2.0, help="at least, per level")
     parser.add_argument("--kserve-python", default=None)
+    parser.add_argument("--levels", action="store_true", help="print every level too")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     generator, server = ({cpus[0]}, {cpus[1]}) if len(cpus) > 1 else (set(cpus), set(cpus))
@@ -123,7 +168,7 @@ def main() -> int:
     print(f"CPUs {cpus}: load generator pinned to {sorted(generator)}, every server to "
           f"{sorted(server)}" + ("" if len(cpus) > 1 else " (one CPU: they share it)"))
     scenario = LoadScenario(slo_ms=args.slo_ms, requests=args.requests, seconds=args.seconds,
-                            max_seconds=10 * args.seconds)
+                            max_seconds=level_cap(args.seconds))
     with tempfile.TemporaryDirectory() as tmp:
         model = Path(tmp) / "mlp.keras"
         subprocess.run([sys.executable, "-c", MODEL, str(model)], check=True,
@@ -139,9 +184,12 @@ def main() -> int:
             finally:
                 proc.terminate()
                 proc.wait(20)
-    print(_line("tfperf harness (1 worker)", local))
-    print(_line("KServe v2 REST", rest))
-    print(_line("KServe v2 gRPC", grpc_result))
+    for name, (result, warmup) in (("tfperf harness (1 worker)", (local, None)),
+                                   ("KServe v2 REST", rest), ("KServe v2 gRPC", grpc_result)):
+        print(_line(name, result))
+        print(_figures(result, warmup))
+        for level in result.levels if args.levels else ():
+            print(f"{'':<28}{describe_level(level)}; reconnects {level.reconnects or 0}")
     return 0
 
 

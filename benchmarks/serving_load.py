@@ -3,10 +3,14 @@
 For each layout, on one harness (its instances started once): a closed-loop concurrency sweep,
 an open-loop rate sweep that goes past capacity (the same rates for both layouts: fractions of
 the 1-instance capacity the closed sweep measured), and the SLO search with an SLO of 4x the
-1-instance single-stream p50. Printed side by side: each level's offered and achieved rate,
-p50/p99 (ms, from the scheduled arrival) with p99's 95% interval, completed/sent, failed (f)
-and timed out (t), the generator's CPU (share of one core) and, open loop, its own lag
-(p99, ms); then both layouts' SLO answers.
+1-instance single-stream p50. Printed side by side: each level's offered and achieved rate
+(over its window of arrivals), p50/p99 (ms, from the scheduled arrival; ``-`` where p99 does
+not stand on 1000 requests) with p99's 95% interval, completed/sent, failed (f) and timed out
+(t), the generator's CPU (share of one core) and, open loop, its own lag (p99, ms), the model
+call's time per request (``svc`` p50/p99, as the instance reports it), the drain after the
+window (``drain`` s) and why the level stopped (``min``imums, ``stable`` p99, ``cap``); then
+both layouts' SLO answers. Levels run as ``tfperf bench``'s do: at least ``--requests`` and
+``--seconds``, then on until p99 is stable, at most 4 times ``--seconds``.
 
 Each level is printed with its harness floor (``floor p50/p99``: the same load with every model
 call skipped). Then, on one instance, where a request's time goes at ``--breakdown-rate`` (200
@@ -44,6 +48,8 @@ from tfperf.machine.wakeup import wakeup_latency
 from tfperf.serving import Harness, LoadLevel, LoadScenario, measure_on, pinned
 from tfperf.serving.floor import STAGES, NullCalls, breakdown
 from tfperf.serving.generator import ClosedLoop, LevelRecord, OpenLoop, run_level
+from tfperf.serving.load import level_cap
+from tfperf.serving.tail import LevelLength
 
 RATE_FRACTIONS = (0.5, 0.8, 1.2, 1.6)
 WAKEUPS = (
@@ -55,16 +61,23 @@ WAKEUPS = (
 """The sleeping threads every request wakes on its way, in order."""
 
 
+def _ms(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
 def _level(level: LoadLevel) -> str:
     offered = "" if level.offered_qps is None else f"off {level.offered_qps:7.1f} "
     floor = level.harness_floor
-    shown = "" if floor is None else f" floor {floor.p50_ms:.3f}/{floor.p99_ms:.3f}"
+    shown = "" if floor is None else f" floor {floor.p50_ms:.3f}/{_ms(floor.p99_ms)}"
+    service = level.service_ms or {}
     return offered + (
-        f"ach {level.achieved_qps:7.1f}/s p50 {level.p50_ms:7.3f} p99 {level.p99_ms:8.3f} "
-        f"[{level.p99_ci_ms[0]:.3g},{level.p99_ci_ms[1]:.3g}] "
+        f"ach {level.achieved_qps:7.1f}/s p50 {_ms(level.p50_ms, '7.3f')} "
+        f"p99 {_ms(level.p99_ms, '8.3f')} [{level.p99_ci_ms[0]:.3g},{level.p99_ci_ms[1]:.3g}] "
         f"{level.completed}/{level.sent} f{level.failed} t{level.timed_out} "
         f"cpu {level.generator_cpu:.2f}"
         + ("" if level.generator_lag_p99_ms is None else f" lag {level.generator_lag_p99_ms:.2f}")
+        + f" svc {_ms(service.get('p50'))}/{_ms(service.get('p99'))}"
+        + f" drain {level.drain_s:.3f} {level.stopped}"
         + shown
     )
 
@@ -103,11 +116,11 @@ def _stages(harness: Harness, null: bool, rate: float, requests: int, seconds: f
     time per request (us, user and system) of this process and of the instance; and the
     share of the CPUs other processes kept busy meanwhile."""
     harness.traced.clear()
-    load = OpenLoop(rate, requests, seconds, 20.0, seed=1)
+    load = OpenLoop(rate, LevelLength(requests, seconds, 20.0), seed=1)
     pids = (os.getpid(), harness.instances[0].worker.pid)
-    cpu0, busy0 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
+    cpu0, busy0 = [_cpu_s(pid) for pid in pids], contention.snapshot()
     record: LevelRecord = run_level(NullCalls(harness) if null else harness, load, 10.0)
-    cpu1, busy1 = [_cpu_s(pid) for pid in pids], contention.snapshot(pids[1:])
+    cpu1, busy1 = [_cpu_s(pid) for pid in pids], contention.snapshot()
     per_request = [[(b - a) * 1e6 / record.completed for a, b in zip(c0, c1, strict=True)]
                    for c0, c1 in zip(cpu0, cpu1, strict=True)]
     latency = np.asarray(record.latencies_s) * 1000.0
@@ -145,7 +158,7 @@ def _table(model: dict, floor: dict) -> None:
 def _back_to_back_call_ms(harness: Harness, requests: int) -> float:
     """The model call's p50 (ms) with the requests back to back: closed loop, concurrency 1."""
     harness.traced.clear()
-    run_level(harness, ClosedLoop(1, requests, 0.5, 20.0), 10.0)
+    run_level(harness, ClosedLoop(1, LevelLength(requests, 0.5, 20.0)), 10.0)
     return breakdown(harness.traced)["model call"][0]
 
 
@@ -207,7 +220,8 @@ def main() -> int:
     if args.breakdown_only:
         _breakdown(workload, config, args.breakdown_rate, args.requests, args.seconds)
         return 0
-    base = {"requests": args.requests, "seconds": args.seconds, "max_seconds": 20.0}
+    base = {"requests": args.requests, "seconds": args.seconds,
+            "max_seconds": level_cap(args.seconds)}
     layouts = [ServingLayout(), pinned(ServingLayout(instances=2))]
     first: dict = {} if args.slo_ms is None else {"slo_ms": args.slo_ms}
     started = time.perf_counter()
@@ -215,7 +229,7 @@ def main() -> int:
     names = list(results)
     print(f"workload {args.workload} ({args.size}, batch 1); levels of >= {args.requests} "
           f"requests and >= {args.seconds:g} s; latency from the scheduled arrival (ms)")
-    print(f"{'level':<14}" + "".join(f"| {n:<94}" for n in names))
+    print(f"{'level':<14}" + "".join(f"| {n:<130}" for n in names))
     for part in ("closed", "open", "slo"):
         rows = zip(*(results[n][part].levels for n in names), strict=False)
         for levels in rows:
@@ -224,7 +238,7 @@ def main() -> int:
                     else f"{lv.offered_qps:.1f}/s")
             if part == "slo":
                 what = "slo search"
-            print(f"{what:<14}" + "".join(f"| {_level(x):<94}" for x in levels))
+            print(f"{what:<14}" + "".join(f"| {_level(x):<130}" for x in levels))
     why = "given" if args.slo_ms is not None else "4x the 1-instance single-stream p50"
     print(f"SLO: p99 within {first['slo_ms']:.3f} ms ({why})")
     for n in names:

@@ -19,10 +19,12 @@ from tfperf.store import Store
 WORKLOAD = {"kind": "builtin", "name": "mlp", "size": "tiny", "batch": 1}
 
 
-def _level(rate: float, latency_ms: float):
-    lat = [latency_ms / 1000.0] * 300
-    record = LevelRecord(sent=300, completed=300, latencies_s=lat, from_send_s=lat,
-                         arrivals_s=300 / rate, duration_s=300 / rate, cpu_s=0.01)
+def _level(rate: float, latency_ms: float, n: int = 300):
+    lat = [latency_ms / 1000.0] * n
+    record = LevelRecord(sent=n, completed=n, latencies_s=lat, from_send_s=lat,
+                         answered_s=[i / rate for i in range(n)], service_s=[0.0005] * n,
+                         arrivals_s=n / rate, duration_s=n / rate + 0.5, drain_s=0.5,
+                         cpu_s=0.01)
     return level_of(record, offered_qps=rate)
 
 
@@ -71,3 +73,34 @@ def test_the_html_page_draws_percentiles_against_achieved_rate_per_layout_with_t
     for name in ("1x p50", "1x p90", "1x p99", "2x p50", "2x p99"):
         assert json.dumps(name) in page
     assert "Speedups" not in page  # the sections of other runs are left out
+
+
+def test_each_level_line_shows_the_model_call_the_drain_and_what_a_percentile_needs(tmp_path):
+    report = build_report(_stored_load_run(tmp_path / "s.sqlite"))
+    lines = load_lines(report)
+    header = lines[1]
+    assert "service p50/p99 ms" in header and "drain s" in header
+    first = lines[2].split(" | ")
+    assert first[4].startswith("- (n<1000)")  # 300 requests: p99 needs 1000
+    assert first[5] == "- (n<10000)"
+    assert first[9] == "0.5" and first[11] == "0.5 / -"  # drain; service p50, its p99 needs more
+
+
+def test_a_remote_server_s_levels_show_the_client_s_wait_reconnects_and_the_server_s_time():
+    from rich.console import Console
+
+    from tfperf.report.load import load_table
+
+    level = _level(100.0, 2.0, n=1000).to_dict() | {
+        "client_queue_ms": {"p50": 0.01, "p99": 0.2}, "reconnects": 3,
+        "server_ms": {"queue_ms": 0.4, "compute_ms": 1.2, "requests": 1000}}
+    section = {"layout_label": "v2-rest m", "target": {"url": "http://127.0.0.1:1/v2/models/m"},
+               "levels": [level]}
+    wide = Console(width=400)
+    with wide.capture() as captured:
+        wide.print(load_table(section))
+    text = captured.get()
+    for shown in ("client queue p50/p99 ms", "reconnects", "server queue/compute ms",
+                  "0.01 / 0.2", "0.4 / 1.2"):
+        assert shown in text
+    assert "floor" not in text

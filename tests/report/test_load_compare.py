@@ -66,3 +66,14 @@ def test_levels_line_up_by_concurrency_and_by_rate_within_five_percent():
         ("200/s", True, False),
         ("300/s", False, True),
     ]
+
+
+def test_a_level_whose_p99_does_not_stand_is_evidence_of_nothing_and_timeouts_fail():
+    """B's only level below A's rate has too few requests for its p99 to stand (``null``):
+    it shows nothing, so a lower rate stays inconclusive; a level whose requests timed out
+    beyond 1% missed the SLO as a failing one does."""
+    short = {**_open(500, 30, (28, 32)), "p99_ms": None, "rough_ms": {"p99": 30.0}}
+    said, _ = verdict(A, _section([short], 500), 0.05)
+    assert said == "inconclusive"
+    late = {**_open(500, 12, (11, 13)), "timed_out": 6}  # 2% of 300 given up
+    assert verdict(A, _section([late], 500), 0.05)[0] == "slower"

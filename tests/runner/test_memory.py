@@ -122,3 +122,25 @@ def test_a_deployed_process_that_imported_tensorflow_is_not_taken_for_a_deployme
     assert memory.measured_in == "worker"
     assert "imported TensorFlow" in memory.not_deployed
     assert memory.peak_rss_mb == worker_memory(litert_worker).peak_rss_mb
+
+
+def test_an_openvino_layout_with_streams_or_a_hint_is_measured_deployed_as_it_serves():
+    """A served OpenVINO layout with streams (or a hint) keeps as many infer requests at once
+    as the compiled model asks for: its deployed process compiles it so and runs them all,
+    instead of one synchronous request at batch 1."""
+    import importlib.util
+
+    from helpers import require
+    from tfperf.core.serving import ServingLayout
+
+    require(importlib.util.find_spec("openvino") is not None, "OpenVINO is not installed")
+    with Worker(TINY_MLP, Config(runtime="openvino-f32"), timeout_s=300) as worker:
+        worker.wait_ready()
+        artifact = artifact_from_notes(worker.ready["notes"])
+        two = ServingLayout(streams=2)
+        assert deployed_argv(worker, artifact, layout=two)[-2:] == ["--streams", "2"]
+        served = deployed_record(worker, artifact, two)
+        latency = deployed_record(worker, artifact, ServingLayout(hint="LATENCY"))
+        plain = deployed_record(worker, artifact)
+    assert served["infer_requests"] == 2 and served["tensorflow_loaded"] is False
+    assert latency["infer_requests"] == 1 and plain["infer_requests"] == 1

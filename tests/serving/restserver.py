@@ -1,6 +1,7 @@
 """A TensorFlow Serving REST server on 127.0.0.1 whose model sums each row of its one input
 ``x`` (float32, N x 4): real HTTP, a real answer for every request, no TensorFlow. It keeps
-the number of rows of every request it answered, so a test can see what was sent."""
+the number of rows of every request it answered, and each request as it came (its path, its
+headers, its body), so a test can see what was sent."""
 
 from __future__ import annotations
 
@@ -39,14 +40,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
-        if self.path == f"/v1/models/{MODEL}/metadata":
+        if self.path.split("?")[0] == f"/v1/models/{MODEL}/metadata":
             self._send(200, SIGNATURE)
         else:
             self._send(404, {"error": f"no route {self.path}"})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.path != f"/v1/models/{MODEL}:predict":
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.sent.append((self.path, dict(self.headers.items()), raw))
+        body = json.loads(raw)
+        if self.path.split("?")[0] != f"/v1/models/{MODEL}:predict":
             self._send(404, {"error": f"no route {self.path}"})
             return
         columnar = "inputs" in body
@@ -62,6 +65,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     rows: list[tuple[int, str]]
+    sent: list[tuple[str, dict[str, str], bytes]]
 
 
 @contextmanager
@@ -69,6 +73,7 @@ def summing_server() -> Iterator[_Server]:
     """The server, listening on a free port of 127.0.0.1 until the block ends."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.rows = []
+    server.sent = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -7,16 +7,19 @@ import pytest
 
 from tfperf.serving.floor import FLOOR_MAX_S, FLOOR_REQUESTS, breakdown, floor_load
 from tfperf.serving.generator import ClosedLoop, OpenLoop
+from tfperf.serving.tail import LevelLength
+
+LEVEL = LevelLength(300, 3.0, 30.0, precision=0.1, tail=10)
 
 
 def test_the_floor_offers_the_same_load_in_a_short_level():
-    opened = floor_load(OpenLoop(250.0, 300, 3.0, 30.0, seed=4))
-    assert (opened.rate, opened.seed, opened.min_requests) == (250.0, 4, FLOOR_REQUESTS)
-    assert opened.max_s == FLOOR_MAX_S
-    assert opened.schedule().tolist() == OpenLoop(250.0, 300, 3.0, 30.0, seed=4).schedule()[
+    opened = floor_load(OpenLoop(250.0, LEVEL, seed=4))
+    assert (opened.rate, opened.seed, opened.length.min_requests) == (250.0, 4, FLOOR_REQUESTS)
+    assert opened.length.max_s == FLOOR_MAX_S and not opened.length.extends
+    assert opened.schedule().tolist() == OpenLoop(250.0, LEVEL, seed=4).schedule()[
         : len(opened.schedule())].tolist()  # the level's own first arrivals
-    closed = floor_load(ClosedLoop(8, 300, 3.0, 30.0))
-    assert (closed.concurrency, closed.max_s) == (8, FLOOR_MAX_S)
+    closed = floor_load(ClosedLoop(8, LEVEL))
+    assert (closed.concurrency, closed.length.max_s) == (8, FLOOR_MAX_S)
 
 
 def _trace(at: float, call_ms: float) -> dict:

@@ -39,7 +39,7 @@ def served(tmp_path_factory):
     options = TuneOptions(
         objective="server", slo_ms=50.0, budget_s=25.0, runtimes=("tf",),
         store_path=str(folder / "store.db"), profile_out=str(folder / "profile.json"),
-        level_requests=60, level_s=0.2, confirm_rounds=14,
+        level_requests=60, level_s=0.2, level_tail=1, confirm_rounds=14,
     )
     return tune(MLP, options), folder
 
@@ -59,6 +59,11 @@ def test_a_server_tune_answers_with_a_layout_and_the_default_s_rate(served):
     if not doc["recommendation"]["keep_default"]:
         assert confirmation["recommend"] and all(confirmation["candidate_qps"])
         assert serving["max_qps_at_slo"] > 0
+    # the floor of the layout recommended, from its last search's answering level
+    floor = serving["harness_floor_ms"]
+    assert floor["p50"] > 0
+    (said,) = [n for n in doc["recommendation"]["notes"] if "harness's own floor" in n]
+    assert said.startswith(doc["recommendation"]["label"] + ": offered ")
 
 
 def test_the_run_keeps_every_load_level_and_the_profile_the_layout(served):
@@ -92,6 +97,7 @@ def test_the_console_shows_each_layout_s_rate_and_the_answer(served, capsys):
     shown = capsys.readouterr().out
     assert "req/s" in shown and "p99 within 50 ms" in shown
     assert ("Serve it as" in shown) != doc["recommendation"]["keep_default"]
+    assert "harness's own floor" in shown  # the recommended layout's floor, stated
     rows = dict(TuneResult(doc).rows())
     assert "req/s within p99 50 ms" in rows
 
@@ -132,7 +138,7 @@ def test_a_ceiling_between_a_litert_layout_and_tensorflow_s_passes_the_litert_la
     try:
         ready = evaluator.start_default()
         ceiling = evaluator.default_memory.peak_rss_mb - 1
-        scenario = LoadScenario(requests=60, seconds=0.2)
+        scenario = LoadScenario(requests=60, seconds=0.2, tail=1, precision=None)
         judge = ServerEvaluator(evaluator, replace(options, max_memory_mb=ceiling), scenario)
         outcomes = [judge(ServerCandidate(config, layout), None) for config, layout in
                     (({}, DEFAULT_LAYOUT), ({}, two), ({"runtime": "litert"}, two))]
@@ -151,3 +157,53 @@ def test_a_ceiling_between_a_litert_layout_and_tensorflow_s_passes_the_litert_la
     assert memory["measured_in"] == "deployed" and memory["instances"] == 2
     assert not memory["projected"] and memory["peak_rss_mb"] <= ceiling
     assert memory["worker_peak_rss_mb"] > ceiling  # what this machine ran to measure it
+
+
+def _wide_activations(folder) -> dict:
+    """A .keras model whose activations hold 4 MB a row (a 64x64 image upsampled 16 times)
+    on weights of a few bytes: its memory grows with the batch it runs at."""
+    keras = pytest.importorskip("keras")
+    from tfperf.modelref import resolve_model
+
+    x = keras.Input((4096,), name="x")
+    image = keras.layers.UpSampling2D(16)(keras.layers.Reshape((64, 64, 1))(x))
+    out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling2D()(image))
+    path = folder / "wide.keras"
+    keras.Model(x, out).save(path)
+    return resolve_model(str(path))
+
+
+def test_a_batched_layout_is_held_to_the_ceiling_as_it_runs_not_at_batch_one(tmp_path):
+    """One LiteRT instance, projected from its deployed process at batch 1, is well under the
+    ceiling; batching 16 requests into one call holds 16 rows of 4 MB activations more. The
+    layout's memory is measured as it runs (the deployed process at the batch's size), so the
+    ceiling rejects the batched layout it once let through on its batch-1 projection."""
+    import importlib.util
+
+    from helpers import require
+
+    require(importlib.util.find_spec("ai_edge_litert") is not None, "LiteRT is not installed")
+    options = TuneOptions(objective="server", slo_ms=1000.0, runtimes=("litert",))
+    evaluator = Evaluator(_wide_activations(tmp_path), options)
+    litert = {"runtime": "litert"}
+    scenario = LoadScenario(requests=30, seconds=0.2, tail=1, precision=None)
+    try:
+        evaluator.start_default()
+        first = ServerEvaluator(evaluator, options, scenario)
+        assert first.accuracy(litert)[0] == MEASURED
+        one = first.projected(ServerCandidate(litert, DEFAULT_LAYOUT))
+        assert one.measured_in == "deployed"
+        ceiling = one.peak_rss_mb + 30.0  # the batch holds ~64 MB more
+        judge = ServerEvaluator(evaluator, replace(options, max_memory_mb=ceiling), scenario)
+        judge._per_instance = first._per_instance  # the runtime's instance, read once
+        batched = ServerCandidate(litert, ServingLayout(max_batch=16, max_delay_ms=5.0))
+        assert judge.projected(batched).peak_rss_mb <= ceiling  # the projection lets it in
+        single, many = (judge(ServerCandidate(litert, DEFAULT_LAYOUT), None), judge(batched, None))
+    finally:
+        evaluator.close()
+    assert single.status == MEASURED, single.reason
+    assert many.status == REJECTED and many.info["over_ceiling"], many
+    assert many.reason.endswith("as the layout ran")
+    memory = many.info["memory"]
+    assert memory["measured_in"] == "deployed" and not memory["projected"]
+    assert memory["peak_rss_mb"] > ceiling

@@ -80,9 +80,9 @@ def bench(
     hint: str | None = None, level_requests: int | None = None, level_seconds: float | None = None,
     request_timeout: float | None = None, url: str | None = None, protocol: str | None = None,
     model_name: str | None = None, rest_format: str = "row", header: Sequence[str] = (),
-    cacert: PathLike | None = None, store: PathLike | None = None, progress: bool = True,
-    mlflow: bool = False, ops: bool = False, train: bool = False, labels: Any = None,
-    guard_steps: int | None = None, price_per_hour: float | None = None,
+    cacert: PathLike | None = None, connections: int | None = None, store: PathLike | None = None,
+    progress: bool = True, mlflow: bool = False, ops: bool = False, train: bool = False,
+    labels: Any = None, guard_steps: int | None = None, price_per_hour: float | None = None,
 ) -> BenchResult | LoadResult:
     """Measure ``model`` (or the built-in ``workload``) under the default config and, with
     ``set``/``env``, one candidate config, interleaved (``tfperf bench``). With
@@ -113,7 +113,8 @@ def bench(
             options = _load_options(configured, timeout, memory_limit, ops, no_peak)
         if url is not None:
             remote = load.RemoteArgs(url, protocol, model_name, rest_format, _strs(header),
-                                     _path(cacert), inputs_file(inputs, Path(scratch)), batch)
+                                     _path(cacert), inputs_file(inputs, Path(scratch)), batch,
+                                     connections).as_given(given)
             return LoadResult(load.measure_remote(remote, scenario, options.price_per_hour,
                                                   store=_path(store), progress=_note))
         wl = _workload(model, workload, inputs, unsafe, batch, size, Path(scratch),

@@ -16,6 +16,7 @@ file's values (keyword > environment > file > default). Nothing here imports Ten
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,13 +71,25 @@ class RemoteArgs:
     url: str | None = None
     protocol: str | None = None
     model_name: str | None = None
-    rest_format: str = "row"
+    rest_format: str | None = None
+    """``None`` when not given (``row`` for TensorFlow Serving; refused for another protocol)."""
     header: tuple[str, ...] = ()
     """``"NAME: VALUE"`` headers sent with every request (gRPC: as metadata)."""
     cacert: str | None = None
     inputs: str | None = None
     """Sample inputs (an ``.npz``) for the request body; else generated from the metadata."""
-    batch: int = 1
+    batch: int | None = None
+    """``None`` when not given: generated inputs have 1 row, ``inputs`` their own."""
+    connections: int | None = None
+    """The client's connections (``None``: as many as each level's load needs)."""
+
+    def as_given(self, given: set[str]) -> RemoteArgs:
+        """These arguments with ``rest_format`` and ``batch`` ``None`` where the caller did
+        not give them (each applies only where given)."""
+        return dataclasses.replace(
+            self, rest_format=self.rest_format if "rest_format" in given else None,
+            batch=self.batch if "batch" in given else None,
+        )
 
 
 SERVED_HERE = ("model", "workload", "set", "env", "unsafe", "instances", "threads_per_instance",
@@ -120,13 +133,14 @@ def scenario_of(args: LoadArgs, limits: Mapping[str, Any]) -> Any:
     """The :class:`~tfperf.serving.LoadScenario` of ``args``, each level limit left at ``None``
     at the command line's default."""
     from tfperf.serving import LoadScenario
+    from tfperf.serving.load import level_cap
 
     got = {k: v if v is not None else LEVEL_DEFAULTS[k] for k, v in limits.items()}
     return LoadScenario(
         concurrency=_levels(args.concurrency, int, "concurrency"),
         rates=_levels(args.rate, float, "rate"), slo_ms=args.slo_ms,
         requests=got["level_requests"], seconds=got["level_seconds"],
-        max_seconds=max(10 * got["level_seconds"], 1.0), timeout_s=got["request_timeout"],
+        max_seconds=level_cap(got["level_seconds"]), timeout_s=got["request_timeout"],
     )
 
 
@@ -165,7 +179,7 @@ def measure_remote(
     from tfperf.core.paths import resolve_store_path
     from tfperf.store import Store
 
-    if remote.batch < 1:
+    if remote.batch is not None and remote.batch < 1:
         raise UserError(f"batch= must be 1 or more, not {remote.batch}.")
     try:
         from tfperf.serving.remote import parse_target, prepare, run_remote
@@ -176,8 +190,11 @@ def measure_remote(
         ) from None
     target = parse_target(remote.url, remote.protocol, remote.model_name, remote.rest_format,
                           headers=remote.header, cacert=remote.cacert)
+    for warning in target.warnings:
+        progress(f"warning: {warning}")
     prepared = prepare(target, remote.inputs, remote.batch)
     progress(f"{target.label()}: request body {prepared.source}")
     with Store.open(resolve_store_path(store)) as db:
         return run_remote(prepared, scenario, store=db, command="tfperf.bench()",
-                          progress=progress, price_per_hour=price_per_hour)
+                          progress=progress, price_per_hour=price_per_hour,
+                          connections=remote.connections)

@@ -60,7 +60,8 @@ def load_options(fn: Any) -> Any:
         click.option("--level-requests", type=int, default=300, show_default=True,
                      help="Each load level sends at least this many requests..."),
         click.option("--level-seconds", type=float, default=3.0, show_default=True,
-                     help="...and lasts at least this long (at most 10 times longer)."),
+                     help="...and lasts at least this long, then on until its p99 is stable "
+                     "(at most 4 times longer)."),
         click.option("--request-timeout", type=float, default=10.0, show_default=True,
                      help="Seconds after its arrival a request counts as timed out."),
         click.option("--url", default=None, metavar="URL",
@@ -76,6 +77,9 @@ def load_options(fn: Any) -> Any:
         click.option("--header", "header", multiple=True, metavar="'NAME: VALUE'",
                      help="--url: a header sent with every request (gRPC: as metadata), such as "
                      "'Authorization: Bearer TOKEN'; repeatable; its value is never stored."),
+        click.option("--connections", type=int, default=None, metavar="N",
+                     help="--url: exactly N connections [default: as many as each level's "
+                     "load needs, opened before it starts]."),
         click.option("--cacert", default=None, metavar="FILE",
                      help="--url over TLS (https://, grpcs://): trust the CA certificates of "
                      "this PEM file [default: $SSL_CERT_FILE, else the usual roots]."),
@@ -197,17 +201,22 @@ def run_remote_command(opts: dict[str, Any], model: str | None, command: str) ->
             f"--url needs the HTTP and gRPC clients ({exc.name} is missing): "
             "pip install 'tfperf[remote]'."
         ) from None
-    target = parse_target(opts["url"], opts["protocol"], opts["model_name"], opts["rest_format"],
+    typed = typed_options()  # applied where given: --rest-format and --batch shape the body
+    target = parse_target(opts["url"], opts["protocol"], opts["model_name"],
+                          opts["rest_format"] if "rest_format" in typed else None,
                           headers=opts["header"], cacert=opts["cacert"])
     if target.guessed:
         note(f"protocol {target.protocol} (guessed from the URL; --protocol sets it)",
              markup=False)
-    prepared = prepare(target, opts["inputs"], opts["batch"])
+    for warning in target.warnings:
+        note(f"warning: {warning}", markup=False)
+    prepared = prepare(target, opts["inputs"], opts["batch"] if "batch" in typed else None)
     note(f"{target.label()}: request body {prepared.source}", markup=False)
     with Store.open(resolve_store_path(opts["store"])) as store, _interrupted():
         return run_remote(
             prepared, scenario, store=store, command=command,
             progress=lambda line: note(line, markup=False), price_per_hour=price,
+            connections=opts["connections"],
         )
 
 
@@ -232,6 +241,7 @@ def _interrupted() -> Iterator[None]:
 
 def scenario_of(opts: dict[str, Any]) -> Any:
     from tfperf.serving import LoadScenario
+    from tfperf.serving.load import level_cap
 
     seconds = opts["level_seconds"]
     return LoadScenario(
@@ -240,7 +250,7 @@ def scenario_of(opts: dict[str, Any]) -> Any:
         slo_ms=opts["slo_ms"],
         requests=opts["level_requests"],
         seconds=seconds,
-        max_seconds=max(10 * seconds, 1.0),
+        max_seconds=level_cap(seconds),
         timeout_s=opts["request_timeout"],
     )
 

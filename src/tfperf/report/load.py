@@ -10,7 +10,13 @@ Contract:
   before). :func:`tfperf.report.html.build_report` puts them under ``load``.
 - :data:`LOAD_COLUMNS` and :func:`load_rows`: an exported load run's rows, one per level.
 - Each level shows its harness floor's p50 and p99 (``harness_floor_ms``; ``-`` where none
-  was measured: a server tfperf did not start, or a run stored before floors were).
+  was measured: a server tfperf did not start, or a run stored before floors were) and the
+  server's own time per request beside the client's latency: for tfperf's instances the
+  model call (``service_ms`` p50/p99), for a server the user runs its own queue and compute
+  means where it keeps statistics (``server_ms``), with how long requests waited for a client
+  connection (``client_queue_ms``) and the reconnects the level made. A percentile that does
+  not stand on enough requests is ``-`` with the requests it needs (``needs``), and a level
+  whose window was followed by a long drain shows it (``drain_s``).
 - :func:`load_table` is a rich table of one section's (or one ``LoadResult.to_dict()``'s)
   levels; :func:`load_lines` the plain lines of a whole report's load sections;
   :func:`load_html` the HTML tables of the report page.
@@ -54,27 +60,48 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _level_row(level: Mapping[str, Any]) -> list[str]:
+def _pct(level: Mapping[str, Any], key: str, name: str) -> str:
+    """A percentile, or ``-`` with the requests it would need."""
+    need = (level.get("needs") or {}).get(name)
+    return f"- (n<{need})" if level.get(key) is None and need else _fmt(level.get(key))
+
+
+def _pair(values: Mapping[str, Any] | None) -> str:
+    return "-" if not values else f"{_fmt(values.get('p50'))} / {_fmt(values.get('p99'))}"
+
+
+def _server(server: Mapping[str, Any] | None) -> str:
+    if not server:
+        return "-"
+    return f"{_fmt(server.get('queue_ms'))} / {_fmt(server.get('compute_ms'))}"
+
+
+def _level_row(level: Mapping[str, Any], remote: bool = False) -> list[str]:
     load = (
         f"c={level.get('concurrency')}"
         if level.get("scenario") == "closed"
         else f"{_fmt(level.get('offered_qps'), '.4g')}/s"
     )
     lo, hi = [*(level.get("p99_ci_ms") or []), None, None][:2]
-    return [
+    drain = level.get("drain_s")
+    row = [
         load,
         _fmt(level.get("achieved_qps"), ".4g"),
-        _fmt(level.get("p50_ms")),
-        _fmt(level.get("p90_ms")),
-        f"{_fmt(level.get('p99_ms'))} [{_fmt(lo)}, {_fmt(hi)}]",
-        _fmt(level.get("p999_ms")),
+        _pct(level, "p50_ms", "p50"),
+        _pct(level, "p90_ms", "p90"),
+        f"{_pct(level, 'p99_ms', 'p99')} [{_fmt(lo)}, {_fmt(hi)}]",
+        _pct(level, "p999_ms", "p99.9"),
         f"{level.get('completed')}/{level.get('sent')}"
         + (f" ({level['retried']} retried)" if level.get("retried") else ""),
         str(level.get("failed")),
         str(level.get("timed_out")),
+        "-" if drain is None else f"{drain:.2g}",
         _fmt(level.get("generator_cpu"), ".2f"),
-        _floor(level.get("harness_floor_ms")),
     ]
+    if remote:
+        return [*row, _pair(level.get("client_queue_ms")), _fmt(level.get("reconnects"), "d"),
+                _server(level.get("server_ms"))]
+    return [*row, _pair(level.get("service_ms")), _floor(level.get("harness_floor_ms"))]
 
 
 def _floor(floor: Mapping[str, Any] | None) -> str:
@@ -82,7 +109,17 @@ def _floor(floor: Mapping[str, Any] | None) -> str:
 
 
 COLUMNS = ("load", "achieved/s", "p50 ms", "p90 ms", "p99 ms [95% CI]", "p99.9 ms",
-           "completed", "failed", "timed out", "gen CPU", "floor p50/p99 ms")
+           "completed", "failed", "timed out", "drain s", "gen CPU")
+LOCAL_COLUMNS = (*COLUMNS, "service p50/p99 ms", "floor p50/p99 ms")
+"""A layout tfperf serves: the model call's time (service) and the harness's floor."""
+REMOTE_COLUMNS = (*COLUMNS, "client queue p50/p99 ms", "reconnects",
+                  "server queue/compute ms")
+"""A server the user runs: the wait for a client connection, the reconnects, and the server's
+own queue and compute time per request (its statistics, where it keeps them)."""
+
+
+def _columns(section: Mapping[str, Any]) -> tuple[str, ...]:
+    return REMOTE_COLUMNS if section.get("target") else LOCAL_COLUMNS
 
 
 def load_table(section: Mapping[str, Any]) -> Any:
@@ -98,18 +135,21 @@ def load_table(section: Mapping[str, Any]) -> Any:
         else ""
     )
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for col in COLUMNS:
+    for col in _columns(section):
         table.add_column(col, justify="left" if col == "load" else "right", no_wrap=True)
+    remote = bool(section.get("target"))
     for level in section.get("levels", []):
-        table.add_row(*_level_row(level))
+        table.add_row(*_level_row(level, remote))
     return table
 
 
 LOAD_COLUMNS = (
     "server", "scenario", "concurrency", "offered_qps", "achieved_qps", "p50_ms", "p90_ms",
     "p99_ms", "p99_low_ms", "p99_high_ms", "p999_ms", "sent", "completed", "failed",
-    "timed_out", "retried", "generator_cpu", "harness_floor_p50_ms", "harness_floor_p99_ms",
-    "slo_ms", "max_qps_at_slo",
+    "timed_out", "retried", "window_s", "drain_s", "generator_cpu", "harness_floor_p50_ms",
+    "harness_floor_p99_ms", "service_p50_ms", "service_p99_ms", "client_queue_p50_ms",
+    "client_queue_p99_ms", "reconnects", "server_queue_ms", "server_compute_ms", "slo_ms",
+    "max_qps_at_slo",
 )
 """The CSV / Markdown columns of an exported load run: one row per level."""
 
@@ -122,9 +162,16 @@ def load_rows(sections: Any) -> tuple[dict[str, Any], ...]:
             lo, hi = [*(level.get("p99_ci_ms") or []), None, None][:2]
             row = {k: level.get(k) for k in LOAD_COLUMNS}
             floor = level.get("harness_floor_ms") or {}
+            service = level.get("service_ms") or {}
+            queue = level.get("client_queue_ms") or {}
+            server = level.get("server_ms") or {}
             row.update(
                 server=section.get("layout_label"), p99_low_ms=lo, p99_high_ms=hi,
                 harness_floor_p50_ms=floor.get("p50"), harness_floor_p99_ms=floor.get("p99"),
+                service_p50_ms=service.get("p50"), service_p99_ms=service.get("p99"),
+                client_queue_p50_ms=queue.get("p50"), client_queue_p99_ms=queue.get("p99"),
+                server_queue_ms=server.get("queue_ms"),
+                server_compute_ms=server.get("compute_ms"),
                 slo_ms=section.get("slo_ms"), max_qps_at_slo=section.get("max_qps_at_slo"),
             )
             rows.append(row)
@@ -143,9 +190,11 @@ def load_html(sections: list[Mapping[str, Any]]) -> str:
                 f": max {_fmt(section.get('max_qps_at_slo'), '.4g')} requests/s with p99 "
                 f"within {section['slo_ms']:g} ms"
             )
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in _columns(section))
+        remote = bool(section.get("target"))
         rows = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _level_row(lv)) + "</tr>"
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in _level_row(lv, remote))
+            + "</tr>"
             for lv in section["levels"]
         )
         parts.append(f"<h3>{html.escape(title)}</h3><table><tr>{head}</tr>{rows}</table>")
@@ -157,8 +206,9 @@ def load_lines(report: Mapping[str, Any]) -> list[str]:
     lines = []
     for section in report.get("load", []):
         lines.append(f"layout {section['layout_label']}:")
-        lines.append("  " + " | ".join(COLUMNS))
-        lines += ["  " + " | ".join(_level_row(level)) for level in section["levels"]]
+        remote = bool(section.get("target"))
+        lines.append("  " + " | ".join(_columns(section)))
+        lines += ["  " + " | ".join(_level_row(level, remote)) for level in section["levels"]]
         if section.get("slo_ms") is not None:
             lines.append(
                 f"  max QPS within p99 {section['slo_ms']:g} ms: "

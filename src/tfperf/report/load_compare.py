@@ -17,7 +17,8 @@ Contract:
   high as the one A's answer was offered (the achieved rates of two levels offered the same
   rate differ by noise alone), **and** B showed it: one of B's open
   levels offered at most A's rate (times 1 + threshold) missed the SLO (p99 over it, or more
-  than 1% failed), or had its p99 interval wholly above the p99 interval of A's answering
+  than 1% failed or timed out; a level whose p99 does not stand on enough requests is evidence
+  of nothing), or had its p99 interval wholly above the p99 interval of A's answering
   level. A lower rate without such a level is ``inconclusive``. Above A's by more than the
   threshold is ``faster``; within it ``same``. Without an SLO in both, or with different SLOs,
   the verdict is ``inconclusive`` and a warning says why.
@@ -34,15 +35,15 @@ from tfperf.core.errors import UserError
 RATE_MATCH = 0.05
 """Open levels of A and B whose offered rates differ by at most this share are lined up."""
 MAX_FAILED_SHARE = 0.01
-"""As :data:`tfperf.serving.levels.MAX_FAILED_SHARE`: a level failing more is not within."""
+"""As :data:`tfperf.serving.levels.MAX_FAILED_SHARE`: a level failing (or timing out) more is
+not within."""
 
 
 def _within(level: Mapping[str, Any], slo_ms: float) -> bool:
     p99 = level.get("p99_ms")
     sent = level.get("sent") or 0
-    return p99 is not None and sent > 0 and p99 <= slo_ms and (
-        (level.get("failed") or 0) <= MAX_FAILED_SHARE * sent
-    )
+    failed = (level.get("failed") or 0) + (level.get("timed_out") or 0)
+    return p99 is not None and sent > 0 and p99 <= slo_ms and failed <= MAX_FAILED_SHARE * sent
 
 
 def _best(sections: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -109,6 +110,8 @@ def _b_showed_it(a: Mapping[str, Any], b: Mapping[str, Any], threshold: float) -
     a_high = (answer.get("p99_ci_ms") or [None, None])[1]
     for level in b["levels"]:
         if level.get("scenario") != "open" or float(level["offered_qps"]) > rate * (1 + threshold):
+            continue
+        if level.get("p99_ms") is None:  # too few requests for its p99: evidence of nothing
             continue
         b_low = (level.get("p99_ci_ms") or [None, None])[0]
         if not _within(level, slo) or (a_high is not None and b_low is not None and b_low > a_high):

@@ -21,7 +21,12 @@ measured since):
 :class:`LayoutMemory` is a served layout's: the sum over its instances
 (:func:`tfperf.core.memory.summed`), each instance's figure read as :func:`memory_of` reads it.
 The instances of a layout run one config on one artifact, so a converted runtime's deployed
-process runs once per layout and stands for each instance.
+process runs once per layout and stands for each instance -- and runs the artifact as the
+layout does: where the layout batches, the batcher's own artifact (the instance converted the
+model at the batch's size, and says where: ``ready["serving"]["batched_artifact"]``) on inputs
+of ``max_batch`` times the sample rows; with OpenVINO's ``PERFORMANCE_HINT`` and
+``NUM_STREAMS``, every infer request the compiled model asks for at once. A batched or
+``THROUGHPUT`` layout holds more than one call at batch 1 does, and a ceiling must see it.
 
 It runs while nothing is timed: callers ask between measurements.
 """
@@ -36,6 +41,7 @@ from typing import Any
 from tfperf.core.knobs import INTERPRETERS
 from tfperf.core.memory import DEPLOYED, Memory, mib, summed
 from tfperf.core.protocol import artifact_from_notes
+from tfperf.core.serving import ServingLayout
 from tfperf.runner.handle import Worker
 from tfperf.runner.launcher import run
 
@@ -52,8 +58,12 @@ def artifact_bytes(artifact: str | None) -> int | None:
     return path.stat().st_size + (weights.stat().st_size if weights and weights.is_file() else 0)
 
 
-def _artifact(worker: Worker) -> str | None:
-    return artifact_from_notes((worker.ready or {}).get("notes") or [])
+def _artifact(worker: Worker, layout: ServingLayout | None = None) -> str | None:
+    """The artifact ``layout`` runs on ``worker``: the batcher's where the layout batches."""
+    ready = worker.ready or {}
+    if layout is not None and layout.max_batch > 1:
+        return (ready.get("serving") or {}).get("batched_artifact")
+    return artifact_from_notes(ready.get("notes") or [])
 
 
 def worker_memory(worker: Worker) -> Memory:
@@ -69,24 +79,34 @@ def worker_memory(worker: Worker) -> Memory:
     )
 
 
-def deployed_argv(worker: Worker, artifact: str, seconds: float = DEPLOYED_SECONDS) -> list[str]:
-    """The command of the deployed process for ``worker``'s artifact (its environment is the
-    worker's, :meth:`Worker.environment`)."""
+def deployed_argv(worker: Worker, artifact: str, seconds: float = DEPLOYED_SECONDS,
+                  layout: ServingLayout | None = None) -> list[str]:
+    """The command of the deployed process for ``worker``'s artifact, run as ``layout`` runs
+    it (module docstring; its environment is the worker's, :meth:`Worker.environment`)."""
     config = worker.config
     argv = [worker.python, "-m", "tfperf.worker.deployed", str(config.runtime), artifact,
             "--seconds", str(seconds)]
     if config.runtime_threads:
         argv += ["--threads", str(config.runtime_threads)]
     shapes = (worker.ready or {}).get("input_shapes")
+    batch = layout.max_batch if layout is not None else 1
+    if shapes and batch > 1:  # the batcher's call: its rows repeated max_batch times
+        shapes = [[[shape[0] * batch, *shape[1:]] if shape else shape, dtype]
+                  for shape, dtype in shapes]
     if shapes:
         argv += ["--inputs", json.dumps(shapes)]
+    if layout is not None and layout.hint:
+        argv += ["--hint", layout.hint]
+    if layout is not None and layout.streams:
+        argv += ["--streams", str(layout.streams)]
     return argv
 
 
-def deployed_record(worker: Worker, artifact: str) -> dict[str, Any] | str:
-    """What ``python -m tfperf.worker.deployed`` printed for ``worker``'s artifact, or the
-    sentence saying why it printed nothing usable."""
-    argv = deployed_argv(worker, artifact)
+def deployed_record(worker: Worker, artifact: str,
+                    layout: ServingLayout | None = None) -> dict[str, Any] | str:
+    """What ``python -m tfperf.worker.deployed`` printed for ``worker``'s artifact (run as
+    ``layout`` runs it), or the sentence saying why it printed nothing usable."""
+    argv = deployed_argv(worker, artifact, layout=layout)
     ended = run(argv, env=worker.environment(), timeout_s=DEPLOYED_TIMEOUT_S)
     if not ended.ok:
         return f"the deployed process {ended.reason()}"[:400]
@@ -96,14 +116,18 @@ def deployed_record(worker: Worker, artifact: str) -> dict[str, Any] | str:
     return "the deployed process printed no record"
 
 
-def deployed_memory(worker: Worker) -> Memory | str | None:
-    """The deployed process's figures for ``worker``'s converted artifact (module docstring),
-    the sentence saying why there are none, or ``None`` for a runtime deployed as it runs
-    (TensorFlow)."""
-    artifact = _artifact(worker)
-    if worker.config.runtime not in INTERPRETERS or not artifact:
+def deployed_memory(worker: Worker, layout: ServingLayout | None = None) -> Memory | str | None:
+    """The deployed process's figures for ``worker``'s converted artifact, run as ``layout``
+    runs it (module docstring), the sentence saying why there are none, or ``None`` for a
+    runtime deployed as it runs (TensorFlow)."""
+    if worker.config.runtime not in INTERPRETERS:
         return None
-    record = deployed_record(worker, artifact)
+    artifact = _artifact(worker, layout)
+    if not artifact:
+        return None if _artifact(worker) is None else (
+            "the instances did not say where their batched artifact is, so the layout's "
+            "memory at its batch could not be measured deployed")
+    record = deployed_record(worker, artifact, layout)
     if isinstance(record, str):
         return record
     if record.get("tensorflow_loaded") is not False:
@@ -134,11 +158,12 @@ def memory_of(worker: Worker) -> Memory:
 class LayoutMemory:
     """A served layout's memory (module docstring): call it with the live instances' workers."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: ServingLayout | None = None) -> None:
+        self.layout = layout
         self._deployed: Memory | str | None = None
         self._read = False
 
     def __call__(self, workers: list[Worker]) -> Memory | None:
         if workers and not self._read:
-            self._deployed, self._read = deployed_memory(workers[0]), True
+            self._deployed, self._read = deployed_memory(workers[0], self.layout), True
         return summed([_as_deployed(worker_memory(w), self._deployed) for w in workers])

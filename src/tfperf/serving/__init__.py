@@ -4,7 +4,9 @@ The public names: :class:`LoadScenario`, :func:`measure_load`, :func:`search_slo
 :func:`measure_on` (a harness already started), :class:`LoadLevel`, :class:`LoadResult`,
 :class:`Harness` and :func:`pinned`. Modules: ``generator`` (closed and open loops and their
 accounting, against any server), ``harness`` (K worker processes behind one dispatcher),
-``levels`` (the results and their statistics), ``load`` (sweeps and the SLO search). Nothing
+``levels`` (the results and their statistics), ``tail`` (when a percentile stands and how long
+a level runs), ``floor`` (the harness's own floor), ``load`` (sweeps and the SLO search),
+``run`` (a load run recorded), ``remote`` (a server the user runs). Nothing
 here imports TensorFlow: the instances are workers (``tfperf.worker.requests``).
 """
 

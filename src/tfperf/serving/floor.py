@@ -7,11 +7,14 @@ Contract:
   ``null``: each instance reads it, queues it, hands it to its executor and answers it as it
   answers any request, but skips the model call (:mod:`tfperf.worker.requests`). Its latency
   (from the scheduled arrival, as a level's) is the harness's floor at that load: the
-  generator, the pipes, the worker's threads and this machine's wake-ups. It returns a
-  :class:`tfperf.serving.levels.HarnessFloor`, or ``None`` when no null request was answered.
+  generator, the pipes, the worker's threads and this machine's wake-ups (and, where the
+  layout batches, the batcher's wait for a batch to fill: the floor keeps that delay, so that
+  its note can name it). It returns a :class:`tfperf.serving.levels.HarnessFloor`, or
+  ``None`` when no null request was answered.
 - A floor level is short -- at least :data:`FLOOR_REQUESTS` requests and :data:`FLOOR_S`
   seconds, never past :data:`FLOOR_MAX_S` (fewer requests at a low rate) -- so that the floor
-  of every level costs a load run a fraction of a second per level.
+  of every level costs a load run a fraction of a second per level. Its p50 is shown; its p99
+  only where it stands on enough requests, as a level's (:mod:`tfperf.serving.tail`).
 - :class:`NullCalls` is the harness seen by the generator with every request sent ``null``.
 - :func:`breakdown` splits traced requests (:attr:`tfperf.serving.harness.Harness.traced`)
   into the stages of :data:`STAGES`, each stage's p50 and p99 in ms.
@@ -27,10 +30,13 @@ import numpy as np
 from tfperf.serving.generator import Answer, ClosedLoop, OpenLoop, run_level
 from tfperf.serving.harness import Harness
 from tfperf.serving.levels import HarnessFloor
+from tfperf.serving.tail import LevelLength, stands
 
 FLOOR_REQUESTS = 200
 FLOOR_S = 0.2
 FLOOR_MAX_S = 0.4
+FLOOR_LENGTH = LevelLength(FLOOR_REQUESTS, FLOOR_S, FLOOR_MAX_S)
+"""A floor level stops at its minimums: its figures are a share, not an answer."""
 
 
 class NullCalls:
@@ -52,8 +58,8 @@ class NullCalls:
 def floor_load(load: OpenLoop | ClosedLoop) -> OpenLoop | ClosedLoop:
     """The floor's level of ``load``: the same concurrency or rate (and seed), short."""
     if isinstance(load, OpenLoop):
-        return OpenLoop(load.rate, FLOOR_REQUESTS, FLOOR_S, FLOOR_MAX_S, seed=load.seed)
-    return ClosedLoop(load.concurrency, FLOOR_REQUESTS, FLOOR_S, FLOOR_MAX_S)
+        return OpenLoop(load.rate, FLOOR_LENGTH, seed=load.seed)
+    return ClosedLoop(load.concurrency, FLOOR_LENGTH)
 
 
 def measure_floor(
@@ -64,10 +70,12 @@ def measure_floor(
     if not record.completed:
         return None
     lat = np.asarray(record.latencies_s + record.waited_s, dtype=float) * 1000.0
+    layout = harness.layout
     return HarnessFloor(
         p50_ms=float(np.quantile(lat, 0.5)),
-        p99_ms=float(np.quantile(lat, 0.99)),
+        p99_ms=float(np.quantile(lat, 0.99)) if stands(lat.size, 0.99) else None,
         requests=record.completed,
+        batch_delay_ms=layout.max_delay_ms if layout.max_batch > 1 else 0.0,
     )
 
 

@@ -21,7 +21,11 @@ Contract:
   death, and :meth:`Harness.restart_dead` starts a fresh one in its place (between levels).
   With no instance alive, a request fails at once.
 - For the load sweep it offers ``label``, ``sweep_info`` and ``saturating_concurrency``
-  (twice what the instances serve at once), as every server under test does.
+  (twice what the instances serve at once, so its saturation is known), as every server under
+  test does; it sees nothing of a level beyond its answers (``end_level`` is ``None``), and
+  the generator's queue is its dispatcher's, not a client's. Each answer carries the model
+  call's time that served it (``service_s``, as the instance reports it: a dynamic batch's one
+  call for each of its requests).
 - ``submit(id, null=True)`` sends a request its instance answers without the model call (the
   harness's own floor, :mod:`tfperf.serving.floor`). With ``trace``, every instance stamps
   its answers (:mod:`tfperf.worker.requests`) and :attr:`Harness.traced` keeps, per request
@@ -106,6 +110,9 @@ class Harness:
 
     target = None
     """A server tfperf starts listens nowhere (a remote server under test names its address)."""
+    client_queue = False
+    """A request waiting for an instance with room waits in the server's own dispatcher."""
+    saturation_known = True
 
     def __init__(
         self,
@@ -134,7 +141,7 @@ class Harness:
         self.trace = trace
         self.traced: dict[int, dict[str, Any]] = {}
         self._capacity: int | None = None
-        self._memory = LayoutMemory()
+        self._memory = LayoutMemory(layout)
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -237,6 +244,13 @@ class Harness:
         """A concurrency that keeps every instance busy: twice what they serve at once."""
         return self.layout.instances * self.capacity()
 
+    def begin_level(self, load: object = None, probe: bool = False) -> None:
+        """Nothing to tell the instances: a level is the requests they answer."""
+
+    def end_level(self) -> None:
+        """The instances report nothing of a level beyond their answers."""
+        return None
+
     # -- the Server the generator drives ------------------------------------------------------
 
     def capacity(self) -> int:
@@ -299,9 +313,10 @@ class Harness:
         out = []
         for msg in messages:
             ok = msg.get("error") is None
+            service = msg.get("service_s")
             for rid in msg.get("ids", []):
                 inst.held.discard(rid)
-                out.append(Answer(int(rid), ok, msg.get("error"), inst.index))
+                out.append(Answer(int(rid), ok, msg.get("error"), inst.index, service))
         return out
 
     def _stamp(self, messages: list[dict[str, Any]], woke: float) -> None:

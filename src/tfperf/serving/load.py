@@ -4,19 +4,26 @@ Contract:
 
 - :class:`LoadScenario` (frozen) says what load to offer: closed-loop ``concurrency`` levels,
   open-loop ``rates`` (requests per second, Poisson arrivals) and an optional ``slo_ms``. Each
-  level runs until at least ``requests`` requests were sent *and* ``seconds`` passed, never
-  longer than ``max_seconds``; a request unanswered ``timeout_s`` after its arrival is timed
-  out. Bad values raise :class:`~tfperf.core.errors.UserError`.
+  level runs until at least ``requests`` requests were sent *and* ``seconds`` passed, then on
+  while its p99 does not stand on ``tail`` requests beyond it or (``precision``) its 95%
+  interval is wider than that share of it, never longer than ``max_seconds``
+  (:class:`tfperf.serving.tail.LevelLength`); a request unanswered ``timeout_s`` after its
+  arrival is timed out. Bad values raise :class:`~tfperf.core.errors.UserError`, a timeout
+  below the SLO among them (a request given up before the SLO would read as within it).
 - :func:`measure_load` starts a :class:`tfperf.serving.harness.Harness` for (workload, config,
   layout), offers the closed levels, then the open ones, and returns a
   :class:`tfperf.serving.levels.LoadResult`. With ``slo_ms`` it also answers
-  ``max_qps_at_slo``: over the given rates when there are any; otherwise by the SLO search:
-  a closed-loop probe at a saturating concurrency measures the capacity, then
-  :data:`SEARCH_STEPS` open-loop levels bisect the rate between 0 and that capacity (each
-  level within the SLO raises the lower end, each beyond it lowers the upper one; with
-  ``confirm_misses`` a level beyond it is measured once more first, and either within counts,
-  since one stall of a shared machine can push a single level's p99 over). The answer is the
-  achieved rate of the highest offered rate within the SLO
+  ``max_qps_at_slo``: over the given rates when there are any; otherwise by the SLO search: a
+  closed-loop probe at a saturating concurrency measures the capacity (where the server under
+  test cannot say what saturates it, a server the user runs, the probe doubles its concurrency
+  while the rate still rises by more than :data:`PROBE_GAIN`, so that the client never caps
+  it), then :data:`SEARCH_STEPS` open-loop levels bisect the rate between 0 and that capacity.
+  Both sides are treated alike (with ``confirm``): a level whose verdict is unsure -- a miss,
+  which one stall of a shared machine can make, or a pass whose p99 interval reaches past the
+  SLO -- is measured again, and a third time when the two disagree; the majority decides.
+  The direction of each step reads p99 where it stands and its estimate where it does not;
+  the answer is the achieved rate of the highest offered rate within the SLO, from levels
+  whose p99 stands, at rates the search did not decide against
   (:func:`tfperf.serving.levels.slo_answer`). :func:`search_slo` is that search by name.
 - A layout with ``streams`` for a runtime other than OpenVINO raises
   :class:`~tfperf.core.errors.UserError`.
@@ -24,13 +31,18 @@ Contract:
   result's ``notes`` say which died, why, and how many requests it lost; the levels already
   measured are kept.
 - :func:`measure_on` measures any server under test (:class:`UnderTest`: the harness, or a
-  server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. A level
-  where the generator itself may have been the limit
-  (:func:`tfperf.serving.levels.generator_limited`) adds a note saying so.
+  server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. The
+  server is told when each level begins and asked what it saw of it after
+  (:class:`tfperf.serving.levels.ServerSide`: resends, reconnects, its own statistics). A level
+  where the generator itself may have been the limit, whose drain was long, or whose requests
+  waited for a client's connection adds a note saying so; levels whose p99 did not stand are
+  summed up in one note that says how long a level would need to be.
 - With ``floor`` (the default), each level of a :class:`Harness` is preceded by its harness
   floor (:func:`tfperf.serving.floor.measure_floor`, once per distinct load), kept as the
   level's ``harness_floor``, with a note where it is a real share of the level's p50
-  (:func:`tfperf.serving.levels.floor_note`). A server tfperf did not start has none.
+  (:func:`tfperf.serving.levels.floor_note`). With ``floor_at_answer`` instead, only the level
+  that answers the SLO gets its floor, measured once the levels are over (what a server tune
+  states of the layout it recommends). A server tfperf did not start has none.
 - With ``ops_s``, :func:`measure_load` asks the layout's first live instance for its op profile
   (:func:`profile_after_levels`, the worker protocol's ``profile``) once the levels are over
   and the memory read, so no level runs under a profiler; the result's ``ops`` holds it, or
@@ -61,17 +73,35 @@ from tfperf.serving.generator import ClosedLoop, OpenLoop, Server, run_level
 from tfperf.serving.harness import OPENVINO_PREFIX, Harness
 from tfperf.serving.levels import (
     HarnessFloor,
+    LevelFacts,
     LoadLevel,
     LoadResult,
+    ServerSide,
+    drain_note,
     floor_note,
     generator_limited,
     level_of,
+    queue_note,
+    short_note,
     slo_answer,
 )
+from tfperf.serving.tail import PRECISION, TAIL_REQUESTS, LevelLength
 
 SEARCH_STEPS = 5
 """Open-loop levels of the SLO search after its capacity probe (1/32 of the capacity apart)."""
+PROBE_GAIN = 0.10
+"""A doubled probe concurrency must raise the rate by more than this share to be doubled again."""
+PROBE_MAX_CONCURRENCY = 1024
 ROLE = "serving"
+LEVEL_CAP = 4.0
+"""``bench``'s levels run at most this many times ``--level-seconds``: by default long enough
+at 100 requests per second for p99 to stand (12 s, 1200 requests), short enough that ``bench
+--rate 100,200`` stays under a minute even when neither level's p99 settles."""
+
+
+def level_cap(seconds: float) -> float:
+    """The longest a level of at least ``seconds`` runs (:data:`LEVEL_CAP`)."""
+    return LEVEL_CAP * seconds
 
 
 @dataclass(frozen=True)
@@ -86,10 +116,18 @@ class LoadScenario:
     max_seconds: float = 30.0
     timeout_s: float = 10.0
     seed: int = 0
-    confirm_misses: bool = True
-    """The SLO search measures a level beyond the SLO once more before it lowers the rate."""
+    confirm: bool = True
+    """The SLO search measures an unsure level again (module docstring)."""
     floor: bool = True
     """Each level of a served layout is preceded by its harness floor (module docstring)."""
+    floor_at_answer: bool = False
+    """Without ``floor``: the answering level alone gets its floor, after the levels."""
+    precision: float | None = PRECISION
+    """A level runs on until p99's 95% interval lies within this share of it (``None``: until
+    p99 stands)."""
+    tail: int = TAIL_REQUESTS
+    """Requests beyond a percentile for it to be shown (0: every percentile is shown, and a
+    level stops at its minimums)."""
 
     def __post_init__(self) -> None:
         if any(c < 1 for c in self.concurrency):
@@ -106,6 +144,19 @@ class LoadScenario:
             )
         if not self.timeout_s > 0:
             raise UserError(f"the request timeout must be positive, not {self.timeout_s}.")
+        if self.slo_ms is not None and self.timeout_s * 1000.0 < self.slo_ms:
+            raise UserError(
+                f"--request-timeout {self.timeout_s:g} s is below --slo-ms {self.slo_ms:g}: a "
+                "request given up before the SLO would read as within it; give "
+                f"--request-timeout {math.ceil(self.slo_ms / 1000.0)} or more."
+            )
+        self.length  # noqa: B018 - checks the level length's own values
+
+    @property
+    def length(self) -> LevelLength:
+        """How long each level runs."""
+        return LevelLength(self.requests, self.seconds, self.max_seconds, self.precision,
+                           self.tail)
 
     @property
     def searching(self) -> bool:
@@ -128,6 +179,11 @@ class UnderTest(Server, Protocol):
     faults: list[str]
     target: Mapping[str, Any] | None
     """Where a server tfperf did not start listens (``None`` for the harness)."""
+    client_queue: bool
+    """Whether the generator's queue is a client's (requests waiting for a connection) rather
+    than the server's own dispatcher."""
+    saturation_known: bool
+    """Whether :meth:`saturating_concurrency` surely saturates it (else the probe doubles)."""
 
     def label(self) -> str: ...
 
@@ -136,6 +192,10 @@ class UnderTest(Server, Protocol):
     def saturating_concurrency(self) -> int: ...
 
     def restart_dead(self) -> int: ...
+
+    def begin_level(self, load: OpenLoop | ClosedLoop, probe: bool = False) -> None: ...
+
+    def end_level(self) -> ServerSide | None: ...
 
     def memory(self) -> Memory | None: ...
 
@@ -155,6 +215,7 @@ class _Sweep:
         self.progress = progress or (lambda line: None)
         self.recorder = recorder
         self.levels: list[LoadLevel] = []
+        self.loads: list[OpenLoop | ClosedLoop] = []
         self.notes: list[str] = []
         self.floors: dict[tuple[str, float], HarnessFloor | None] = {}
         self.trial_id: int | None = None
@@ -165,49 +226,57 @@ class _Sweep:
     def info(self) -> dict[str, Any]:
         return {**self.harness.sweep_info(), "scenario": self.scenario.to_dict()}
 
-    def level(self, load: OpenLoop | ClosedLoop) -> LoadLevel:
+    def facts(self, load: OpenLoop | ClosedLoop, floor: HarnessFloor | None) -> LevelFacts:
+        side = self.harness.end_level() or ServerSide()
+        return LevelFacts(
+            concurrency=load.concurrency if isinstance(load, ClosedLoop) else None,
+            offered_qps=load.rate if isinstance(load, OpenLoop) else None,
+            harness_floor=floor, tail=self.scenario.tail,
+            client_queue=self.harness.client_queue, retried=side.retried,
+            reconnects=side.reconnects, server_ms=side.server_ms,
+        )
+
+    def level(self, load: OpenLoop | ClosedLoop, probe: bool = False) -> LoadLevel:
         if self.harness.restart_dead():
             self.notes.append("the instances that died were restarted before the next level")
         seen = len(self.harness.faults)
         floor = self.floor(load)
+        self.harness.begin_level(load, probe)
         record = run_level(self.harness, load, self.scenario.timeout_s)
-        if isinstance(load, OpenLoop):
-            level = level_of(record, offered_qps=load.rate, harness_floor=floor)
-        else:
-            level = level_of(record, concurrency=load.concurrency, harness_floor=floor)
-        retried = getattr(self.harness, "retried", None)  # a remote server's resends
-        if retried is not None:
-            level = dataclasses.replace(level, retried=retried())
+        level = level_of(record, self.facts(load, floor))
         self.levels.append(level)
+        self.loads.append(load)
         if self.recorder is not None:
             samples = record.latencies_s + record.waited_s
             self.recorder.block(self.trial_id, samples, "load", level.to_dict())
         self.progress(describe_level(level))
-        for note in (generator_limited(level), floor_note(level), *self.harness.faults[seen:]):
+        short = short_note(level)
+        if short:
+            self.progress(short)
+        notes = (generator_limited(level), floor_note(level), drain_note(level),
+                 queue_note(level), *self.harness.faults[seen:])
+        for note in notes:
             if note:
                 self.notes.append(note)
                 self.progress(note)
         return level
 
-    def floor(self, load: OpenLoop | ClosedLoop) -> HarnessFloor | None:
+    def floor(self, load: OpenLoop | ClosedLoop, every: bool = False) -> HarnessFloor | None:
         """The harness floor at ``load``, measured once per distinct load (``None`` without
-        one: a server tfperf did not start, or ``floor`` off)."""
-        if not self.scenario.floor or not isinstance(self.harness, Harness):
+        one: a server tfperf did not start, or ``floor`` off unless ``every``)."""
+        if not (self.scenario.floor or every) or not isinstance(self.harness, Harness):
             return None
         key = ("open", load.rate) if isinstance(load, OpenLoop) else ("closed", load.concurrency)
         if key not in self.floors:
             self.floors[key] = measure_floor(self.harness, load, self.scenario.timeout_s)
         return self.floors[key]
 
-    def closed(self, concurrency: int) -> LoadLevel:
-        s = self.scenario
-        return self.level(ClosedLoop(concurrency, s.requests, s.seconds, s.max_seconds))
+    def closed(self, concurrency: int, probe: bool = False) -> LoadLevel:
+        return self.level(ClosedLoop(concurrency, self.scenario.length), probe)
 
     def open(self, rate: float) -> LoadLevel:
-        s = self.scenario
-        return self.level(
-            OpenLoop(rate, s.requests, s.seconds, s.max_seconds, seed=s.seed + len(self.levels))
-        )
+        seed = self.scenario.seed + len(self.levels)
+        return self.level(OpenLoop(rate, self.scenario.length, seed=seed))
 
 
 def describe_level(level: LoadLevel) -> str:
@@ -220,13 +289,17 @@ def describe_level(level: LoadLevel) -> str:
     p99 = "-" if level.p99_ms is None else f"{level.p99_ms:.3g}"
     p50 = "-" if level.p50_ms is None else f"{level.p50_ms:.3g}"
     floor = level.harness_floor
+    service = level.service_ms or {}
     return (
         f"{what}: achieved {level.achieved_qps:.4g}/s, p50 {p50} ms, p99 {p99} ms, "
         f"{level.completed}/{level.sent} completed, {level.failed} failed, "
         f"{level.timed_out} timed out"
         + (f", {level.retried} retried" if level.retried else "")
+        + (f", {level.reconnects} reconnects" if level.reconnects else "")
+        + ("" if service.get("p50") is None else f"; service p50 {service['p50']:.3g} ms")
         + ("" if floor is None else
-           f"; harness floor p50 {floor.p50_ms:.3g} ms, p99 {floor.p99_ms:.3g} ms")
+           f"; harness floor p50 {floor.p50_ms:.3g} ms"
+           + ("" if floor.p99_ms is None else f", p99 {floor.p99_ms:.3g} ms"))
     )
 
 
@@ -236,23 +309,77 @@ def saturating_concurrency(harness: UnderTest) -> int:
     return harness.saturating_concurrency()
 
 
-def _search(sweep: _Sweep, slo_ms: float) -> float | None:
-    """The SLO search of the module docstring; the capacity it probed."""
-    probe = sweep.closed(saturating_concurrency(sweep.harness))
-    capacity = probe.achieved_qps
+def _probe(sweep: _Sweep) -> float:
+    """The capacity: the closed-loop probe's achieved rate, its concurrency doubled while that
+    still pays where the server's saturation is not known (module docstring)."""
+    concurrency = saturating_concurrency(sweep.harness)
+    best = sweep.closed(concurrency, probe=True).achieved_qps
+    while not sweep.harness.saturation_known and concurrency < PROBE_MAX_CONCURRENCY:
+        concurrency *= 2
+        rate = sweep.closed(concurrency, probe=True).achieved_qps
+        gained = rate > best * (1.0 + PROBE_GAIN)
+        best = max(best, rate)
+        if not gained:
+            break
+    return best
+
+
+def _leans_within(level: LoadLevel, slo_ms: float) -> bool:
+    """Which way a level points the search: its p99 (or, where it does not stand, its
+    estimate) within the SLO and its failures within the rule."""
+    p99 = level.p99_estimate_ms
+    return p99 is not None and p99 <= slo_ms and level.failures_ok()
+
+
+def _unsure(level: LoadLevel, slo_ms: float) -> bool:
+    """A miss, or a pass whose p99 interval reaches past the SLO."""
+    high = level.p99_ci_ms[1]
+    return not _leans_within(level, slo_ms) or (high is not None and high > slo_ms)
+
+
+def _decide(sweep: _Sweep, rate: float, slo_ms: float) -> bool:
+    """Whether ``rate`` is within the SLO: one level, or the majority of up to three where the
+    first is unsure (module docstring)."""
+    first = sweep.open(rate)
+    votes = [_leans_within(first, slo_ms)]
+    if sweep.scenario.confirm and _unsure(first, slo_ms):
+        votes.append(_leans_within(sweep.open(rate), slo_ms))
+        if votes[0] != votes[1]:
+            votes.append(_leans_within(sweep.open(rate), slo_ms))
+    return 2 * sum(votes) > len(votes)
+
+
+def _search(sweep: _Sweep, slo_ms: float) -> tuple[float | None, set[float]]:
+    """The SLO search of the module docstring: the capacity it probed, and the rates it
+    decided are beyond the SLO."""
+    capacity = _probe(sweep)
+    beyond: set[float] = set()
     if capacity <= 0:
-        return None
+        return None, beyond
     lo, hi = 0.0, capacity
     for _ in range(SEARCH_STEPS):
         rate = (lo + hi) / 2.0
-        within = sweep.open(rate).within(slo_ms)
-        if not within and sweep.scenario.confirm_misses:
-            within = sweep.open(rate).within(slo_ms)
-        if within:
+        if _decide(sweep, rate, slo_ms):
             lo = rate
         else:
             hi = rate
-    return capacity
+            beyond.add(rate)
+    return capacity, beyond
+
+
+def _unstood(levels: tuple[LoadLevel, ...]) -> str | None:
+    """One note for the levels whose p99 did not stand, and how long a level would need."""
+    short = [lv for lv in levels if "p99" in lv.needs]
+    if not short:
+        return None
+    need = short[0].needs["p99"]
+    seconds = max(need / (lv.offered_qps or lv.achieved_qps or math.inf) for lv in short)
+    longer = (f": a level needs about {seconds:.3g} s at the slowest of their rates "
+              f"(--level-seconds {math.ceil(seconds)})" if math.isfinite(seconds) else "")
+    return (
+        f"{len(short)} of {len(levels)} level(s) had fewer than {need} requests, too few for "
+        f"their p99 to stand (10 beyond it): it is not shown and they answer no SLO{longer}"
+    )
 
 
 def measure_on(
@@ -264,24 +391,23 @@ def measure_on(
 ) -> LoadResult:
     """:func:`measure_load` on a harness already started (it stays started)."""
     sweep = _Sweep(harness, scenario, progress, recorder)
-    capacity = None
+    capacity, beyond = None, set()
     for concurrency in scenario.concurrency:
         sweep.closed(concurrency)
     for rate in scenario.rates:
         sweep.open(rate)
     if scenario.searching:
-        capacity = _search(sweep, scenario.slo_ms)  # type: ignore[arg-type]
-    levels = tuple(sweep.levels)
+        capacity, beyond = _search(sweep, scenario.slo_ms)  # type: ignore[arg-type]
     answer = None
     if scenario.slo_ms is not None:
-        opened = [lv for lv in levels if lv.scenario == "open"]
-        answer = slo_answer(opened or list(levels), scenario.slo_ms)
-    short = [lv for lv in levels if lv.sent < scenario.requests]
-    if short:
-        sweep.notes.append(
-            f"{len(short)} level(s) sent fewer than {scenario.requests} requests within "
-            f"{scenario.max_seconds:g} s: their tail percentiles are rough"
-        )
+        opened = [lv for lv in sweep.levels if lv.scenario == "open"]
+        answer = slo_answer(opened or sweep.levels, scenario.slo_ms, beyond)
+        if scenario.floor_at_answer and answer is not None:
+            _floor_at_answer(sweep, answer)
+    levels = tuple(sweep.levels)
+    unstood = _unstood(levels)
+    if unstood:
+        sweep.notes.append(unstood)
     result = LoadResult(
         config=harness.config,
         layout=harness.layout,
@@ -298,6 +424,20 @@ def measure_on(
     if recorder is not None:
         recorder.finish_trial(sweep.trial_id, "ok", {**sweep.info(), "result": result.to_dict()})
     return result
+
+
+def _floor_at_answer(sweep: _Sweep, answer: float) -> None:
+    """The answering level's harness floor, measured now at its load, kept in its place."""
+    for i, (level, load) in enumerate(zip(sweep.levels, sweep.loads, strict=True)):
+        if level.scenario == "open" and level.achieved_qps == answer and level.within(
+            sweep.scenario.slo_ms or 0.0
+        ):
+            floor = sweep.floor(load, every=True)
+            sweep.levels[i] = dataclasses.replace(level, harness_floor=floor)
+            note = floor_note(sweep.levels[i])
+            if note:
+                sweep.notes.append(note)
+            return
 
 
 def check_layout(config: Config, layout: ServingLayout) -> None:

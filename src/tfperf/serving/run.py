@@ -127,7 +127,7 @@ _REFUSED_WITH_URL = {
     "server {url} names",
     "size": "sizes a built-in workload; {url} measures the model its server serves",
 }
-_URL_ONLY = ("protocol", "model_name", "rest_format", "header", "cacert")
+_URL_ONLY = ("protocol", "model_name", "rest_format", "header", "cacert", "connections")
 
 
 def refuse_dropped(given: Collection[str], *, remote: bool, spell: Callable[[str], str]) -> None:

@@ -57,7 +57,12 @@ class TuneOptions:
     level_requests: int = 300
     """The server objective's load levels: at least this many requests each..."""
     level_s: float = 3.0
-    """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`)."""
+    """...and at least this many seconds (:class:`tfperf.serving.LoadScenario`), then on until
+    their p99 stands, never past ten times that."""
+    level_tail: int = 10
+    """Requests beyond p99 a server objective's level needs for it to answer the SLO
+    (:mod:`tfperf.serving.tail`): the rule of every load run; a test of the search's workings
+    lowers it to keep its levels short."""
     ops: bool = False
     """Profile the default and the answer op by op after the confirmation (``--ops``)."""
     max_memory_mb: float | None = None

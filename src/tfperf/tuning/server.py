@@ -24,9 +24,10 @@ Contract
   when its rate beats the incumbent's by more than :data:`MIN_STEP` (OpenVINO's
   ``THROUGHPUT`` hint, :data:`PREFERRED_HINT`, wins a tie in the hint step: it replaces the
   incumbent unless slower by more than that share); it sweeps again while a sweep moved (at
-  most ``sweeps`` sweeps). A runtime config that was rejected, or that failed
+  most ``sweeps`` sweeps). A runtime config that was rejected for its accuracy, or that failed
   before any load (``info["runtime_failed"]``: its conversion, say), is not tried again under
-  another layout (neither depends on the layout). Budgets: ``max_trials``
+  another layout (neither depends on the layout); a layout over the memory ceiling
+  (``info["over_ceiling"]``) rules out that layout alone. Budgets: ``max_trials``
   counts evaluations; no evaluation starts unless the time left holds it and ``reserve`` more
   (what the confirmation will need), each as long as the median one so far.
 - :func:`confirmation` decides from alternating SLO searches of the default and the winner
@@ -331,7 +332,10 @@ class ServerSearch:
         outcome = self.evaluate(candidate, self.time_left())
         self.outcomes.append(outcome)
         self._seen[key] = outcome
-        if outcome.status == REJECTED or outcome.info.get("runtime_failed"):
+        # the runtime's accuracy and its conversion hold for every layout of it; the memory
+        # ceiling does not (fewer instances, a smaller batch may fit)
+        layout_only = outcome.info.get("over_ceiling")
+        if (outcome.status == REJECTED and not layout_only) or outcome.info.get("runtime_failed"):
             self._bad_runtimes[runtime] = outcome
         return outcome
 

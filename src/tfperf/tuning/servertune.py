@@ -44,10 +44,22 @@ converted runtime's deployed process, which loads the artifact alone). A layout 
 total (instances x that figure) is over ``max_memory_mb`` is rejected without being started
 (``over_ceiling``), except the default: it is the baseline, measured whatever its memory, and a
 warning says it is over. A measured layout's row carries the sum over its instances after its
-sweep, read the same way (:class:`tfperf.runner.memory.LayoutMemory`). The ceiling is about the
+sweep, read the same way and as the layout runs (:class:`tfperf.runner.memory.LayoutMemory`:
+at its dynamic batch, with OpenVINO's hint and streams); the projection is at batch 1, so a
+batched or ``THROUGHPUT`` layout it let under the ceiling is rejected once measured over it
+(``over_ceiling``, "as the layout ran") and never recommended. The ceiling is about the
 layout as deployed, not about the instances this machine ran to measure it (each of which
 imported TensorFlow and converted the model). ``cost`` (with ``price_per_hour``) is at the rate each
 layout kept within the SLO.
+
+The floor: each SLO search measures the harness floor of its answering level (the same load
+with every model call skipped, ``floor_at_answer``), so the recommendation states the floor of
+the layout it recommends (``serving.harness_floor_ms`` and a note in ``notes``; with a dynamic
+batcher the note names the batch's delay) from that layout's last search.
+
+Levels: ``level_requests`` and ``level_s`` at least, then on until their p99 stands on
+``level_tail`` requests beyond it (the rule of every load run), never past :data:`LEVEL_CAP_S`
+times ``level_s``; the request timeout is the SLO's at least.
 
 Nothing here imports TensorFlow.
 """
@@ -68,8 +80,9 @@ from tfperf.core.serving import DEFAULT_LAYOUT
 from tfperf.core.stats import MIN_PAIRS
 from tfperf.runner.handle import WorkerFailed
 from tfperf.runner.memory import memory_of
-from tfperf.serving import LoadScenario, search_slo
+from tfperf.serving import LoadLevel, LoadScenario, search_slo
 from tfperf.serving.harness import available_cpus
+from tfperf.serving.levels import floor_statement
 from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason, samples_per_s
 from tfperf.tuning.keepdefault import keep_default_why
 from tfperf.tuning.options import TuneOptions
@@ -89,6 +102,8 @@ from tfperf.tuning.space import Space, to_config_dict
 
 DEFAULT_BUDGET_S = 600.0
 """A server tune's whole time, unless ``--budget`` says otherwise (ten minutes)."""
+LEVEL_CAP_S = 10.0
+"""A tune's level runs at most this many times ``level_s`` waiting for its p99 to stand."""
 
 
 def confirm_pairs(confirm_rounds: int) -> int:
@@ -125,6 +140,8 @@ class ServerEvaluator:
         """One serving instance's memory by runtime config, read when its accuracy is."""
         self.default_qps: float | None = None
         """The default's rate within the SLO, once measured (the first candidate)."""
+        self.loads: dict[str, dict] = {}
+        """Each layout's last SLO search (a ``LoadResult`` dict), by candidate key."""
 
     def accuracy(self, config: Mapping[str, Any]) -> tuple[str, str, dict | None]:
         """``(status, reason, check)`` of a runtime config, checked once on a worker of its own
@@ -164,6 +181,7 @@ class ServerEvaluator:
         if status == MEASURED:
             outcome = self.measure(candidate, self.evaluator.run, role="serving")
             outcome.accuracy = check
+            self._over_as_measured(outcome)
         else:
             outcome = ServerOutcome(candidate, status, reason=reason, accuracy=check)
             outcome.info["runtime_failed"] = status == FAILED
@@ -177,6 +195,17 @@ class ServerEvaluator:
             outcome.speedup = {"median": outcome.rate / self.default_qps}
         self.progress.done(outcome)
         return outcome
+
+    def _over_as_measured(self, outcome: ServerOutcome) -> None:
+        """Reject a layout whose memory as it ran (its batch, OpenVINO's hint and streams)
+        passed the ceiling its batch-1 projection let it under (module docstring)."""
+        if outcome.candidate == DEFAULT_CANDIDATE or outcome.status != MEASURED:
+            return
+        measured = Memory.from_dict((outcome.load or {}).get("memory"))
+        over = over_ceiling(measured, self.options.max_memory_mb)
+        if over:
+            outcome.status, outcome.reason = REJECTED, f"{over}, as the layout ran"
+            outcome.info.update(over_ceiling=True, memory=measured.to_dict())
 
     def projected(self, candidate: ServerCandidate) -> Memory | None:
         """The layout's memory before it starts: its instances x one instance's measured
@@ -197,9 +226,9 @@ class ServerEvaluator:
             return ServerOutcome(candidate, FAILED, reason=failure_reason(exc, candidate.config))
         except UserError as exc:
             return ServerOutcome(candidate, FAILED, reason=str(exc))
-        return ServerOutcome(
-            candidate, MEASURED, max_qps_at_slo=result.max_qps_at_slo, load=result.to_dict()
-        )
+        load = result.to_dict()
+        self.loads[candidate.key()] = load
+        return ServerOutcome(candidate, MEASURED, max_qps_at_slo=result.max_qps_at_slo, load=load)
 
     def _record(self, outcome: ServerOutcome) -> None:
         run = self.evaluator.run
@@ -232,9 +261,15 @@ def tune_server(
     slo_ms = float(options.slo_ms or 0.0)
     allowed = space.bare_runtime in space.values.get("runtime", (space.bare_runtime,))
     found = server_space(available_cpus(), slo_ms, runtime_configs(space), allowed)
-    # no harness floor: a tune compares layouts by their rate, and a floor per level would
-    # cost every SLO search seconds
-    levels = LoadScenario(requests=options.level_requests, seconds=options.level_s, floor=False)
+    # no harness floor per level: a tune compares layouts by their rate, and a floor per level
+    # would cost every SLO search seconds; only the answering level's, so that the layout
+    # recommended states its floor. Levels run until their p99 stands, not until it is as
+    # precise as a bench's: the confirmation's paired searches judge the layouts.
+    levels = LoadScenario(
+        requests=options.level_requests, seconds=options.level_s,
+        max_seconds=LEVEL_CAP_S * options.level_s, floor=False, floor_at_answer=True,
+        precision=None, tail=options.level_tail, timeout_s=max(10.0, (options.slo_ms or 0) / 1e3),
+    )
     judge = ServerEvaluator(evaluator, options, levels)
     pairs = confirm_pairs(options.confirm_rounds)
     budget = (options.budget_s or DEFAULT_BUDGET_S) - (time.monotonic() - started)
@@ -270,6 +305,8 @@ def conclude_server(
         recommendation = _keep_default(
             decided, default_qps, candidates, judge.options.slo_ms, judge.options.threshold
         )
+    recommended = winner if decided is not None and decided["recommend"] else DEFAULT_CANDIDATE
+    _state_floor(recommendation, judge.loads.get(recommended.key()))
     starved = _budget_starved(result, pairs)
     if starved and recommendation["keep_default"]:
         recommendation["reason"] = starved
@@ -290,6 +327,19 @@ def conclude_server(
         "candidates": candidates,
         "warnings": warnings,
     }
+
+
+def _state_floor(recommendation: dict, load: Mapping[str, Any] | None) -> None:
+    """The recommended layout's harness floor, from its last search's answering level
+    (module docstring), in ``serving.harness_floor_ms`` and a sentence in ``notes``."""
+    for level in (load or {}).get("levels", []):
+        if level.get("harness_floor_ms"):
+            answering = LoadLevel.from_dict(level)
+            recommendation["serving"]["harness_floor_ms"] = level["harness_floor_ms"]
+            recommendation["notes"].append(
+                f"{recommendation['label']}: {floor_statement(answering)}")
+            return
+    recommendation["serving"]["harness_floor_ms"] = None
 
 
 LAYOUTS_WORTH_A_BUDGET = 4

@@ -3,18 +3,24 @@ its runtime (LiteRT, OpenVINO, or an XLA AOT library through its loader), never 
 converter, so that its memory is what a server running that artifact holds.
 
 Contract: ``python -m tfperf.worker.deployed RUNTIME ARTIFACT [--threads N] [--seconds S]
-[--inputs JSON]`` imports the runtime, loads ``ARTIFACT`` (``model.tflite``, ``model.xml``, or
-the ``libmodel.so`` of an XLA AOT folder) as the worker did (the same thread count, OpenVINO's
-precision hint from :func:`openvino_properties`), runs it on zeros -- of the shapes and dtypes
-``--inputs`` gives (``[[shape, dtype], ...]``, the worker's own sample inputs: a converted
-model may leave its batch dimension open), else of those the artifact declares -- at least
-:data:`MIN_CALLS` calls, about ``S`` seconds, and prints one line of JSON:
+[--inputs JSON] [--hint H] [--streams S]`` imports the runtime, loads ``ARTIFACT``
+(``model.tflite``, ``model.xml``, or the ``libmodel.so`` of an XLA AOT folder) as the worker
+did (the same thread count, OpenVINO's precision hint from :func:`openvino_properties`), runs
+it on zeros -- of the shapes and dtypes ``--inputs`` gives (``[[shape, dtype], ...]``, the
+worker's own sample inputs, or a served layout's dynamic batch of them: a converted model may
+leave its batch dimension open, and an OpenVINO model whose shapes differ is reshaped to them),
+else of those the artifact declares -- at least :data:`MIN_CALLS` calls, about ``S`` seconds.
+With ``--hint`` or ``--streams`` (OpenVINO), the model is compiled with them and each call
+runs every infer request the compiled model asks for at once, through an ``AsyncInferQueue``,
+as a served layout runs it. It prints one line of JSON:
 
 - ``base_rss_bytes``: RSS once the runtime is imported, before the model is loaded;
 - ``loaded_rss_bytes``: RSS after the load and the first call;
 - ``steady_rss_bytes``: RSS after the calls; ``peak_rss_bytes``: the kernel's high-water mark;
-- ``calls``; ``tensorflow_loaded``: whether anything in the process imported TensorFlow (the
-  point of the process is that nothing does; the parent reports it if it ever happens).
+- ``calls``; ``infer_requests``: the requests each call ran at once (OpenVINO with a hint or
+  streams: as many as the compiled model asks for; else 1); ``tensorflow_loaded``: whether
+  anything in the process imported TensorFlow (the point of the process is that nothing does;
+  the parent reports it if it ever happens).
 
 A failure prints one line and exits 3 (:data:`tfperf.core.protocol.EXIT_ERROR`).
 """
@@ -77,20 +83,45 @@ def _litert(artifact: str, threads: int | None, shapes: Shapes) -> Callable[[], 
     return load
 
 
+def _openvino_model(artifact: str, shapes: Shapes) -> Any:
+    """The model read, reshaped to ``shapes`` where its own differ (a dynamic batch)."""
+    import openvino as ov
+
+    model = ov.Core().read_model(artifact)
+    if shapes:
+        wanted = {port: ov.PartialShape(list(shape))
+                  for port, (shape, _) in zip(model.inputs, shapes)  # noqa: B905 (Python 3.9)
+                  if port.get_partial_shape() != ov.PartialShape(list(shape))}
+        if wanted:
+            model.reshape(wanted)
+    return model
+
+
 def _openvino(
-    artifact: str, threads: int | None, runtime: str, shapes: Shapes
+    artifact: str, threads: int | None, runtime: str, shapes: Shapes,
+    serving: dict[str, str] | None = None,
 ) -> Callable[[], Loaded]:
     import numpy as np
     import openvino as ov
 
     def load() -> Loaded:
-        compiled = ov.Core().compile_model(artifact, "CPU", openvino_properties(runtime, threads))
+        properties = {**openvino_properties(runtime, threads), **(serving or {})}
+        compiled = ov.Core().compile_model(_openvino_model(artifact, shapes), "CPU", properties)
+        zeros = [np.zeros(tuple(p.get_shape()), p.get_element_type().to_dtype())
+                 for p in compiled.inputs]
+        if serving:  # as a layout serves it: every infer request it asks for, at once
+            jobs = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            queue = ov.AsyncInferQueue(compiled, jobs)
+
+            def all_at_once() -> list[Any]:
+                for _ in range(jobs):
+                    queue.start_async(zeros)
+                queue.wait_all()
+                return [queue[0].get_output_tensor(i).data for i in range(len(compiled.outputs))]
+
+            all_at_once.jobs = jobs  # type: ignore[attr-defined]
+            return all_at_once
         request = compiled.create_infer_request()
-        if shapes:
-            zeros = [np.zeros(shape, dtype) for shape, dtype in shapes]
-        else:
-            zeros = [np.zeros(tuple(p.get_shape()), p.get_element_type().to_dtype())
-                     for p in compiled.inputs]
 
         def call() -> list[Any]:
             result = request.infer(zeros)
@@ -118,23 +149,26 @@ def _xla_aot(artifact: str, threads: int | None) -> Callable[[], Loaded]:
 
 
 def loader(
-    runtime: str, artifact: str, threads: int | None, shapes: Shapes = None
+    runtime: str, artifact: str, threads: int | None, shapes: Shapes = None,
+    serving: dict[str, str] | None = None,
 ) -> Callable[[], Loaded]:
-    """Import ``runtime``; a function that loads the artifact and returns its call."""
+    """Import ``runtime``; a function that loads the artifact and returns its call
+    (``serving``: OpenVINO's ``PERFORMANCE_HINT`` and ``NUM_STREAMS`` of a served layout)."""
     if runtime.startswith("litert"):
         return _litert(artifact, threads, shapes)
     if runtime.startswith("openvino"):
-        return _openvino(artifact, threads, runtime, shapes)
+        return _openvino(artifact, threads, runtime, shapes, serving)
     if runtime == "xla-aot":
         return _xla_aot(artifact, threads)
     raise ValueError(f"no deployed form of the runtime {runtime!r}")
 
 
 def measure(
-    runtime: str, artifact: str, threads: int | None, seconds: float, shapes: Shapes = None
+    runtime: str, artifact: str, threads: int | None, seconds: float, shapes: Shapes = None,
+    serving: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of the module docstring."""
-    load = loader(runtime, artifact, threads, shapes)
+    load = loader(runtime, artifact, threads, shapes, serving)
     base = rss_bytes()
     call = load()
     call()
@@ -151,6 +185,7 @@ def measure(
         # the kernel's two counters round differently: the peak is never below a reading
         "peak_rss_bytes": max(peak_rss_bytes(), loaded, steady),
         "calls": calls,
+        "infer_requests": getattr(call, "jobs", 1),
         "tensorflow_loaded": "tensorflow" in sys.modules,
     }
 
@@ -162,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--inputs", type=json.loads, default=None)
+    parser.add_argument("--hint", default=None)
+    parser.add_argument("--streams", type=int, default=None)
     args = parser.parse_args(argv)
+    serving = {k: str(v) for k, v in (("PERFORMANCE_HINT", args.hint),
+                                      ("NUM_STREAMS", args.streams)) if v}
     try:
-        record = measure(args.runtime, args.artifact, args.threads, args.seconds, args.inputs)
+        record = measure(args.runtime, args.artifact, args.threads, args.seconds, args.inputs,
+                         serving or None)
     except Exception as exc:  # one line for the parent, whatever the runtime raised
         print(f"the deployed {args.runtime} model did not run: {type(exc).__name__}: {exc}"
               .replace("\n", " ")[:400], flush=True)

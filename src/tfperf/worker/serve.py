@@ -58,7 +58,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfperf.core.errors import UserError
-from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND
+from tfperf.core.protocol import EXIT_ERROR, EXIT_INJECTED, USER_KIND, artifact_from_notes
 from tfperf.worker.requests import AsyncServer, Batching, RequestServer
 from tfperf.worker.rss import peak_rss_bytes, rss_bytes
 from tfperf.worker.tfimport import hidden_note, import_tensorflow, jax_is_needed
@@ -204,6 +204,7 @@ class Session:
         self.send = send
         self.prepared: Any = None
         self.server: RequestServer | AsyncServer | None = None
+        self.batched_artifact: str | None = None
         self.runtime = "tf"
 
     def init(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -295,13 +296,17 @@ class Session:
             )
             warm_up(batched.call, int(policy.get("min_calls", 5)), 1.0)
             calls[batching.max_batch] = _call_maker(batched)
+            # a converted runtime's batched call runs an artifact of its own: the parent
+            # measures the layout's memory as deployed on it (tfperf.runner.memory)
+            self.batched_artifact = artifact_from_notes(batched.notes)
         self.server = RequestServer(calls, batching, self.send, before)
 
     def _serving_facts(self) -> dict[str, Any]:
         """The ``serving`` of ``ready``: the CPUs it may run on and, served asynchronously,
         how many infer requests it keeps in flight."""
         jobs = getattr(self.server, "jobs", None)
-        return {"cores": _cpus(), **({"infer_requests": jobs} if jobs else {})}
+        return {"cores": _cpus(), **({"infer_requests": jobs} if jobs else {}),
+                **({"batched_artifact": self.batched_artifact} if self.batched_artifact else {})}
 
     def request(self, msg: dict[str, Any]) -> None:
         if self.server is None:

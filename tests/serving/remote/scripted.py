@@ -1,7 +1,11 @@
 """A scripted v2 REST server on loopback, in the test's own process: it publishes a model's
 metadata and answers each POST as its script says (``ok``; ``drop``: the connection closed
 after the request was read; ``not-an-answer``: a 200 whose body is HTML; ``error``: KServe's
-500; ``invalid``: a 400; ``stall``), optionally over TLS, and counts what it did.
+500; ``invalid``: a 400; ``stall``), optionally over TLS, and counts what it did. As a script
+asks, it closes a connection idle for ``keepalive_s`` (as uvicorn does after 5 s), serves at
+most ``at_once`` POSTs at a time (the rest wait for one of them), and keeps the statistics
+extension's counters the way Triton serves them (``GET /v2/models/m/stats``; gRPC's
+``ModelStatistics``), each answered request adding :data:`STATS_NS`.
 
 No TensorFlow: it answers in milliseconds, so the accounting tests stay fast. The model servers
 the protocols are tested against are in ``servers/``.
@@ -35,6 +39,10 @@ KSERVE_500 = {"error": "RuntimeError : the model's own code failed on request"}
 """What KServe answers (HTTP 500) when a model's own Python code raises."""
 INVALID = {"error": "Invalid input: expected shape [-1, 4]"}
 """A 400: the request's inputs do not fit the model."""
+STATS_NS = {"queue": 2_000_000, "compute_input": 100_000, "compute_infer": 3_000_000,
+            "compute_output": 200_000}
+"""What each answered request adds to the scripted statistics (ns): 2 ms queued, 3.3 ms of
+compute (0.1 input, 3 infer, 0.2 output)."""
 
 
 @dataclass
@@ -48,9 +56,38 @@ class Script:
     stop_after: int | None = None
     """Stop listening once this many POSTs were answered (later connections are refused)."""
     stall_s: float = 0.0
+    keepalive_s: float | None = None
+    """Close a connection that brings no request for this long."""
+    at_once: int | None = None
+    """Serve at most this many POSTs at a time."""
+    stats: bool = False
+    """Serve the statistics extension as Triton does."""
     done: Counter = field(default_factory=Counter)
     """What was done, by name; ``"posts"`` counts every POST read."""
     seen_headers: list[dict[str, str]] = field(default_factory=list)
+
+
+_COUNTING = threading.Lock()
+
+
+def _answered(script: Script) -> None:
+    """One more request answered, counted before its answer is written (as Triton counts it
+    once the request is done, before the client has read it)."""
+    with _COUNTING:
+        script.done["answered"] += 1
+
+
+def stats_document(answered: int, name: str = "m") -> dict[str, Any]:
+    """The statistics extension's answer after ``answered`` requests, as Triton writes it."""
+    stages = {stage: {"count": answered, "ns": answered * ns} for stage, ns in STATS_NS.items()}
+    return {"model_stats": [{
+        "name": name, "version": "1", "last_inference": 0, "inference_count": answered,
+        "execution_count": answered,
+        "inference_stats": {"success": {"count": answered, "ns": answered * 6_000_000},
+                            "fail": {"count": 0, "ns": 0}, **stages,
+                            "cache_hit": {"count": 0, "ns": 0}},
+        "batch_stats": [],
+    }]}
 
 
 class _Server(ThreadingHTTPServer):
@@ -59,6 +96,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, script: Script) -> None:
         super().__init__((LOOPBACK, 0), _handler(script))
         self.script = script
+        self.serving_one = threading.Semaphore(script.at_once or 1_000_000)
         self.open_connections: set[Any] = set()
         self.serving = threading.Event()
         self.stopped = threading.Event()
@@ -88,6 +126,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK wait
+        timeout = script.keepalive_s  # an idle connection is closed after it
         server: _Server
 
         def setup(self) -> None:
@@ -109,8 +148,15 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if self._allowed():
-                self._send(200, script.metadata)
+            if not self._allowed():
+                return
+            if self.path.endswith("/stats"):
+                if not script.stats:
+                    self._send(404, b'{"error": "Not Found"}')
+                    return
+                self._send(200, json.dumps(stats_document(script.done["answered"])).encode())
+                return
+            self._send(200, script.metadata)
 
         def _allowed(self) -> bool:
             script.seen_headers.append(dict(self.headers.items()))
@@ -123,6 +169,10 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             if not self._allowed():
                 return
+            with self.server.serving_one:
+                self._post()
+
+        def _post(self) -> None:
             script.done["posts"] += 1
             what = script.answer(script.done["posts"])
             script.done[what] += 1
@@ -140,6 +190,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             status, body = {"error": (500, KSERVE_500), "invalid": (400, INVALID)}.get(
                 what, (200, ANSWER)
             )
+            if status == 200:
+                _answered(script)
             self._send(status, json.dumps(body).encode())
 
     return Handler
@@ -171,6 +223,7 @@ def scripted_grpc(script: Script, tls: tuple[str, str] | None = None) -> Iterato
     output, ``empty`` an empty ModelInferResponse; a call without ``script.require``'s
     metadata is UNAUTHENTICATED. Yields the port."""
     import grpc
+    from google.protobuf import json_format
     from tritonclient.grpc import service_pb2 as pb
     from tritonclient.grpc import service_pb2_grpc as pb_grpc
 
@@ -189,6 +242,15 @@ def scripted_grpc(script: Script, tls: tuple[str, str] | None = None) -> Iterato
                                   shape=spec["shape"])
             return answer
 
+        def ModelStatistics(self, request: Any, context: Any) -> Any:
+            if not script.stats:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "no statistics here")
+            answer = pb.ModelStatisticsResponse()
+            answer.model_stats.append(json_format.ParseDict(
+                stats_document(script.done["answered"], request.name)["model_stats"][0],
+                pb.ModelStatistics(), ignore_unknown_fields=True))
+            return answer
+
         def ModelInfer(self, request: Any, context: Any) -> Any:
             self._check(context)
             script.done["posts"] += 1
@@ -199,6 +261,7 @@ def scripted_grpc(script: Script, tls: tuple[str, str] | None = None) -> Iterato
             answer = pb.ModelInferResponse(model_name=request.model_name)
             answer.outputs.add(name="y", datatype="FP32", shape=[1, 1])
             answer.raw_output_contents.append(b"\0\0\0?")
+            _answered(script)
             return answer
 
     from concurrent import futures

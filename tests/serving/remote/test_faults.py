@@ -35,7 +35,7 @@ def _run(url: str, tmp_path, *extra: str) -> dict:
         "--level-requests",
         "40",
         "--level-seconds",
-        "0.5",
+        "0.15",
         *extra,
         "--json",
         "--store",
@@ -53,6 +53,10 @@ def test_errors_are_counted_by_status_with_the_first_message(failing, tmp_path):
     for url in (f"http://127.0.0.1:{http}/v2/models/two", f"grpc://127.0.0.1:{grpc}"):
         doc = _run(url, tmp_path, "--model-name", "two", "--concurrency", "2")
         (level,) = doc["levels"]
+        # the first request failed twice before the level: kept, not dropped (over HTTP each
+        # error's connection is closed by uvicorn: the request after it fails on it)
+        statuses = [r["status"] for r in doc["warmup"]["retries"]]
+        assert statuses.count("HTTP 500" if url.startswith("http") else "gRPC INTERNAL") >= 2
         assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
         assert level["failed"] >= level["sent"] // 4 - 2 and level["completed"] > 0
         failures = dict(level["failures"])
@@ -83,7 +87,8 @@ def test_a_stalled_request_times_out_and_the_level_still_ends(stalling, tmp_path
     (level,) = doc["levels"]
     assert level["timed_out"] >= 1
     assert level["sent"] == level["completed"] + level["failed"] + level["timed_out"]
-    assert level["p999_ms"] >= 500.0  # the give-ups stay in the percentiles
+    # the give-ups stay in the percentiles (too few requests to show p99.9: its estimate)
+    assert level["p999_ms"] is None and level["rough_ms"]["p99.9"] >= 500.0
     assert level["duration_s"] < 10.0
 
 

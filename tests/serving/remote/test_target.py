@@ -3,12 +3,15 @@ the one address that refuses."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from helpers import run_cli
 from serving.remote.loopback import free_port
 from tfperf.core.errors import UserError
+from tfperf.serving.remote.access import redact_command
 from tfperf.serving.remote.rest import RestWire, parse_metadata
 from tfperf.serving.remote.target import parse_target
 from tfperf.serving.remote.tensors import InputSpec, fit, generated
@@ -55,11 +58,64 @@ def test_grpc_takes_the_model_name_and_tfserving_grpc_is_never_guessed():
         ("ftp://h/x", None, "--url takes"),
         ("http://h:8000/v2/other", "v2-rest", "names no model"),
         ("http://me:pw@h:8000/v2/models/m", None, "give the credentials with --header"),
+        ("grpc://h:8001?key=s3cret", "v2-grpc", "a gRPC URL carries no query string"),
     ],
 )
 def test_urls_that_name_nothing_usable_are_refused(url, protocol, said):
-    with pytest.raises(UserError, match=said):
+    with pytest.raises(UserError, match=said) as refused:
         parse_target(url, protocol)
+    assert "s3cret" not in str(refused.value)  # a query's value is a secret, in sentences too
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:8000/v2/models/m/infer", "grpc://h:8001"],
+)
+def test_rest_format_is_refused_where_it_shapes_nothing(url):
+    """--rest-format shapes TensorFlow Serving's REST body alone: given for another protocol it
+    would be ignored, so it is refused; not given, every protocol goes on."""
+    for given in ("row", "columnar"):
+        with pytest.raises(UserError, match=r"--rest-format shapes TensorFlow Serving's REST"):
+            parse_target(url, model_name="m", rest_format=given)
+    assert parse_target(url, model_name="m").rest_format == "row"
+    assert parse_target("http://h:1/v1/models/m", rest_format="columnar").rest_format == (
+        "columnar")
+
+
+def test_a_query_string_is_sent_and_kept_redacted_where_headers_are():
+    target = parse_target("http://h:1/v2/models/m/infer?api_key=s3cret&tenant=a",
+                          headers=["Authorization: Bearer t0ken"])
+    assert target.query == "api_key=s3cret&tenant=a"  # what the wire sends
+    wire = RestWire(target)
+    assert wire.predict_path == "/v2/models/m/infer?api_key=s3cret&tenant=a"
+    assert wire.metadata_paths == ("/v2/models/m?api_key=s3cret&tenant=a",)
+    shown = json.dumps(target.to_dict()) + repr(target) + target.label()
+    assert "s3cret" not in shown and "t0ken" not in shown
+    assert target.to_dict()["url"] == (
+        "http://h:1/v2/models/m/infer?api_key=<redacted>&tenant=<redacted>")
+    stored = redact_command("tfperf bench --url 'http://h:1/v2/models/m?api_key=s3cret' "
+                            "--header 'Authorization: Bearer t0ken' --rate 5")
+    assert "s3cret" not in stored and "t0ken" not in stored and "api_key=<redacted>" in stored
+
+
+@pytest.mark.parametrize(
+    ("url", "warned"),
+    [
+        ("http://10.1.2.3:8000/v2/models/m", True),
+        ("grpc://models.example:8001", True),
+        ("https://models.example/v2/models/m", False),
+        ("http://127.0.0.1:8000/v2/models/m", False),
+        ("http://localhost:8000/v2/models/m", False),
+        ("http://[::1]:8000/v2/models/m", False),
+    ],
+)
+def test_a_header_sent_in_the_clear_beyond_this_machine_is_warned_of(url, warned):
+    with_header = parse_target(url, model_name="m", headers=["X-Api-Key: k"])
+    assert bool(with_header.warnings) == warned
+    if warned:
+        (said,) = with_header.warnings
+        assert said.startswith("--header X-Api-Key go to ") and "without TLS" in said
+        assert "k" not in said.split("X-Api-Key")[1].split()[0]  # the name, never the value
+    assert parse_target(url, model_name="m").warnings == []  # nothing secret to send
 
 
 def test_generated_inputs_fit_the_published_shapes_and_dtypes():

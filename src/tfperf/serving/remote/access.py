@@ -14,7 +14,8 @@ Contract:
   :meth:`Access.root_certificates` gRPC's.
 - A header's value is a secret: :class:`Access` never prints it (its ``repr`` and
   :meth:`Access.to_dict` name the headers only) and :func:`redact_command` blanks every
-  ``--header`` value of a command line before it is stored.
+  ``--header`` value of a command line before it is stored, and every value of a URL's query
+  string (``?api_key=...``), which :func:`redact_url` blanks wherever the URL is kept.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from tfperf.core.errors import UserError
 
@@ -129,13 +131,23 @@ def parse_access(headers: Sequence[str], cacert: str | None, secure: bool, url: 
     return Access(headers=tuple(parse_header(h) for h in headers), cacert=cacert)
 
 
+def redact_url(url: str) -> str:
+    """``url`` with each value of its query string :data:`REDACTED` (the names kept)."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode([(k, REDACTED) for k, _ in pairs], safe="<>")
+    return urlunsplit(parts._replace(query=query or REDACTED))
+
+
 def redact_command(command: str) -> str:
     """``command`` with the value of each ``--header`` replaced by :data:`REDACTED` (the
-    name is kept)."""
+    name is kept), and each URL's query values too."""
     try:
         words = shlex.split(command)
     except ValueError:
-        return command if "--header" not in command else REDACTED
+        return command if "--header" not in command and "?" not in command else REDACTED
     out: list[str] = []
     follows = False
     for word in words:
@@ -143,6 +155,9 @@ def redact_command(command: str) -> str:
             word = _redacted(word)
         elif word.startswith("--header="):
             word = "--header=" + _redacted(word[len("--header=") :])
+        elif "://" in word and "?" in word:
+            flag, _, url = word.partition("=") if word.startswith("--") else ("", "", word)
+            word = (flag + "=" if flag else "") + redact_url(url)
         follows = word == "--header"
         out.append(word)
     return shlex.join(out)

@@ -25,7 +25,11 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
   contents too, as the protocol takes either raw or typed contents for all the inputs of a
   request, never a mix. gRPC's own retries are off (``grpc.enable_retries`` 0, transparent
   retries included): a call the server's library refused is failed, not sent again unseen;
-  every call's resends are 0.
+  every call's resends are 0. A call made on a channel that is not connected (gRPC's
+  ``READY``) counts one connection made: the channel connects first (after the server closed
+  an idle one, say), and that handshake is in the call's latency.
+- ``stats``: ``ModelStatistics`` (the statistics extension, :mod:`tfperf.serving.remote.stats`)
+  for ``v2-grpc``; a server that does not implement it, and TensorFlow Serving, give none.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import grpc
 import numpy as np
 
 from tfperf.core.errors import UserError
+from tfperf.serving.remote.stats import NONE_GIVEN, Counters, from_proto
 from tfperf.serving.remote.target import RemoteTarget
 from tfperf.serving.remote.tensors import (
     NUMPY_TO_TF,
@@ -49,7 +54,14 @@ from tfperf.serving.remote.tensors import (
     InputSpec,
     dtype_of,
 )
-from tfperf.serving.remote.wire import CallFailed, Unreachable, Untrusted, first_bytes, short
+from tfperf.serving.remote.wire import (
+    CallFailed,
+    Sent,
+    Unreachable,
+    Untrusted,
+    first_bytes,
+    short,
+)
 
 _OPTIONS = [
     ("grpc.enable_http_proxy", 0),
@@ -185,20 +197,31 @@ class _GrpcWire:
                 raise (Untrusted if tls else Unreachable)(_unavailable(details)) from None
             raise _rpc_error(exc) from None
 
-    async def _call(self, method: Any, request: Any, timeout_s: float) -> int:
+    async def _call(self, conn: Any, method: Any, request: Any, timeout_s: float) -> Sent:
+        ready = conn[0].get_state(try_to_connect=False) == grpc.ChannelConnectivity.READY
+        connects = 0 if ready else 1
         try:
             reply = await method(request, timeout=timeout_s, metadata=self.metadata_headers)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise CallFailed("timeout", f"no answer within {timeout_s:g} s") from None
-            raise _rpc_error(exc) from None
+                raise CallFailed("timeout", f"no answer within {timeout_s:g} s", 0,
+                                 connects) from None
+            failed = _rpc_error(exc)
+            failed.connects = connects
+            raise failed from None
         if not reply.outputs:
             raise CallFailed(
                 "bad answer",
                 f"a {type(reply).__name__} without outputs: "
                 f"{first_bytes(reply.SerializeToString())}",
+                0,
+                connects,
             )
-        return 0
+        return Sent(0, connects)
+
+    async def stats(self, conn: Any, timeout_s: float) -> Counters | str:
+        """The statistics extension's figures (``ModelStatistics``), or why there are none."""
+        return NONE_GIVEN
 
 
 class V2GrpcWire(_GrpcWire):
@@ -241,8 +264,20 @@ class V2GrpcWire(_GrpcWire):
             )
         return request
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> int:
-        return await self._call(conn[1].ModelInfer, body, timeout_s)
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> Sent:
+        return await self._call(conn, conn[1].ModelInfer, body, timeout_s)
+
+    async def stats(self, conn: Any, timeout_s: float) -> Counters | str:
+        request = self.pb.ModelStatisticsRequest(
+            name=self.target.model, version=self.target.version or ""
+        )
+        try:
+            answer = await conn[1].ModelStatistics(
+                request, timeout=timeout_s, metadata=self.metadata_headers
+            )
+        except grpc.aio.AioRpcError as exc:
+            return f"ModelStatistics answered gRPC {exc.code().name}"
+        return from_proto(answer, self.target.model, self.target.version)
 
 
 class ServingGrpcWire(_GrpcWire):
@@ -303,5 +338,5 @@ class ServingGrpcWire(_GrpcWire):
                 tensor.tensor_content = np.ascontiguousarray(array).tobytes()
         return request
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> int:
-        return await self._call(conn[1].Predict, body, timeout_s)
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> Sent:
+        return await self._call(conn, conn[1].Predict, body, timeout_s)

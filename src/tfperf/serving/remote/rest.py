@@ -21,6 +21,10 @@ Contract (see :mod:`tfperf.serving.remote.wire` for what a wire does):
   its cause. "Written" is the trace's: the body handed to the event loop's transport, which
   buffers it; a reset while that buffer drains still reads as written, so in doubt a request
   is failed, never sent twice. Every resend is counted.
+- Each call counts the connections it made (httpx's trace of a TCP connect): a kept-alive
+  connection the server closed while it idled is made again by the next request on it.
+- ``stats``: the statistics extension (``GET /v2/models/NAME[/versions/V]/stats``,
+  :mod:`tfperf.serving.remote.stats`) for ``v2-rest``; TensorFlow Serving has none.
 - An answer is checked: a 200 whose body is not JSON with ``outputs`` (``v2-rest``) or with
   ``predictions`` or ``outputs`` (``tfserving-rest``) fails as ``bad answer`` with its first
   bytes. String inputs (``object`` arrays of bytes) go as JSON strings, shape kept (v2 flat,
@@ -38,10 +42,12 @@ import httpx
 import numpy as np
 
 from tfperf.core.errors import UserError
+from tfperf.serving.remote.stats import NONE_GIVEN, Counters, from_json
 from tfperf.serving.remote.target import RemoteTarget
 from tfperf.serving.remote.tensors import NUMPY_TO_V2, TF_DTYPES, V2_DTYPES, InputSpec, dtype_of
 from tfperf.serving.remote.wire import (
     CallFailed,
+    Sent,
     Unreachable,
     Untrusted,
     first_bytes,
@@ -94,6 +100,11 @@ class RestWire:
         else:
             self.predict_path = f"/v2/models/{target.model}{version}/infer"
             self.metadata_paths = (f"/v2/models/{target.model}{version}",)
+        self.stats_path = f"/v2/models/{target.model}{version}/stats"
+        if target.query:  # the URL's own query (a gateway's key, say) goes with every request
+            self.predict_path += f"?{target.query}"
+            self.metadata_paths = tuple(f"{p}?{target.query}" for p in self.metadata_paths)
+            self.stats_path += f"?{target.query}"
         self.headers = {**_HEADERS, **dict(target.access.headers)}
         self.verify: Any = target.access.ssl_context() if target.tls else True
 
@@ -131,10 +142,11 @@ class RestWire:
             response = await self._get(conn, path, timeout_s)
             if response.status_code in (401, 403):  # credentials: no other path will do
                 raise CallFailed(f"HTTP {response.status_code}", short(response.text))
+            shown = f"GET {path.split('?')[0]}"  # the query's values are secrets
             if response.status_code == 200:
-                specs = parse_metadata(_json_of(response, f"{self.target.origin} GET {path}"))
+                specs = parse_metadata(_json_of(response, f"{self.target.origin} {shown}"))
                 if specs is not None:
-                    return specs, f"GET {path}"
+                    return specs, shown
             last = response
         if last is not None and last.status_code == 404:
             raise CallFailed("HTTP 404", short(last.text))
@@ -169,42 +181,66 @@ class RestWire:
         return json.dumps(body).encode()
 
     async def _once(self, conn: httpx.AsyncClient, body: bytes, timeout_s: float,
-                    resent: int) -> int:
-        """One send, its answer checked; ``resent`` is returned. A transport error other than
-        a timeout raises :class:`_SendFailed`."""
+                    sent: Sent) -> Sent:
+        """One send, its answer checked; ``sent`` with this send's connections added is
+        returned. A transport error other than a timeout raises :class:`_SendFailed`."""
         written = False
+        connects = 0
 
         async def trace(event: str, info: dict[str, Any]) -> None:
-            nonlocal written
+            nonlocal written, connects
             if event.endswith(".send_request_body.complete"):
                 written = True
+            elif event == "connection.connect_tcp.started":
+                connects += 1
 
         try:
             response = await conn.post(
                 self.predict_path, content=body, timeout=timeout_s, extensions={"trace": trace}
             )
         except httpx.TimeoutException:
-            raise CallFailed("timeout", f"no answer within {timeout_s:g} s", resent) from None
+            raise CallFailed("timeout", f"no answer within {timeout_s:g} s", sent.resent,
+                             sent.connects + connects) from None
         except httpx.TransportError as exc:
-            raise _SendFailed(exc, written) from None
-        self.check(response, resent)
-        return resent
+            raise _SendFailed(exc, written, sent.connects + connects) from None
+        done = Sent(sent.resent, sent.connects + connects)
+        self.check(response, done)
+        return done
 
-    async def call(self, conn: httpx.AsyncClient, body: bytes, timeout_s: float) -> int:
+    async def call(self, conn: httpx.AsyncClient, body: bytes, timeout_s: float) -> Sent:
         try:
-            return await self._once(conn, body, timeout_s, resent=0)
+            return await self._once(conn, body, timeout_s, Sent())
         except _SendFailed as failed:
             if not failed.unread:
-                raise CallFailed("connection", failed.reason(), 0) from None
+                raise CallFailed("connection", failed.reason(), 0, failed.connects) from None
+            connects = failed.connects
         try:  # the server cannot have run it: on a new connection, once
-            return await self._once(conn, body, timeout_s, resent=1)
+            return await self._once(conn, body, timeout_s, Sent(1, connects))
         except _SendFailed as failed:
-            raise CallFailed("connection", failed.reason(), 1) from None
+            raise CallFailed("connection", failed.reason(), 1, failed.connects) from None
 
-    def check(self, response: httpx.Response, resent: int = 0) -> None:
-        """Raise :class:`CallFailed` unless ``response`` is the protocol's answer."""
+    async def stats(self, conn: httpx.AsyncClient, timeout_s: float) -> Counters | str:
+        """The statistics extension's figures of the model, or why there are none."""
+        if self.target.protocol != "v2-rest":
+            return NONE_GIVEN
+        try:
+            response = await conn.get(self.stats_path, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return f"GET {self.stats_path.split('?')[0]} failed ({why(exc)})"
         if response.status_code != 200:
-            raise CallFailed(f"HTTP {response.status_code}", short(response.text), resent)
+            return f"GET {self.stats_path.split('?')[0]} answered HTTP {response.status_code}"
+        try:
+            doc = response.json()
+        except ValueError:
+            return f"GET {self.stats_path.split('?')[0]} answered what is not JSON"
+        return from_json(doc, self.target.model, self.target.version)
+
+    def check(self, response: httpx.Response, sent: Sent = Sent()) -> None:
+        """Raise :class:`CallFailed` unless ``response`` is the protocol's answer."""
+        resent, connects = sent.resent, sent.connects
+        if response.status_code != 200:
+            raise CallFailed(f"HTTP {response.status_code}", short(response.text), resent,
+                             connects)
         keys = _ANSWER_KEYS[self.target.protocol]
         try:
             doc = json.loads(response.content)
@@ -216,6 +252,7 @@ class RestWire:
                 f"HTTP 200 whose body is not a {self.target.protocol} answer (JSON with "
                 f"{' or '.join(repr(k) for k in keys)}): {first_bytes(response.content)}",
                 resent,
+                connects,
             )
 
 
@@ -223,10 +260,11 @@ class _SendFailed(Exception):
     """A send that failed on its connection: the error, and whether the body was written
     whole before it."""
 
-    def __init__(self, cause: httpx.TransportError, written: bool) -> None:
+    def __init__(self, cause: httpx.TransportError, written: bool, connects: int) -> None:
         super().__init__(str(cause))
         self.cause = cause
         self.written = written
+        self.connects = connects
 
     @property
     def unread(self) -> bool:

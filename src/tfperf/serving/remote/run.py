@@ -4,8 +4,10 @@ Contract:
 
 - :func:`prepare` asks the target for its model's inputs (the metadata endpoint of its
   protocol, on the target's own address), builds the request body once from ``--inputs``
-  (checked against those inputs when the server published any) or from values generated to
-  their shape and dtype, and says which (:attr:`Prepared.source`). Nothing answering at the
+  (checked against those inputs when the server published any; with ``--batch``, their rows
+  cycled to that many, as a workload at another batch repeats its sample rows) or from values
+  generated to their shape and dtype (``--batch`` rows where the first dimension is free), and
+  says which (:attr:`Prepared.source`). Nothing answering at the
   address, a TLS handshake that fails, no model of that name, no published inputs and no
   ``--inputs``, or a first request that fails (one is sent before any level) each raise
   :class:`~tfperf.core.errors.UserError` with one sentence, before any level starts. That
@@ -20,8 +22,13 @@ Contract:
   :class:`~tfperf.serving.remote.client.RemoteServer`), stores the run as kind ``load`` with
   the target as its workload (``{"kind": "remote", "url", "protocol", ...}``), and returns the
   document of :func:`tfperf.serving.run.run_load` with ``target`` and ``inputs`` added.
-- ``connections`` workers (each one connection) send the requests: the largest
-  ``--concurrency`` given, and at least :data:`CONNECTIONS`.
+- The client's connections (:class:`~tfperf.serving.remote.client.Pool`): without
+  ``connections``, at least :data:`CONNECTIONS` and the largest ``--concurrency`` given, opened
+  and warmed before the first level, and as many more as each level's load needs
+  (``--connections N``: exactly N; requests that find none free wait in tfperf's client, and
+  the levels say how long). Every request of the warm-up is kept in the document's ``warmup``
+  (``requests``, ``seconds``, ``connections``, and each failure on the way under ``retries``:
+  a server error or a dropped connection tried again before the first level), not dropped.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ import numpy as np
 
 from tfperf.core.config import Config
 from tfperf.core.errors import UserError
+from tfperf.core.protocol import repeat_rows
 from tfperf.machine.facts import collect_machine, machine_summary
 from tfperf.runner.recorder import RunRecorder
 from tfperf.serving.load import LoadScenario, measure_on
 from tfperf.serving.remote.access import redact_command
-from tfperf.serving.remote.client import RemoteServer
+from tfperf.serving.remote.client import Pool, RemoteServer
 from tfperf.serving.remote.grpc_wire import ServingGrpcWire, V2GrpcWire
 from tfperf.serving.remote.rest import RestWire
 from tfperf.serving.remote.target import RemoteTarget
@@ -49,7 +57,8 @@ from tfperf.serving.remote.wire import CallFailed, Unreachable, Untrusted, Wire
 from tfperf.serving.run import KIND, SCHEMA_VERSION, LoadInterrupted, levels_kept, load_document
 
 CONNECTIONS = 16
-"""Connections (workers) at least: requests in flight at most, and the SLO search's probe."""
+"""Connections opened before the first level at least, and where the SLO search's probe
+starts."""
 METADATA_TIMEOUT_S = 10.0
 GENERATOR = (
     "the load generator runs in the tfperf process (an asyncio client on a thread of its own, "
@@ -126,16 +135,27 @@ def _ask_metadata(target: RemoteTarget, wire: Wire) -> tuple[list[InputSpec] | N
         ) from None
 
 
-def prepare(target: RemoteTarget, inputs: str | None, batch: int = 1) -> Prepared:
-    """The request for ``target`` (module docstring)."""
+def _given_rows(arrays: dict[str, np.ndarray], batch: int | None) -> dict[str, np.ndarray]:
+    """``--inputs``' arrays with ``batch`` rows (their own cycled), where ``--batch`` is given."""
+    if batch is None:
+        return arrays
+    return {name: repeat_rows(array, batch) for name, array in arrays.items()}
+
+
+def prepare(target: RemoteTarget, inputs: str | None, batch: int | None = None) -> Prepared:
+    """The request for ``target`` (module docstring); ``batch`` ``None`` when not given."""
     wire = make_wire(target)
     specs, where = _ask_metadata(target, wire)
     if inputs:
-        arrays = fit(from_npz(inputs), specs or [])
-        source = f"--inputs {inputs}"
+        given = from_npz(inputs)
+        arrays = fit(_given_rows(given, batch), specs or [])
+        rows = {np.asarray(a).shape[0] for a in given.values() if np.asarray(a).ndim}
+        source = f"--inputs {inputs}" + (
+            f", its rows repeated to {batch} (--batch)" if batch is not None and rows != {batch}
+            else "")
         specs = specs or [InputSpec(n, str(a.dtype), tuple(a.shape)) for n, a in arrays.items()]
     elif specs:
-        arrays = generated(specs, batch)
+        arrays = generated(specs, batch or 1)
         source = f"generated to the shapes and dtypes of {where}"
     else:
         raise UserError(
@@ -226,6 +246,16 @@ def _result_document(doc: dict[str, Any], prepared: Prepared, run_id: int) -> di
     }
 
 
+def pool_of(scenario: LoadScenario, connections: int | None) -> Pool:
+    """The client's pool for ``scenario``: ``connections`` fixed, or a growing one (module
+    docstring)."""
+    if connections is not None:
+        if connections < 1:
+            raise UserError(f"--connections takes 1 or more, not {connections}.")
+        return Pool(connections, grow=False)
+    return Pool(max([CONNECTIONS, *scenario.concurrency]), grow=True)
+
+
 def run_remote(
     prepared: Prepared,
     scenario: LoadScenario,
@@ -234,18 +264,18 @@ def run_remote(
     command: str = "bench",
     progress: Callable[[str], None] | None = None,
     price_per_hour: float | None = None,
+    connections: int | None = None,
 ) -> dict[str, Any]:
     """Measure, record and summarise the target (module docstring); with ``price_per_hour``,
     each level and the SLO answer are priced as a local load run's."""
     target = prepared.target
     if not scenario.concurrency and not scenario.rates and scenario.slo_ms is None:
         scenario = dataclasses.replace(scenario, concurrency=(1,))
-    connections = max([CONNECTIONS, *scenario.concurrency])
     about = {**target.to_dict(), "label": target.label()}
     server = RemoteServer(
         prepared.wire,
         prepared.body,
-        connections,
+        pool_of(scenario, connections),
         scenario.timeout_s,
         target=about,
         info={"inputs": prepared.describe(), "batch": prepared.batch},
@@ -254,6 +284,7 @@ def run_remote(
     settings = {"scenario": scenario.to_dict(), "target": about, "inputs": prepared.describe()}
     with server:
         _warm(server, prepared, scenario.timeout_s)
+        server.warm_all(scenario.timeout_s)
         stored = redact_command(command)
         with RunRecorder(store, KIND, stored, target.to_dict(), machine, settings) as run:
             try:
@@ -263,6 +294,8 @@ def run_remote(
                 raise LoadInterrupted(run.run_id, levels_kept(store, run.run_id)) from exc
             doc = load_document([result], scenario, Config(), generator=GENERATOR,
                                 price_per_hour=price_per_hour)
+            doc["notes"] = [f"warning: {w}" for w in target.warnings] + doc["notes"]
+            doc["warmup"] = {**server.warmup, "connections": server.opened()}
             run.finish("ok", doc)
     out = _result_document(doc, prepared, run.run_id)
     out["machine"] = machine_summary(machine)

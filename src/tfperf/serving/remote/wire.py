@@ -9,8 +9,13 @@ Contract:
   came from; ``encode(arrays)`` builds the request once (every request of a run sends the same
   body, as perf_analyzer does); ``await call(conn, body, timeout_s)`` sends it, returns when
   the answer is read whole and checked (an answer that is not the protocol's is a failure,
-  ``bad answer``, with its first bytes), and returns how many times the request was sent again
-  (only ever where the server cannot have read it whole: REST's rule).
+  ``bad answer``, with its first bytes), and returns a :class:`Sent`: how many times the
+  request was sent again (only ever where the server cannot have read it whole: REST's rule)
+  and how many connections the call had to make first (a kept-alive connection the server had
+  closed is made again, and that handshake is in the request's latency).
+- ``await stats(conn, timeout_s)`` reads the server's own statistics of the model
+  (:mod:`tfperf.serving.remote.stats`): :class:`~tfperf.serving.remote.stats.Counters`, or the
+  sentence saying why the server gives none.
 - A server's error answer raises :class:`CallFailed` with ``status`` (``HTTP 500``,
   ``gRPC UNAVAILABLE``, ``timeout``, ``connection``, ``bad answer``), its message and the
   resends it had; an address that refuses or does not answer raises :class:`Unreachable`
@@ -22,21 +27,33 @@ Contract:
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from tfperf.serving.remote.stats import Counters
 from tfperf.serving.remote.tensors import InputSpec
 
 
-class CallFailed(Exception):
-    """A request failed: ``status``, its ``message`` and the times it was ``resent``."""
+@dataclass(frozen=True)
+class Sent:
+    """What one call took besides its answer: resends, and connections made."""
 
-    def __init__(self, status: str, message: str, resent: int = 0) -> None:
+    resent: int = 0
+    connects: int = 0
+
+
+class CallFailed(Exception):
+    """A request failed: ``status``, its ``message``, the times it was ``resent`` and the
+    connections it made (``connects``)."""
+
+    def __init__(self, status: str, message: str, resent: int = 0, connects: int = 0) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
         self.resent = resent
+        self.connects = connects
 
 
 class Unreachable(Exception):
@@ -91,4 +108,6 @@ class Wire(Protocol):
 
     def encode(self, arrays: dict[str, np.ndarray]) -> Any: ...
 
-    async def call(self, conn: Any, body: Any, timeout_s: float) -> int: ...
+    async def call(self, conn: Any, body: Any, timeout_s: float) -> Sent: ...
+
+    async def stats(self, conn: Any, timeout_s: float) -> Counters | str: ...
