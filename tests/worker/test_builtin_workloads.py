@@ -26,10 +26,11 @@ def test_registry_lists_the_suite_and_rejects_unknown_names():
         "mobilenetv2",
         "resnet50",
         "cnn-train",
+        "gan-train",
         "mlp",
         "wide-deep",
     }
-    assert set(BUILTINS) - set(NAMES) == {"cnn-train"}
+    assert set(BUILTINS) - set(NAMES) == {"cnn-train", "gan-train"}
     assert get_builtin("lstm").standard == {"units": 128, "steps": 50, "features": 64}
     with pytest.raises(UserError, match="Unknown workload 'bert'") as err:
         get_builtin("bert")

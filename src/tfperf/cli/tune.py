@@ -278,6 +278,7 @@ def render_server(doc: dict) -> None:
             f"{_qps_text(default['max_qps_at_slo'])}{interval}; adopting it takes: "
             f"{rec['adoption_text']}.", soft_wrap=True,
         )
+        render_pruning(rec, out)
     for note in rec.get("notes") or []:
         out.print(f"[dim]note:[/] {escape(note)}", soft_wrap=True)
     for warning in doc.get("warnings", []):

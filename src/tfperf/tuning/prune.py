@@ -174,8 +174,10 @@ def _start_ahead(
 def speed_without(vs: dict | None, source: str | None = None) -> str:
     """The answer's speed without a knob, against its speed with it: "ran 0.83x [0.80-0.86]
     its speed with it (slower, 12 pairs)", and where that was measured when ``source``
-    says."""
+    says; a measurement decided without a ratio says why (``reason``)."""
     vs = vs or {}
+    if vs.get("reason"):
+        return f"was slower: {vs['reason']} ({vs.get('verdict')})"
     low, high = (vs.get("ci95") or [None, None])[:2]
     interval = "" if low is None else f" [{low:.3g}-{high:.3g}]"
     median = vs.get("median")
@@ -192,10 +194,12 @@ def _figures(vs: dict | None) -> dict[str, Any]:
     return {k: vs.get(k) for k in ("verdict", "median", "ci95", "p_value", "n_pairs")}
 
 
-def removal_entry(knob: str, value: Any, first: Outcome, again: Outcome | None) -> dict:
+def removal_entry(knob: str, value: Any, first: Outcome, again: Outcome | None,
+                  without_label: str | None = None) -> dict:
     """One line of ``recommendation.kept`` or ``recommendation.pruned``: the knob, the answer
-    without it, the measurement that decided (``speed_without``; an undecided first one in
-    ``first_measurement``) and the sentence that says so."""
+    without it (``without_label``, else its config's label), the measurement that decided
+    (``speed_without``; an undecided first one in ``first_measurement``) and the sentence
+    that says so."""
     decided = again or first
     shown = f"{knob}={show_value(value)}"
     read = first.info.get("read_from")
@@ -221,7 +225,7 @@ def removal_entry(knob: str, value: Any, first: Outcome, again: Outcome | None) 
     entry = {
         "knob": knob,
         "value": show_value(value),
-        "without": label(decided.config),
+        "without": without_label or label(decided.config),
         "kept": kept,
         "speed_without": _figures(decided.vs_incumbent),
         "why": why,

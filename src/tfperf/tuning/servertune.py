@@ -98,6 +98,12 @@ from tfperf.tuning.server import (
     confirmation,
     server_space,
 )
+from tfperf.tuning.serverprune import (
+    LayoutPruning,
+    confirmed_entries,
+    dimensions,
+    prune_layout,
+)
 from tfperf.tuning.space import Space, to_config_dict
 
 DEFAULT_BUDGET_S = 600.0
@@ -277,7 +283,15 @@ def tune_server(
     result = ServerSearch(
         found, judge, max_trials=options.max_trials, budget_s=budget, reserve=2 * pairs
     ).run()
+    pruning = LayoutPruning(result.incumbent)
+    if len(dimensions(result.incumbent)) > 1:
+        progress.phase(f"pruning {result.incumbent.key()}: each change set back in turn, kept "
+                       "only where the layout is significantly slower without it")
+        pruning = prune_layout(judge, result.incumbent, pairs, say=progress.phase)
+        result.incumbent = pruning.answer
     doc = conclude_server(judge, result, pairs, ready)
+    rec = doc["recommendation"]
+    rec.update(pruned=list(pruning.pruned), kept=confirmed_entries(pruning, rec))
     doc.update(
         objective="server", slo_ms=slo_ms, stopped=result.stopped, trials=len(result.outcomes),
         space_size=found.size(), unavailable=space.unavailable,
@@ -301,6 +315,8 @@ def conclude_server(
     warnings = _warnings(result, judge.evaluator.default_memory, judge.options.max_memory_mb)
     if decided is not None and decided["recommend"]:
         recommendation = _recommend(winner, decided, candidates, judge.options.slo_ms)
+        if recommendation["memory"] is None:  # a pruned answer, never a candidate itself
+            recommendation["memory"] = (judge.loads.get(winner.key()) or {}).get("memory")
     else:
         recommendation = _keep_default(
             decided, default_qps, candidates, judge.options.slo_ms, judge.options.threshold
@@ -427,8 +443,10 @@ def _serving(candidate: ServerCandidate, qps: float | None, slo_ms: float | None
 def _recommend(
     winner: ServerCandidate, decided: dict, candidates: list[dict], slo_ms: float | None
 ) -> dict:
-    row = next((c for c in candidates if c["label"] == winner.key()), {})
     config = normalize(dict(winner.config))
+    # a pruned answer was not a candidate itself: its runtime's accuracy is its own
+    row = next((c for c in candidates if c["label"] == winner.key()), None) or next(
+        (c for c in candidates if normalize(dict(c["config"])) == config), {})
     kind = adoption(config)
     ratio = decided["ratio"] or {"median": None, "ci95": [None, None]}
     return {
