@@ -125,7 +125,7 @@ def test_a_conversion_that_hangs_fails_on_its_timeout(tmp_path):
         "--max-trials",
         "1",
         "--candidate-timeout",
-        "15",
+        "10",
         "--knobs",
         "runtime",
         cwd=tmp_path,

@@ -50,7 +50,11 @@ def test_a_connection_the_server_closed_while_it_idled_is_counted_as_a_reconnect
         doc = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "20,3",
                      "--level-requests", "8", "--level-seconds", "0.6")
     busy, idle = doc["levels"]
-    assert busy["failed"] == idle["failed"] == 0
+    for level in (busy, idle):
+        # a request written just as the server closed its connection fails, never sent twice
+        # (the server may have read it): that race, counted as a failure, and nothing else
+        assert level["failed"] <= 1, level["failures"]
+        assert all("after the request was sent" in why for why in level["failures"]), level
     assert busy["sent"] >= 30 and busy["reconnects"] <= busy["sent"] / 4
     assert 1 <= idle["reconnects"] <= idle["sent"] + idle["retried"]
 
@@ -115,3 +119,17 @@ def test_a_server_without_statistics_is_said_to_give_none(tmp_path):
     assert doc["levels"][0]["server_ms"] is None
     (said,) = [n for n in doc["notes"] if "no time of its own" in n]
     assert "GET /v2/models/m/stats answered HTTP 404" in said
+
+
+def test_connections_an_earlier_level_left_idle_are_warmed_again_before_the_next(tmp_path):
+    """The server closes a connection idle for 1.5 s. One request at a time for 2.5 s uses one
+    connection and leaves the other seven idle past it since their warm-up: before the level
+    of eight at once they are made again outside the clock, so that level makes none."""
+    script = Script(keepalive_s=1.5)
+    with scripted(script) as port:
+        doc = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "1,8",
+                     "--connections", "8", "--level-requests", "20", "--level-seconds", "2.5")
+    one, eight = doc["levels"]
+    assert one["duration_s"] >= 2.5 and eight["reconnects"] == 0, eight
+    # the warm-up: one request on each of the eight, then the seven idle ones again
+    assert doc["warmup"]["requests"] >= 8 + 7 and doc["warmup"]["retries"] == []

@@ -15,7 +15,10 @@ Contract:
   (raising what it raised, for the first-request checks), :meth:`RemoteServer.warm_all` one
   more on every other connection; neither is counted in a level, and each failure on the way
   is kept (``warmup``); connections are warmed one after the other, so that opening them is
-  no connection storm. With ``Pool.grow`` (no ``--connections``), the pool has as many
+  no connection storm. Before each level, every connection idle for :data:`REWARM_IDLE_S` is
+  warmed again (counted in ``warmup``): one an earlier level left unused long enough for the
+  server's keep-alive to close it is made again there, outside the clock. With ``Pool.grow``
+  (no ``--connections``), the pool has as many
   connections as a level's load needs -- a closed loop's concurrency, an open loop's rate
   times the median call seen so far, twice over (Little's law, with room for the bursts of
   Poisson arrivals), up to :data:`MAX_CONNECTIONS` -- opened and warmed before the level
@@ -68,6 +71,9 @@ MAX_CONNECTIONS = 1024
 HEADROOM = 2.0
 """An open level's connections: its rate times the median call seen, this many times over."""
 STATS_TIMEOUT_S = 10.0
+REWARM_IDLE_S = 1.0
+"""A connection idle this long is warmed again before a level: well under the keep-alive of
+the servers in use (uvicorn 5 s, nginx 75 s), so none is closed between levels unseen."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ class Pool:
 class _Conn:
     conn: Any
     inbox: asyncio.Queue[tuple[int, int]] = field(default_factory=asyncio.Queue)
+    used: float = field(default_factory=time.monotonic)
+    """When its last request ended (the event loop's clock)."""
 
 
 @dataclass
@@ -161,6 +169,7 @@ class RemoteServer:
             item: tuple[int, int] | None = await held.inbox.get()
             while item is not None:
                 answer = await self._one(held.conn, *item)
+                held.used = time.monotonic()
                 item = self._backlog.popleft() if self._backlog else None
                 if item is None:
                     self._idle.append(held)  # before the answer: the next submit finds it free
@@ -219,6 +228,8 @@ class RemoteServer:
                     return
                 except CallFailed as exc:
                     self._kept(exc)
+                finally:
+                    held.used = time.monotonic()
 
         for held in conns:  # one after the other: no burst of handshakes at the server
             await one(held)
@@ -273,8 +284,10 @@ class RemoteServer:
 
     def begin_level(self, load: OpenLoop | ClosedLoop | None = None, probe: bool = False) -> None:
         """A new level: its counts start at 0, its connections are opened and warmed now
-        (outside the clock), and the server's statistics are read."""
+        (outside the clock), those idle since :data:`REWARM_IDLE_S` warmed again, and the
+        server's statistics are read."""
         self._generation += 1
+        self._run(self._rewarm(), 2 * self.call_timeout_s * max(1, len(self._conns)) + 60.0)
         if load is not None and (self.pool.grow or probe):
             need = min(self._needed(load), MAX_CONNECTIONS)
             missing = need - len(self._conns)
@@ -283,6 +296,15 @@ class RemoteServer:
         # a fixed pool's size is the user's, but for a probe: it gets a connection per request
         self.cap = len(self._conns) if self.pool.grow or probe else self.pool.connections
         self._stats_before = self._stats()
+
+    async def _rewarm(self) -> None:
+        """One request on every connection idle since :data:`REWARM_IDLE_S`: a connection the
+        server closed while an earlier level left it unused is made again here, not by the
+        level's first burst (a request that waits in the level's latency)."""
+        now = time.monotonic()  # a connection still busy with a late answer is left alone
+        idle = [held for held in self._idle if now - held.used > REWARM_IDLE_S]
+        if idle:
+            await self._warm_each(idle, self.call_timeout_s)
 
     async def _open_warmed(self, count: int) -> None:
         await self._warm_each(await self._open(count), self.call_timeout_s)
