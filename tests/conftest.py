@@ -28,30 +28,6 @@ if "TFPERF_STORE" not in os.environ:
     os.environ["TFPERF_STORE"] = os.path.join(_STORE_FOLDER, "store.sqlite")
 
 
-# The suite runs on two processes, a file to each at a time (`--dist loadfile`), handed out in
-# collection order: the heaviest files go first, so that the run does not end on one of them
-# while the other process idles. Measured with `--durations=0`: each took 50 s or more on two
-# cores. The KServe tests are left where they are: they wait for an environment CI builds
-# beside the first tests.
-HEAVY_FIRST = (
-    "models/test_zoo.py", "cli/test_bench_train.py", "fleet/test_on_a_ray_cluster.py",
-    "tuning/test_keras_jax_tune.py", "cli/test_tune.py", "cli/test_bench_loop.py",
-    "worker/test_aot.py", "cli/test_load.py", "cli/test_bench.py", "tuning/test_server_tune.py",
-    "tuning/test_train_tune.py", "tuning/test_throughput.py",
-    "input_pipeline/test_user_pipelines.py", "builds/test_compare.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-
-    def rank(item: pytest.Item) -> int:
-        name = item.path.relative_to(here).as_posix() if item.path.is_relative_to(here) else ""
-        return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
-
-    items.sort(key=rank)  # stable: each file's tests keep their order
-
-
 @pytest.fixture
 def cli():
     """The :func:`run_cli` helper as a fixture."""
