@@ -389,6 +389,20 @@ class ServerSearch:
         return not self.space.default_runtime_allowed and on_default
 
 
+def alternating_rates(
+    judge: Any, sides: Sequence[tuple[str, ServerCandidate]], pairs: int, role: str
+) -> dict[str, list[float | None]]:
+    """``pairs`` pairs of SLO searches of the two ``sides`` (name, candidate), the order
+    swapped from pair to pair, each recorded under ``role``: each side's rates within the SLO
+    (``None`` where a search did not measure)."""
+    rates: dict[str, list[float | None]] = {name: [] for name, _ in sides}
+    for pair in range(pairs):
+        for name, candidate in sides if pair % 2 == 0 else sides[::-1]:
+            outcome = judge.measure(candidate, judge.evaluator.run, role=role)
+            rates[name].append(outcome.max_qps_at_slo if outcome.status == MEASURED else None)
+    return rates
+
+
 def confirmation(
     default_qps: Sequence[float | None],
     winner_qps: Sequence[float | None],

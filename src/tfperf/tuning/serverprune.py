@@ -28,7 +28,7 @@ from tfperf.core.serving import DEFAULT_LAYOUT
 from tfperf.core.stats import MIN_PAIRS, inverse, paired_speedup
 from tfperf.tuning.prune import AGAIN, decision, removal_entry
 from tfperf.tuning.search import MEASURED, Outcome
-from tfperf.tuning.server import DEFAULT_CANDIDATE, ServerCandidate
+from tfperf.tuning.server import DEFAULT_CANDIDATE, ServerCandidate, alternating_rates
 
 REMOVAL_ORDER = ("hint", "streams", "delay", "batch", "shape", "runtime")
 """OpenVINO's ways of serving and the batcher's delay first (the finest adjustments), the
@@ -96,12 +96,8 @@ def measure_removal(judge: Any, answer: ServerCandidate, smaller: ServerCandidat
     ``vs_incumbent`` is ``smaller``'s rate over ``answer``'s, pair by pair (module
     docstring)."""
     judge.progress.phase(f"measuring {smaller.key()} against {answer.key()}")
-    rates: dict[str, list[float | None]] = {"answer": [], "smaller": []}
-    for pair in range(pairs):
-        order = [("answer", answer), ("smaller", smaller)]
-        for side, candidate in order if pair % 2 == 0 else order[::-1]:
-            outcome = judge.measure(candidate, judge.evaluator.run, role="removal")
-            rates[side].append(outcome.max_qps_at_slo if outcome.status == MEASURED else None)
+    rates = alternating_rates(judge, [("answer", answer), ("smaller", smaller)], pairs,
+                              "removal")
     return removal_outcome(rates, judge.options.threshold)
 
 

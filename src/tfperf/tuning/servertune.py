@@ -95,6 +95,7 @@ from tfperf.tuning.server import (
     ServerOutcome,
     ServerResult,
     ServerSearch,
+    alternating_rates,
     confirmation,
     server_space,
 )
@@ -387,12 +388,8 @@ def _server_costs(price: float | None, batch: int, default: dict, recommendation
 def confirm(judge: ServerEvaluator, winner: ServerCandidate, pairs: int) -> dict:
     """Alternating SLO searches of the default and the winner; :func:`confirmation`'s verdict."""
     judge.progress.phase(f"confirming {winner.key()} against the default")
-    measured: dict[str, list[float | None]] = {"default": [], "winner": []}
-    for pair in range(pairs):
-        order = [("default", DEFAULT_CANDIDATE), ("winner", winner)]
-        for side, candidate in order if pair % 2 == 0 else order[::-1]:
-            outcome = judge.measure(candidate, judge.evaluator.run, role="confirmation")
-            measured[side].append(outcome.max_qps_at_slo if outcome.status == MEASURED else None)
+    measured = alternating_rates(
+        judge, [("default", DEFAULT_CANDIDATE), ("winner", winner)], pairs, "confirmation")
     return confirmation(measured["default"], measured["winner"], judge.options.threshold)
 
 
