@@ -25,7 +25,10 @@ INSTALL := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/pyth
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(INSTALL) -e '.[tensorflow,openvino,jax,mlflow,ray,remote,ops,test]'
+	# ml_dtypes as tritonclient (installed below without its dependencies) asks: 0.7.0 costs
+	# 0.5-0.9 s more at every start of a TensorFlow process (4.0-4.6 s against 3.3-4.0 s for
+	# `import tensorflow`, five runs each), which the tests and the demo pay hundreds of times.
+	$(INSTALL) -e '.[tensorflow,openvino,jax,mlflow,ray,remote,ops,test]' 'ml_dtypes<=0.5.4'
 	# gRPC message definitions for `bench --url`, without the TensorFlow / protobuf they pin
 	$(INSTALL) --no-deps tensorflow-serving-api==2.21.0 tritonclient==2.73.0
 	touch $@

@@ -244,6 +244,7 @@ def resolve_train_target(
         "labels": _check_array_file(labels, "--labels"),
         "unsafe": bool(unsafe),
         "batch": int(batch or TRAIN_BATCH),
+        **({"batch_given": True} if batch else {}),  # refused for data batched already
         **TrainGuard(guard_steps, guard_seconds, validation, tuple(loss_keys),
                      steps_counter).checked(),
         "keras_backend": configured_backend()[0],

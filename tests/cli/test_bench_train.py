@@ -104,6 +104,19 @@ def test_bad_training_input_is_one_sentence_and_exit_2(factory, words, tmp_path)
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize(
+    ("target", "what"),
+    [("train_factories:bag_of_words", "returns a dataset"),
+     ("train_factories:py_dataset_mlp", "returns a dataset"),
+     ("loop_factories:eager_regression", "returns a training loop's dataset")],
+)
+def test_batch_typed_for_data_batched_already_is_one_sentence_and_exit_2(target, what, tmp_path):
+    res = bench_train(target, "--batch", "64", store=tmp_path / "s.db")
+    assert res.returncode == 2, res.stdout[-1000:] + res.stderr[-2000:]
+    assert f"--batch 64 re-cuts the arrays a factory returns; {target} {what}" in res.stderr
+    assert "dataset.rebatch(64)" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_a_factory_whose_data_differs_between_workers_stops_the_run(tmp_path):
     res = bench_train("train_factories:differs_each_process", "--set", "onednn=off",
                       store=tmp_path / "s.db")

@@ -300,8 +300,21 @@ def _load_factory(workload: dict[str, Any]) -> _Source:
     with capture() as created:  # a custom loop's variables, its model's made at import too
         result = seeded_factory_result(ref, workload.get("search_path"))
     if is_loop(result):
+        _refuse_batch(workload, ref, "a training loop's dataset")
         return _Source(None, None, [], loop=loop_source(result, ref, created))
     return _unpack(result, ref, workload)
+
+
+def _refuse_batch(workload: dict[str, Any], ref: str, what: str) -> None:
+    """``--batch`` re-cuts arrays only: typed for a factory whose data are batched already,
+    one sentence rather than a figure at a batch the user did not ask for."""
+    if workload.get("batch_given"):
+        batch = workload.get("batch")
+        raise UserError(
+            f"--batch {batch} re-cuts the arrays a factory returns; {ref} returns {what}, "
+            f"whose batches are its own: batch it in your factory (dataset.rebatch({batch})) "
+            "or leave --batch out."
+        )
 
 
 def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
@@ -325,6 +338,7 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
                                      "prefetched as Keras' fit does"], "arrays")
     if isinstance(result, tuple) and len(result) == 2 and _is_model(result[0]):
         model, data = result
+        _refuse_batch(workload, ref, "a dataset")
         if isinstance(data, tf.data.Dataset):
             return _Source(model, data, [])
         if is_py_dataset(data):
@@ -338,6 +352,7 @@ def _unpack(result: Any, ref: str, workload: dict[str, Any]) -> _Source:
         raise UserError(f"Factory {ref} {shape} ({exc}).") from None
     if model is None:
         raise UserError(f"Factory {ref} returned no model: it {shape}.")
+    _refuse_batch(workload, ref, "a dataset")
     return _Source(model, data, [])
 
 
