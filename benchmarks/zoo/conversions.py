@@ -13,7 +13,8 @@ started again after it.
 Every converting runtime runs on the factory; the saved forms run the fp32 runtimes
 (``SAVED_RUNTIMES``), where an input-order mistake shows as a large error rather than as
 quantisation noise. With ``--every-runtime`` the factory also runs the rest of what tune can pick
-(``OTHER_RUNTIMES``: bf16 TensorFlow, OpenVINO in bf16, XLA AOT), which costs more (XLA AOT
+(``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16
+instructions, XLA AOT), which costs more (XLA AOT
 compiles the model with a C++ toolchain).
 
 Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]
@@ -36,14 +37,25 @@ HERE = Path(__file__).resolve().parent
 RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
 """The runtimes that convert the model to another format (LiteRT, OpenVINO), where a converter
 can change what the model computes."""
-OTHER_RUNTIMES = ("tf-bf16", "openvino-bf16", "xla-aot")
-"""The rest of what tune can pick for inference on a CPU: TensorFlow in bf16 (``precision=bf16``),
-OpenVINO in bf16, and the model compiled ahead of time by XLA."""
+BF16_RUNTIMES = ("tf-bf16", "openvino-bf16")
+"""TensorFlow in bf16 (``precision=bf16``) and OpenVINO in bf16: what tune can pick on a CPU with
+bf16 instructions (AVX512_BF16 or AMX) only."""
+OTHER_RUNTIMES = (*BF16_RUNTIMES, "xla-aot")
+"""The rest of what tune can pick for inference on a CPU: the bf16 ones and the model compiled
+ahead of time by XLA (:func:`other_runtimes`: those of this CPU)."""
 SAVED_RUNTIMES = ("litert", "openvino-f32")
 
 
 def config_of(runtime: str) -> dict:
     return {"precision": "bf16"} if runtime == "tf-bf16" else {"runtime": runtime}
+
+
+def other_runtimes() -> tuple[str, ...]:
+    """:data:`OTHER_RUNTIMES` that tune can pick on this CPU."""
+    from tfperf.worker.convert import cpu_has_bf16
+
+    return OTHER_RUNTIMES if cpu_has_bf16() else tuple(
+        r for r in OTHER_RUNTIMES if r not in BF16_RUNTIMES)
 
 
 def forms(name: str, saved: Path, tiny: bool) -> dict[str, dict]:
@@ -65,7 +77,7 @@ def forms(name: str, saved: Path, tiny: bool) -> dict[str, dict]:
 def plan(name: str, saved: Path, tiny: bool, every: bool = False) -> list[tuple[str, str]]:
     """(form, runtime) pairs to check, in order (``every``: ``OTHER_RUNTIMES`` too)."""
     pairs = []
-    factory = (*RUNTIMES, *(OTHER_RUNTIMES if every else ()))
+    factory = (*RUNTIMES, *(other_runtimes() if every else ()))
     for form in forms(name, saved, tiny):
         runtimes = factory if form == "factory" else ("tf", *SAVED_RUNTIMES)
         pairs += [(form, r) for r in runtimes]

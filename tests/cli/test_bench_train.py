@@ -180,7 +180,9 @@ def test_a_budget_that_ends_before_a_knob_lists_it_with_the_budget_that_would_re
 ):
     res = run_cli(
         "tune", "--train", "train_factories:tabular_mlp", "--knobs", "steps_per_execution,xla",
-        "--budget", "1", "--confirm-rounds", "6", "--guard-steps", "50",
+        # 3 s: past the start of the first candidate on a busy machine (1 s was not: the
+        # workers started ahead of it took that), short of the ~10 s a candidate takes
+        "--budget", "3", "--confirm-rounds", "6", "--guard-steps", "50",
         "--store", str(tmp_path / "s.db"),
         "--profile-out", str(tmp_path / "p.json"), cwd=FACTORIES,
     )

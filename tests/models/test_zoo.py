@@ -6,10 +6,10 @@ pick (LiteRT and its quantized models, OpenVINO) converts the factory's model (t
 within 1e-4 of TensorFlow, fp16 within 2%) and tune's accuracy guard accepts exactly the
 conversions the documented tolerance allows, int8 and dynamic-range int8 included; on one model
 (:data:`EVERY_RUNTIME_MODEL`, to keep the module's cost) the rest of what tune can pick runs
-too, TensorFlow in bf16, OpenVINO in bf16 and XLA AOT, so that every runtime tune can pick
-meets the guard on at least one model of the zoo; the saved
-forms load to the same outputs and convert on the fp32 runtimes (an input fed in the wrong
-order would show there), and ``tfperf tune`` ends with a recommendation or a stated reason.
+too, XLA AOT and, on a CPU with bf16 instructions, TensorFlow and OpenVINO in bf16, so that
+every runtime tune can pick meets the guard on at least one model of the zoo; the saved forms
+load to the same outputs and convert on the fp32 runtimes (an input fed in the wrong order would
+show there), and ``tfperf tune`` ends with a recommendation or a stated reason.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 
 from helpers import REPO, run_cli
 from tfperf.core.knobs import INTERPRETERS
+from tfperf.worker.convert import cpu_has_bf16
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]
 
@@ -39,8 +40,10 @@ NAMES = (
     "tf_module",
 )
 RUNTIMES = ("litert", "litert-fp16", "litert-dynint8", "litert-int8", "openvino-f32")
-TUNE_PICKS = {*INTERPRETERS, "tf-bf16"}
-"""Every runtime an inference tune can pick besides TensorFlow's default (on a CPU)."""
+BF16_PICKS = {"tf-bf16", "openvino-bf16"}
+TUNE_PICKS = {*INTERPRETERS, "tf-bf16"} - (set() if cpu_has_bf16() else BF16_PICKS)
+"""Every runtime an inference tune can pick besides TensorFlow's default on this CPU (bf16 ones
+on a CPU with bf16 instructions only)."""
 EVERY_RUNTIME_MODEL = "attention"
 """The model that runs every one of :data:`TUNE_PICKS` (a transformer: bf16 moves its
 LayerNorm and softmax, and XLA AOT compiles it in seconds)."""

@@ -66,8 +66,9 @@ def model_file(tmp_path_factory):
 def _available(name: str, request) -> None:
     if name.startswith("openvino"):
         require(openvino_available(), "OpenVINO is not installed")
-    if name.endswith("bf16"):
-        require(cpu_has_bf16(), "this CPU has no bf16 support")
+    if name.endswith("bf16") and not cpu_has_bf16():
+        # a CPU feature, not a prerequisite CI can install: tune offers no bf16 runtime here
+        pytest.skip("this CPU has no bf16 instructions (AVX512_BF16 or AMX)")
     if name == "xla-aot":
         request.getfixturevalue("aot_runtime")  # built once, apart from the call timed here
 

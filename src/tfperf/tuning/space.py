@@ -339,8 +339,9 @@ def _runtime_values(facts: SpaceFacts, unavailable: list[dict]) -> list[str]:
     else:
         runtimes += [r for r in OPENVINO_RUNTIMES if facts.bf16 or not r.endswith("bf16")]
     if facts.openvino and not facts.bf16:
-        why = f"{NO_BF16}: OpenVINO ignores the bf16 hint there and runs f32, the same as "
-        unavailable.append(_missing("runtime", "openvino-bf16", why + "openvino-f32"))
+        why = (f"{NO_BF16}: OpenVINO runs f32 under the bf16 hint there (the same as "
+               "openvino-f32) or bf16 in software, far slower than f32")
+        unavailable.append(_missing("runtime", "openvino-bf16", why))
     if facts.xla_aot_missing == ():
         runtimes.append(XLA_AOT)
     elif facts.xla_aot_missing:

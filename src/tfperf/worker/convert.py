@@ -314,14 +314,17 @@ print([o.shape for o in outputs.values()])
 '''
 
 
-def _openvino_precision(compiled: Any) -> str | None:
-    """The inference precision OpenVINO chose (``"f32"``, ``"bf16"``), or None if unknown."""
+def _openvino_runs_bf16(compiled: Any) -> bool | None:
+    """Whether any layer of the compiled model runs in bf16, read from its runtime graph (each
+    layer's ``runtimePrecision``); None where OpenVINO does not say. The property
+    ``INFERENCE_PRECISION_HINT`` only repeats the hint on some CPUs without bf16 instructions."""
     try:
-        value = compiled.get_property("INFERENCE_PRECISION_HINT")
-    except Exception:  # an OpenVINO that does not report it: trust the hint
+        layers = compiled.get_runtime_model().get_ordered_ops()
+        precisions = {str(layer.get_rt_info()["runtimePrecision"].astype(str)).lower()
+                      for layer in layers if "runtimePrecision" in layer.get_rt_info()}
+    except Exception:  # an OpenVINO without the runtime graph's precisions: trust the hint
         return None
-    name = getattr(value, "get_type_name", None)  # an ov.Type: "f32", "bf16"
-    return str(name() if callable(name) else value).lower()
+    return "bf16" in precisions if precisions else None
 
 
 def _openvino_model(loaded: Any, runtime: str, xml: Path, notes: list[str]) -> Any:
@@ -356,10 +359,9 @@ def _openvino_compiled(ov_model: Any, runtime: str, config: dict) -> tuple[Any, 
     if config.get("perf_count"):  # bench --ops: a profiled copy, never the timed model
         properties["PERF_COUNT"] = "YES"
     compiled = ov.Core().compile_model(ov_model, "CPU", properties)
-    ran = _openvino_precision(compiled)
-    if runtime.endswith("bf16") and ran is not None and "bf16" not in ran:
+    if runtime.endswith("bf16") and _openvino_runs_bf16(compiled) is False:
         raise ConversionError(
-            f"OpenVINO compiled the model in {ran}, not bf16: this CPU has no bf16 support, "
+            "OpenVINO compiled every layer in f32, not bf16: this CPU has no bf16 support, "
             "so this candidate would repeat openvino-f32."
         )
     return compiled, properties
