@@ -1,8 +1,9 @@
 """The client's connections and the server's own time, against scripted servers on loopback
 (``scripted.py``): every connection is opened and warmed before the first level, reconnects
 are counted per level, a wait for a free connection is recorded, the capacity probe is never
-capped by the client, and a server that keeps the statistics extension as Triton does has
-its queue and compute time read beside the client's latency."""
+capped by the client, a server that keeps the statistics extension as Triton does has its
+queue and compute time read beside the client's latency, and a wait cut short leaves nothing
+running on the client's loop."""
 
 from __future__ import annotations
 
@@ -133,3 +134,35 @@ def test_connections_an_earlier_level_left_idle_are_warmed_again_before_the_next
     assert one["duration_s"] >= 2.5 and eight["reconnects"] == 0, eight
     # the warm-up: one request on each of the eight, then the seven idle ones again
     assert doc["warmup"]["requests"] >= 8 + 7 and doc["warmup"]["retries"] == []
+
+
+def test_a_wait_cut_short_cancels_what_it_waited_for_on_the_client_s_loop():
+    """A level's preparation cut short (its timeout here; Ctrl-C takes the same path) leaves
+    nothing running on the client's loop: a warm-up left running sent on the connections the
+    close then closed, and its error was printed after the run's last sentence."""
+    import asyncio
+    import concurrent.futures
+    import time
+
+    from tfperf.serving.remote.client import RemoteServer
+
+    cancelled = []
+
+    async def a_long_warm_up() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    server = RemoteServer(wire=None, body=None, pool=1, call_timeout_s=1.0)  # type: ignore
+    server._thread.start()
+    try:
+        with pytest.raises(concurrent.futures.TimeoutError):
+            server._run(a_long_warm_up(), 0.2)
+        deadline = time.monotonic() + 5
+        while not cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cancelled == [True]
+    finally:
+        server.close()

@@ -41,7 +41,8 @@ Contract:
 - An error answer is a failed :class:`~tfperf.serving.generator.Answer` whose error is its
   status and the **first** message that status came with (``"HTTP 500: ..."``), so failures
   are counted by status and the first message is kept.
-- :meth:`RemoteServer.close` cancels every call and closes every connection. Nothing here
+- :meth:`RemoteServer.close` cancels every call and closes every connection; a wait for the
+  loop cut short (its timeout, Ctrl-C) cancels what it waited for first. Nothing here
   contacts any address but the wire's target.
 """
 
@@ -144,7 +145,15 @@ class RemoteServer:
         self._stats_before: Counters | str | None = None
 
     def _run(self, coro: Any, timeout_s: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+        """``coro`` run on the loop, waited for at most ``timeout_s``. A wait cut short (its
+        timeout, Ctrl-C) cancels it: left running, it would send on connections that
+        :meth:`close` closes under it, and its error be printed as the process ends."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout_s)
+        except BaseException:
+            future.cancel()
+            raise
 
     # -- life -----------------------------------------------------------------------------
 
