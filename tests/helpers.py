@@ -281,17 +281,20 @@ def assert_load_interrupted(args: list[str], store: Path, first_line: str) -> No
         [sys.executable, "-m", "tfperf", *args, "--store", str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    before = []
     try:
         for line in proc.stderr:
+            before.append(line)
             if line.startswith(first_line):
                 break
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+    seen = f"before the signal:\n{''.join(before)[-2000:]}\nafter it:\n{err[-2000:]}"
+    assert proc.returncode == 130, seen
     said = re.search(r"Interrupted: run (\d+) keeps the (\d+) levels? measured so far", err)
-    assert said and "Traceback" not in err, err[-2000:]
+    assert said and "Traceback" not in err, seen
     with Store.open(store) as opened:
         loaded = opened.load_run(int(said.group(1)))
     assert loaded["run"]["status"] == "interrupted"
