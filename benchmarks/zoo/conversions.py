@@ -13,9 +13,8 @@ started again after it.
 Every converting runtime runs on the factory; the saved forms run the fp32 runtimes
 (``SAVED_RUNTIMES``), where an input-order mistake shows as a large error rather than as
 quantisation noise. With ``--every-runtime`` the factory also runs the rest of what tune can pick
-(``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16
-instructions, XLA AOT), which costs more (XLA AOT
-compiles the model with a C++ toolchain).
+(``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16 instructions,
+XLA AOT), which costs more (XLA AOT compiles the model with a C++ toolchain).
 
 Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]
 [--every-runtime]`` (DIR as written by ``save.py``). Prints one JSON line per (model, form,

@@ -207,19 +207,18 @@ def test_openvino_variants_when_installed():
 
 
 def _openvino_emulates_bf16() -> bool:
-    """Whether OpenVINO runs a matmul in bf16 on this CPU under the bf16 hint (in software,
-    where the CPU has no bf16 instructions), read from OpenVINO's runtime graph of a plain
-    one-layer model."""
+    """Whether OpenVINO runs a plain matmul in bf16 on this CPU under the bf16 hint (in
+    software, where the CPU has no bf16 instructions)."""
     import openvino as ov
     from openvino import opset13 as ops
+
+    from tfperf.worker.convert import _openvino_runs_bf16
 
     x = ops.parameter([1, 16], np.float32)
     model = ov.Model([ops.matmul(x, ops.constant(np.ones((16, 16), np.float32)), False, False)],
                      [x])
     compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "bf16"})
-    layers = compiled.get_runtime_model().get_ordered_ops()
-    return any(str(layer.get_rt_info()["runtimePrecision"].astype(str)) == "bf16"
-               for layer in layers if "runtimePrecision" in layer.get_rt_info())
+    return bool(_openvino_runs_bf16(compiled))
 
 
 def test_artifact_note_round_trip():

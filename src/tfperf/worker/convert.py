@@ -319,10 +319,10 @@ def _openvino_runs_bf16(compiled: Any) -> bool | None:
     layer's ``runtimePrecision``); None where OpenVINO does not say. The property
     ``INFERENCE_PRECISION_HINT`` only repeats the hint on some CPUs without bf16 instructions."""
     try:
-        layers = compiled.get_runtime_model().get_ordered_ops()
-        precisions = {str(layer.get_rt_info()["runtimePrecision"].astype(str)).lower()
-                      for layer in layers if "runtimePrecision" in layer.get_rt_info()}
-    except Exception:  # an OpenVINO without the runtime graph's precisions: trust the hint
+        infos = [layer.get_rt_info() for layer in compiled.get_runtime_model().get_ordered_ops()]
+        precisions = {str(info["runtimePrecision"].astype(str)).lower()
+                      for info in infos if "runtimePrecision" in info}
+    except Exception:  # an OpenVINO without the runtime graph's precisions: not refused
         return None
     return "bf16" in precisions if precisions else None
 
