@@ -35,8 +35,12 @@ def test_every_connection_is_warmed_before_the_first_level_which_makes_none(tmp_
         doc = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--concurrency", "16",
                      "--level-requests", "200", "--level-seconds", "0.1")
     (level,), warmup = doc["levels"], doc["warmup"]
-    assert warmup["connections"] == 16 and warmup["requests"] == 16 and warmup["retries"] == []
-    assert script.done["posts"] == 16 + level["sent"]  # the warm-up is not in the level
+    assert warmup["connections"] == 16 and warmup["retries"] == []
+    # one request each; a connection left idle over REWARM_IDLE_S before the level (the first
+    # one, warmed before the other 15, on a busy machine) is warmed once more
+    assert 16 <= warmup["requests"] <= 32
+    # the warm-up is not in the level
+    assert script.done["posts"] == warmup["requests"] + level["sent"]
     assert level["reconnects"] == 0  # every connection was open before the clock
 
 
