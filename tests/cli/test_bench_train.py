@@ -188,10 +188,10 @@ def test_a_budget_that_ends_before_a_knob_lists_it_with_the_budget_that_would_re
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "your model: jit_compile=False, steps_per_execution=1, float32" in res.stdout
-    # the budget ends during the first candidate (XLA, first in the search order): steps per
-    # call is listed with the budget that would reach it
-    assert "not tried: steps_per_execution=any (not tried: budget; --budget" in res.stdout
-    assert "not tried: xla=any" not in res.stdout
+    # the budget ends during the first candidate (steps per call, first in the search order):
+    # XLA is listed with the budget that would reach it
+    assert "not tried: xla=any (not tried: budget; --budget" in res.stdout
+    assert "not tried: steps_per_execution=any" not in res.stdout
 
 
 def test_tune_train_for_throughput_tries_a_larger_batch_guarded_at_equal_samples(tmp_path):

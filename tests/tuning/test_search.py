@@ -502,19 +502,16 @@ def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead()
             return super().__call__(config, incumbent, timeout_s)
 
     # the first knob with a candidate here (graph, before it, has none for a graph step)
-    assert next(k for k in TRAIN_SEARCH_ORDER if k in space.knobs()) == "xla"
-    Search(space, Ahead({("xla", "jit"): 0.5}), max_trials=4,
+    assert next(k for k in TRAIN_SEARCH_ORDER if k in space.knobs()) == "steps_per_execution"
+    Search(space, Ahead({("steps_per_execution", 128): 0.5}), max_trials=4,
            knob_order=TRAIN_SEARCH_ORDER, reach_first=True).run()
     tried = [key for what, key in events if what == "try"]
     assert events[:2] == [("ahead", tried[0]), ("try", tried[0])]
-    assert "xla=jit" in tried[0]
+    assert "steps_per_execution=128" in tried[0]
     # the next knob's candidate was named as if the default stayed the answer
-    assert tried[1] == cache_key({"steps_per_execution": 128, "xla": "jit"}, {})
-    assert hinted[0][1] == cache_key({"steps_per_execution": 128}, {})
-    # after the step, every hint keeps xla=jit where it acts (not on JAX), the one tried now
-    # first
-    on_tf = [key for names in hinted[1:] for key in names if "keras-jax" not in key]
-    assert on_tf and all("xla=jit" in key for key in on_tf)
+    assert hinted[0][1] == tried[1].replace("steps_per_execution=128,", "")
+    # after the step, every hint keeps steps_per_execution=128, the one tried now first
+    assert all("steps_per_execution=128" in key for names in hinted[1:] for key in names)
     # (the last hint names the candidate the trial limit then stopped)
     assert [names[0] for names in hinted] == [*tried, hinted[-1][0]]
     # three names each: the one tried now and the next two knobs' candidates
@@ -537,13 +534,13 @@ def test_the_evaluator_is_told_what_comes_next_if_the_candidate_tried_now_wins()
             told[label(config)] = [label(c) for c in self.next_if_won(config)]
             return super().__call__(config, incumbent, timeout_s)
 
-    evaluate = Told({("xla", "jit"): 0.5})
+    evaluate = Told({("steps_per_execution", 128): 0.5})
     Search(space, evaluate, max_trials=3, knob_order=TRAIN_SEARCH_ORDER,
            reach_first=True).run()
-    # XLA wins its step: what was named is what the search tried next (on JAX, which XLA
-    # compiles anyway, the knob is not set)
-    assert told["xla=jit"] == ["steps_per_execution=128,xla=jit", "runtime=keras-jax"]
-    assert list(told)[1:] == told["xla=jit"]
+    # steps per call wins its step: what was named is what the search tried next
+    assert told["steps_per_execution=128"] == [
+        "steps_per_execution=128,xla=jit", "steps_per_execution=128,runtime=keras-jax"]
+    assert list(told)[1:] == told["steps_per_execution=128"]
     assert evaluate.next_if_won is None  # cleared once the reach phase ends
 
 
@@ -579,9 +576,8 @@ def test_a_quick_search_names_the_prunings_removals_beside_its_last_knobs():
     assert hinted[-1] == [last, "intra_threads=1", "steps_per_execution=128"]
     assert told[last] == [label({"intra_threads": 1, "input_pipeline": "tuned"}),
                           label({"steps_per_execution": 128, "input_pipeline": "tuned"})]
-    # before the last knobs, the hints name reach candidates only (XLA, first, lost; from
-    # the third on, every hint is on top of the steps per call that won)
-    assert all(names[-1].startswith("steps_per_execution=") for names in hinted[2:-2])
+    # before the last knobs, the hints name reach candidates only
+    assert all(names[-1].startswith("steps_per_execution=") for names in hinted[1:-2])
 
 
 def test_without_sweeps_a_reach_first_search_stops_once_every_knob_was_tried():
@@ -629,8 +625,7 @@ def test_a_quick_search_looks_again_at_an_undecided_knob_on_top_of_the_answer():
         asked.append(label(candidate))
         return True
 
-    # XLA, the first knob, measures undecided at 1.11x; steps per call then wins
-    evaluate = FirstUndecided(effects, "xla")
+    evaluate = FirstUndecided(effects, "steps_per_execution")
     result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
                     sweeps=0, look_again=allows).run()
     reach = result.outcomes[:len(space.knobs())]
@@ -642,19 +637,19 @@ def test_a_quick_search_looks_again_at_an_undecided_knob_on_top_of_the_answer():
     assert result.incumbent == {"steps_per_execution": 128, "xla": "jit"}
 
     # where the time left does not allow it, the answer stays as the reach left it
-    evaluate = FirstUndecided(effects, "xla")
+    evaluate = FirstUndecided(effects, "steps_per_execution")
     result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
                     sweeps=0, look_again=lambda candidate: False).run()
     assert len(result.outcomes) == len(space.knobs())
-    assert result.incumbent == {"steps_per_execution": 128}
+    assert result.incumbent == {"xla": "jit"}
 
 
 def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_the_step():
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
 
-    facts = SpaceFacts(cores=2, bf16=True, jax=True, model_format="factory", train=True)
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
     space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
-    spe, jax = {"steps_per_execution": 128}, {"runtime": "keras-jax"}
+    spe = {"steps_per_execution": 128}
 
     def quick(effects: dict, knob: str, order=TRAIN_SEARCH_ORDER) -> tuple[list[str], dict]:
         asked: list[str] = []
@@ -668,26 +663,25 @@ def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_
                         look_again=allows).run()
         return asked, result.incumbent
 
-    # measured at 0.98x against the default, then Keras on JAX (visited after it) made the
-    # step 1.7x shorter: the overhead steps per call hides is a larger share of it, so it is
-    # tried again
-    asked, answer = quick({("steps_per_execution", 128): 0.5, ("runtime", "keras-jax"): 0.6},
+    # measured at 0.98x against the default, then XLA made the step 1.7x shorter: the
+    # overhead steps per call hides is a larger share of it, so it is tried again
+    asked, answer = quick({("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6},
                           "steps_per_execution")
-    assert asked == [label({**spe, **jax})]
-    assert answer == {**spe, **jax}
+    assert asked == [label({**spe, "xla": "jit"})]
+    assert answer == {**spe, "xla": "jit"}
     # where nothing shortened the step since, one comparison below the threshold decides it
     asked, answer = quick({("steps_per_execution", 128): 0.5}, "steps_per_execution")
     assert asked == [] and answer == {}
     # a knob that hides no fixed cost is not asked about again however the step changed
     # (steps per call, measured at 1x from the default here too, is)
-    first = ("precision", *(k for k in TRAIN_SEARCH_ORDER if k != "precision"))
-    asked, answer = quick({("precision", "bf16"): 0.5, ("runtime", "keras-jax"): 0.6},
-                          "precision", order=first)
-    assert asked == [label({**spe, **jax})] and answer == jax
+    first = ("intra_threads", *(k for k in TRAIN_SEARCH_ORDER if k != "intra_threads"))
+    asked, answer = quick({("intra_threads", 1): 0.5, ("xla", "jit"): 0.6}, "intra_threads",
+                          order=first)
+    assert asked == [label({**spe, "xla": "jit"})] and answer == {"xla": "jit"}
     # a tuned input pipeline in the answer hides a fixed cost too, but is no count to grow
-    asked, answer = quick({("steps_per_execution", 128): 0.5, ("runtime", "keras-jax"): 0.6,
+    asked, answer = quick({("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6,
                            ("input_pipeline", "tuned"): 0.8}, "steps_per_execution")
-    assert answer == {**spe, **jax, "input_pipeline": "tuned"}
+    assert answer == {**spe, "xla": "jit", "input_pipeline": "tuned"}
 
 
 class Stepped(Synthetic):
@@ -701,22 +695,21 @@ class Stepped(Synthetic):
 
 
 LADDER_EFFECTS = {("steps_per_execution", 4): 0.8, ("steps_per_execution", 8): 0.7,
-                  ("steps_per_execution", 16): 0.55, ("runtime", "keras-jax"): 0.6,
-                  ("xla", "jit"): 0.4}
+                  ("steps_per_execution", 16): 0.55, ("xla", "jit"): 0.6}
 
 
-def _ladder_search(sweeps: int, resize: bool, knobs: tuple[str, ...],
-                   evaluate: Synthetic | None = None) -> tuple[dict, list[str]]:
+def _ladder_search(sweeps: int, resize: bool) -> tuple[dict, list[str]]:
     from tfperf.tuning.options import TuneOptions
     from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
     from tfperf.tuning.traintune import TrainEvaluator
 
-    facts = SpaceFacts(cores=2, jax=True, model_format="factory", train=True)
-    space = fit_training_space(build_space(facts), TrainBaseline(), 0.034).restrict(knobs)
+    facts = SpaceFacts(cores=2, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.034).restrict(
+        ("steps_per_execution", "xla"))
     assert space.values["steps_per_execution"] == (None, 4, 8)  # 16 steps: a 0.54-s call
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8},
                                TuneOptions(quick=not sweeps))
-    evaluate = evaluate or Stepped(LADDER_EFFECTS)
+    evaluate = Stepped(LADDER_EFFECTS)
     result = Search(space, evaluate, knob_order=TRAIN_SEARCH_ORDER, reach_first=True,
                     sweeps=sweeps, look_again=(lambda _c: True) if not sweeps else None,
                     resize=evaluator.resize_ladder if resize else None).run()
@@ -725,46 +718,13 @@ def _ladder_search(sweeps: int, resize: bool, knobs: tuple[str, ...],
 
 @pytest.mark.parametrize("sweeps", [0, 3])
 def test_the_steps_per_call_ladder_grows_once_another_knob_shortens_the_step(sweeps):
-    # steps per call wins at 8 (the most a 0.5-s call held at the default's 34-ms step); Keras
-    # on JAX, visited after it, then cuts the step to about 14 ms, where 16 steps a call fit:
-    # they are tried on top of it, by --quick's second look and by a sweep alike
-    knobs = ("steps_per_execution", "runtime")
-    answer, tried = _ladder_search(sweeps, resize=True, knobs=knobs)
-    assert "steps_per_execution=16,runtime=keras-jax" in tried
-    assert answer == {"steps_per_execution": 16, "runtime": "keras-jax"}
-    # sized once from the default's step, the ladder never reaches 16
-    answer, tried = _ladder_search(sweeps, resize=False, knobs=knobs)
-    assert answer == {"steps_per_execution": 8, "runtime": "keras-jax"}
-    assert not any("=16" in name for name in tried)
-
-
-class SteppedTold(Stepped):
-    """:class:`Stepped`, recording what the search names to start if the candidate wins, told
-    its measurement as a training tune's guard tells it."""
-
-    next_if_won = None
-
-    def __init__(self, effects: dict) -> None:
-        super().__init__(effects)
-        self.told: dict[str, list[str]] = {}
-
-    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
-        outcome = super().__call__(config, incumbent, timeout_s)
-        if self.next_if_won is not None:
-            self.told[label(config)] = [label(c) for c in self.next_if_won(config, outcome)]
-        return outcome
-
-
-def test_xla_is_tried_before_steps_per_call_whose_ladder_is_sized_from_its_step():
-    # XLA cuts the 34-ms step to about 14 ms: the one candidate of steps per call is the
-    # most a --quick call holds at that step (16, not the 8 of the default's step), and the
-    # worker started during XLA's guard is that candidate's
-    evaluate = SteppedTold(LADDER_EFFECTS)
-    answer, tried = _ladder_search(0, resize=True, knobs=("steps_per_execution", "xla"),
-                                   evaluate=evaluate)
-    assert tried[:2] == ["xla=jit", "steps_per_execution=16,xla=jit"]
+    # steps per call wins at 8 (the most a 0.5-s call held at the default's 34-ms step); XLA
+    # then cuts the step to about 14 ms, where 16 steps a call fit: they are tried on top of
+    # XLA, by --quick's second look and by a sweep alike
+    answer, tried = _ladder_search(sweeps, resize=True)
+    assert "steps_per_execution=16,xla=jit" in tried
     assert answer == {"steps_per_execution": 16, "xla": "jit"}
-    assert evaluate.told["xla=jit"][0] == "steps_per_execution=16,xla=jit"
-    # sized from the default's step, the candidate is the 8 the ladder held
-    answer, tried = _ladder_search(0, resize=False, knobs=("steps_per_execution", "xla"))
-    assert tried[:2] == ["xla=jit", "steps_per_execution=8,xla=jit"]
+    # sized once from the default's step, the ladder never reaches 16
+    answer, tried = _ladder_search(sweeps, resize=False)
+    assert answer == {"steps_per_execution": 8, "xla": "jit"}
+    assert not any("=16" in name for name in tried)

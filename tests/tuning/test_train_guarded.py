@@ -9,7 +9,6 @@ import functools
 import pytest
 
 from tfperf.core.knobs import label
-from tfperf.tuning.search import MEASURED, Outcome
 from tfperf.tuning.traintune import could_answer
 
 ANSWER = {"steps_per_execution": 32, "precision": "bf16"}
@@ -137,13 +136,8 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, TuneOptions())
     evaluator.reference = []  # the default's own guard ran
     events: list[str] = []
-    told: list[Outcome] = []
-
-    def next_if_won(winner: dict, measured: Outcome) -> list[dict]:
-        told.append(measured)  # its step sizes the ladder of steps per call from the winner
-        return [{**winner, "runtime": "keras-jax"}, {**winner, "intra_threads": 1}]
-
-    evaluator.next_if_won = next_if_won
+    evaluator.next_if_won = lambda winner: [{**winner, "runtime": "keras-jax"},
+                                            {**winner, "intra_threads": 1}]
     monkeypatch.setattr(evaluator.workers, "started", lambda config: "runtime" in config)
     monkeypatch.setattr(evaluator.workers, "start_ahead",
                         lambda config, timeout_s: events.append(f"start {label(config)}"))
@@ -155,10 +149,8 @@ def test_the_next_candidates_workers_start_before_a_winner_is_guarded(monkeypatc
         def __init__(self) -> None:
             self.ready: dict = {}
 
-    measured = Outcome({"steps_per_execution": 32}, MEASURED, info={"step_ms": 12.0})
-    evaluator._guard({"steps_per_execution": 32}, Candidate(), measured)
+    evaluator._guard({"steps_per_execution": 32}, Candidate())
     assert events == ["start steps_per_execution=32,intra_threads=1", "guard"]
-    assert told == [measured]
     # before a ready candidate's rounds, by contrast, nothing starts
     evaluator.start_ahead({"runtime": "keras-jax"}, {"intra_threads": 1})
     assert events == ["start steps_per_execution=32,intra_threads=1", "guard"]

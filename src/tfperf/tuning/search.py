@@ -492,9 +492,7 @@ class Search:
         tried now if it becomes the answer: the reach candidates of the next :data:`AHEAD`
         ``knobs`` from it, then what follows the search (:meth:`_then`); ``None``: nothing
         now. An evaluator that checks a winner before it is taken (a training tune's guard:
-        compilation and steps, nothing timed) starts their workers meanwhile; given the
-        winner's measurement, the candidates are those of the space sized for it
-        (:attr:`resize`)."""
+        compilation and steps, nothing timed) starts their workers meanwhile."""
         if not hasattr(self.evaluate, "next_if_won"):
             return
         if knobs is None:
@@ -503,18 +501,10 @@ class Search:
         # the winner's removal of its last knob is the incumbent, measured by then
         now = label(self.incumbent)
 
-        def next_if_won(winner: dict, measured: Outcome | None = None) -> list[dict]:
+        def next_if_won(winner: dict) -> list[dict]:
             winner = self.space.canonical(winner)
-            kept = self.space
-            if measured is not None and self.resize is not None:
-                # sized as the step would size it (:meth:`_resize`): XLA's shorter step fits
-                # more steps a call, and a worker started for the old ladder's is wasted
-                self.space = self.resize(self.space, measured)
-            try:
-                then = [c for c in self._then(winner) if label(c) != now]
-                return [*self._upcoming(knobs, AHEAD, winner), *then][:AHEAD]
-            finally:
-                self.space = kept
+            then = [c for c in self._then(winner) if label(c) != now]
+            return [*self._upcoming(knobs, AHEAD, winner), *then][:AHEAD]
 
         self.evaluate.next_if_won = next_if_won
 

@@ -507,25 +507,21 @@ a quick tune's rounds take 1.5-2 s each), while the gain of more steps per call,
 overhead per call spread over them, is mostly had at a few steps."""
 MAX_STEPS_PER_EXECUTION = 128
 TRAIN_SEARCH_ORDER = (
-    "graph", "xla", "steps_per_execution", "runtime", "intra_threads", "runtime_threads",
+    "graph", "steps_per_execution", "xla", "runtime", "intra_threads", "runtime_threads",
     "precision", "allocator", "onednn", "inter_threads", "input_pipeline", "batch",
 )
-"""The order a training tune visits its knobs (labels keep the table's order): what each costs to
-try is the same (a worker, its guard), so the knobs that gave most on the models measured come
-first: a graph where the step runs eagerly (a custom loop's plain Python step ran 16x slower
-than under ``tf.function``; the knob has a candidate only there), XLA (up to 1.6x) and steps per
-call (1.3-2.3x), then the runtime, so that Keras on JAX (0.36-1.9x by hand) is measured against
-TensorFlow with its two largest levers, not against plain TensorFlow. XLA comes before steps per
-call because it shortens the step and the ladder of steps per call is sized from the step it is
-tried on (:meth:`tfperf.tuning.traintune.TrainEvaluator.resize_ladder`): tried first, steps per
-call got 4 a call on a transformer's 46-ms step (1.02x, undecided), XLA then cut the step to 29
-ms, where 8 fit, and a ``--quick`` tune answered ``xla=jit`` alone (1.62x). The runtime tried
-first, JAX won on a transformer at 1.46x the default, and XLA, which acts on TensorFlow only,
-was never tried: it gave 1.53x alone, and the answer ended at 0.79 of it. Where JAX wins, the
-knobs of TensorFlow alone after it are not tried (one intra-op thread, 1.15-1.5x; the allocator;
-oneDNN; the inter-op pool): a model JAX runs faster than TensorFlow with its largest levers is
-not won back by them on the models measured. Then JAX's CPU set, bf16 and the input pipeline,
-which act on both."""
+"""The order a training tune visits its knobs (labels keep the table's order): what each
+costs to try is the same (a worker, its guard), so the knobs that gave most on the models
+measured come first: a graph where the step runs eagerly (a custom loop's plain Python step
+ran 16x slower than under ``tf.function``; the knob has a candidate only there), steps per
+call (1.3-2.3x) and XLA (up to 1.6x), then the runtime, so
+that Keras on JAX (0.36-1.9x by hand) is measured against TensorFlow with its two largest
+levers, not against plain TensorFlow. Tried first, JAX won on a transformer at 1.46x the
+default, and XLA, which acts on TensorFlow only, was never tried: it gave 1.53x alone, and the
+answer ended at 0.79 of it. Where JAX wins, the knobs of TensorFlow alone after it are not
+tried (one intra-op thread, 1.15-1.5x; the allocator; oneDNN; the inter-op pool): a model JAX
+runs faster than TensorFlow with its largest levers is not won back by them on the models
+measured. Then JAX's CPU set, bf16 and the input pipeline, which act on both."""
 
 
 @dataclass(frozen=True)

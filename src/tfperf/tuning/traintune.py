@@ -148,7 +148,7 @@ class TrainEvaluator(Evaluator):
         """Why that ``fit`` was not timed, where a worker failed in it."""
         self.search_budget_s: float | None = None
         """The search's time (:func:`train_limits`)."""
-        self.next_if_won: Callable[[dict, Outcome], list[dict]] | None = None
+        self.next_if_won: Callable[[dict], list[dict]] | None = None
         """Set by the search: the candidates that come next if the one tried now becomes the
         answer. Their workers start while its guard runs (:meth:`_guard`)."""
 
@@ -428,23 +428,21 @@ class TrainEvaluator(Evaluator):
             check = {"accepted": True, "reason": "", "guard": {"verdict": unguarded}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
-        check = self._guard(config, cand, Outcome(config, MEASURED, incumbent=incumbent,
-                                                  info=info, **measured))
+        check = self._guard(config, cand)
         status = MEASURED if check["accepted"] else REJECTED
         return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
                        accuracy=check, info=info, **measured)
 
-    def _guard(self, config: dict, cand: Any, measured: Outcome) -> dict:
-        """The guard's verdict on a candidate that can become the answer (``measured``: its
-        timing). The workers of what comes next if it does (:attr:`next_if_won`, told the
-        timing, which sizes the steps-per-call ladder) start meanwhile, those that have none even
+    def _guard(self, config: dict, cand: Any) -> dict:
+        """The guard's verdict on a candidate that can become the answer. The workers of what
+        comes next if it does (:attr:`next_if_won`) start meanwhile, those that have none even
         where the first has one: the guard is timed by no one, and its compilation (a
         transformer's XLA step: 12 s) kept one core busy while the other waited. (Where the
         next candidate wins in turn, a worker started here for what follows it from this one
         is wasted; a transformer's next pair, Keras on JAX ready and the threads after it,
         otherwise waited for JAX's rounds and started on its own, 10 s.)"""
         if self.next_if_won is not None:
-            self.start_fresh(*self.next_if_won(config, measured))
+            self.start_fresh(*self.next_if_won(config))
         self.take_reference()
         reduced = (config.get("precision") or "fp32") != "fp32"
         ratio = self._rows_ratio(cand)
