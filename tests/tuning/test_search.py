@@ -512,10 +512,10 @@ def test_the_reach_phase_names_the_candidate_tried_now_and_the_next_ones_ahead()
     assert hinted[0][1] == tried[1].replace("steps_per_execution=128,", "")
     # after the step, every hint keeps steps_per_execution=128, the one tried now first
     assert all("steps_per_execution=128" in key for names in hinted[1:] for key in names)
-    # (the last hint names the candidate the trial limit then stopped)
-    assert [names[0] for names in hinted] == [*tried, hinted[-1][0]]
-    # three names each: the one tried now and the next two knobs' candidates
-    assert all(len(names) == 3 for names in hinted)
+    # the one tried now and the next two knobs' candidates, none past the trial limit: no
+    # worker starts for a candidate that will never be measured
+    assert [names[0] for names in hinted] == tried
+    assert [len(names) for names in hinted] == [3, 3, 2, 1]
     assert hinted[1][1:] == tried[2:4]
 
 
@@ -541,6 +541,8 @@ def test_the_evaluator_is_told_what_comes_next_if_the_candidate_tried_now_wins()
     assert told["steps_per_execution=128"] == [
         "steps_per_execution=128,xla=jit", "steps_per_execution=128,runtime=keras-jax"]
     assert list(told)[1:] == told["steps_per_execution=128"]
+    # the last candidate the trial limit allows names nothing after it
+    assert told[list(told)[-1]] == []
     assert evaluate.next_if_won is None  # cleared once the reach phase ends
 
 

@@ -504,7 +504,9 @@ class Search:
         def next_if_won(winner: dict) -> list[dict]:
             winner = self.space.canonical(winner)
             then = [c for c in self._then(winner) if label(c) != now]
-            return [*self._upcoming(knobs, AHEAD, winner), *then][:AHEAD]
+            # the candidate tried now counts against the trial limit already
+            upcoming = self._upcoming(knobs, max(0, self._within_trials(AHEAD + 1) - 1), winner)
+            return [*upcoming, *then][:AHEAD]
 
         self.evaluate.next_if_won = next_if_won
 
@@ -540,11 +542,20 @@ class Search:
         start_ahead = getattr(self.evaluate, "start_ahead", None)
         if start_ahead is None:
             return
-        upcoming = map(self.space.canonical, self._upcoming(knobs, AHEAD + 1))
+        upcoming = map(self.space.canonical,
+                       self._upcoming(knobs, self._within_trials(AHEAD + 1)))
         fresh = [c for c in upcoming if not self._known(c)]
         fresh += self._then(self.incumbent)
         if fresh:
             start_ahead(*fresh[:AHEAD + 1])
+
+    def _within_trials(self, count: int) -> int:
+        """``count``, or fewer where ``max_trials`` leaves fewer candidates to evaluate: a
+        worker started ahead for a candidate past the limit is never measured, and its start
+        takes a core from the one measured now (a tune with ``--max-trials 1`` started two)."""
+        if self.max_trials is None:
+            return count
+        return max(0, min(count, self.max_trials - len(self.outcomes)))
 
     def _known(self, config: dict) -> bool:
         """Whether ``config`` against the incumbent has an outcome already (this search's, a
