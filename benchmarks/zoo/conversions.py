@@ -12,7 +12,10 @@ started again after it.
 
 Every converting runtime runs on the factory; the saved forms run the fp32 runtimes
 (``SAVED_RUNTIMES``), where an input-order mistake shows as a large error rather than as
-quantisation noise. With ``--every-runtime`` the factory also runs the rest of what tune can pick
+quantisation noise. The ``.keras`` file of a model of one input runs its ``"tf"`` row only: it
+loads to a Keras model in memory, as the factory gives, and converts along the factory's path
+with nothing to feed in the wrong order (its conversions repeated the factory's: 17 s of
+DenseNet121's). With ``--every-runtime`` the factory also runs the rest of what tune can pick
 (``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16 instructions,
 XLA AOT), which costs more (XLA AOT compiles the model with a C++ toolchain).
 
@@ -79,8 +82,18 @@ def plan(name: str, saved: Path, tiny: bool, every: bool = False) -> list[tuple[
     factory = (*RUNTIMES, *(other_runtimes() if every else ()))
     for form in forms(name, saved, tiny):
         runtimes = factory if form == "factory" else ("tf", *SAVED_RUNTIMES)
+        if form == "keras" and input_count(name, saved) == 1:
+            runtimes = ("tf",)  # the factory's conversion path again (module docstring)
         pairs += [(form, r) for r in runtimes]
     return pairs
+
+
+def input_count(name: str, saved: Path) -> int:
+    """How many inputs model ``name`` takes (its saved sample inputs, one array each)."""
+    import numpy as np
+
+    with np.load(saved / f"{name}.npz") as npz:
+        return len(npz.files)
 
 
 def row(model, form, runtime, status, comparison=None, reason="") -> dict:
