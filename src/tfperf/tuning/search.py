@@ -504,8 +504,7 @@ class Search:
         def next_if_won(winner: dict) -> list[dict]:
             winner = self.space.canonical(winner)
             then = [c for c in self._then(winner) if label(c) != now]
-            # the candidate tried now counts against the trial limit already
-            upcoming = self._upcoming(knobs, max(0, self._within_trials(AHEAD + 1) - 1), winner)
+            upcoming = self._upcoming(knobs, self._within_trials(AHEAD, trying=1), winner)
             return [*upcoming, *then][:AHEAD]
 
         self.evaluate.next_if_won = next_if_won
@@ -549,13 +548,14 @@ class Search:
         if fresh:
             start_ahead(*fresh[:AHEAD + 1])
 
-    def _within_trials(self, count: int) -> int:
-        """``count``, or fewer where ``max_trials`` leaves fewer candidates to evaluate: a
-        worker started ahead for a candidate past the limit is never measured, and its start
-        takes a core from the one measured now (a tune with ``--max-trials 1`` started two)."""
+    def _within_trials(self, count: int, trying: int = 0) -> int:
+        """``count``, or fewer where ``max_trials`` leaves fewer candidates to evaluate
+        after the ``trying`` ones being evaluated now: a worker started ahead for a candidate
+        past the limit is never measured, and its start takes a core from the one measured
+        now (a tune with ``--max-trials 1`` started two)."""
         if self.max_trials is None:
             return count
-        return max(0, min(count, self.max_trials - len(self.outcomes)))
+        return max(0, min(count, self.max_trials - len(self.outcomes) - trying))
 
     def _known(self, config: dict) -> bool:
         """Whether ``config`` against the incumbent has an outcome already (this search's, a
