@@ -15,8 +15,8 @@ Every converting runtime runs on the factory; the saved forms run the fp32 runti
 quantisation noise. The ``.keras`` file of a model of one input runs its ``"tf"`` row only: it
 loads to a Keras model in memory, as the factory gives, and converts along the factory's path
 with nothing to feed in the wrong order (its conversions repeated the factory's: 17 s of
-DenseNet121's). With ``--every-runtime`` the factory also runs the rest of what tune can pick
-(``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16 instructions,
+DenseNet121's at 32x32). With ``--every-runtime`` the factory also runs the rest of what tune can
+pick (``OTHER_RUNTIMES``: bf16 TensorFlow and OpenVINO in bf16 where the CPU has bf16 instructions,
 XLA AOT), which costs more (XLA AOT compiles the model with a C++ toolchain).
 
 Usage: ``python benchmarks/zoo/conversions.py NAME [NAME ...] --saved DIR [--tiny]
