@@ -145,6 +145,37 @@ def test_an_undecided_removal_is_measured_again_and_still_undecided_the_knob_goe
     assert any(line.startswith("without onednn=off the answer ran 0.98x") for line in said)
 
 
+class Told(Scripted):
+    """:class:`Scripted`, also noting what ``remeasure_if_undecided`` said at each call."""
+
+    def __init__(self, ratios: dict, again: dict | None = None) -> None:
+        super().__init__(ratios, again)
+        self.remeasure_if_undecided = False
+        self.told: list[bool] = []
+
+    def __call__(self, config: dict, incumbent: dict, timeout_s: float | None) -> Outcome:
+        self.told.append(self.remeasure_if_undecided)
+        return super().__call__(config, incumbent, timeout_s)
+
+    def remeasure(self, config: dict, incumbent: dict) -> Outcome:
+        self.told.append(self.remeasure_if_undecided)
+        return super().remeasure(config, incumbent)
+
+
+def test_the_evaluator_is_told_a_removal_is_measured_again_if_undecided_while_it_measures_it():
+    # a training tune starts the fresh pair of the second measurement during the first's guard
+    evaluate = Told({
+        **SLOWER_WITHOUT,
+        (label(WITHOUT_ONEDNN), label(TRANSFORMER)): (0.98, 0.93, 1.02),
+        ("steps_per_execution=8,xla=jit", label(WITHOUT_ONEDNN)): (1.0, 0.98, 1.02),
+    }, again={(label(WITHOUT_ONEDNN), label(TRANSFORMER)): (0.985, 0.95, 1.01)})
+    pruned(TRANSFORMER, evaluate, SEARCH)
+    assert len(evaluate.calls) == 4 and len(evaluate.remeasured) == 1
+    # every removal's first measurement was told; the second measurement and after: not
+    assert evaluate.told == [True, True, True, False, True]
+    assert evaluate.remeasure_if_undecided is False
+
+
 def test_a_knob_significantly_slower_alone_stays_only_on_a_removal_measured_slower_now():
     # the search's step says the answer without oneDNN off is slower (1.04x its inverse); the
     # pruning measures it again and keeps it only where that removal is significantly slower

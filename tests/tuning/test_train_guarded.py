@@ -181,3 +181,54 @@ def test_the_defaults_guard_runs_once_while_the_first_candidates_worker_starts(m
                       "guard of the default's worker",
                       "start intra_threads=1", "start onednn=off"]
     assert evaluator.reference is losses
+
+
+class Worker(Blocks):
+    """:class:`Blocks` as a tune's worker: what a candidate's measurement reads of it."""
+
+    batch, per_call_s = 8, 1.0
+
+    def __init__(self, seconds: list[float]) -> None:
+        super().__init__(seconds)
+        self.ready = {"train": {"steps_per_call": 1}}
+
+
+WITHOUT_BF16 = {"steps_per_execution": 32}
+
+
+@pytest.mark.parametrize("accepted", [True, False])
+def test_an_undecided_removal_measured_again_starts_its_fresh_pair_during_its_guard(
+    monkeypatch, accepted
+):
+    # the pruning measures an undecided removal again in a fresh pair of workers: they start
+    # while the guard runs (nothing is timed), and close where the guard keeps the knob
+    from tfperf.tuning import traintune
+    from tfperf.tuning.options import TuneOptions
+    from tfperf.tuning.traintune import TrainEvaluator
+
+    evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8},
+                               TuneOptions(min_rounds=6, max_rounds=16))
+    workers = {label({}): Worker([1.0]), label(ANSWER): Worker([1.0]),
+               label(WITHOUT_BF16): Worker(UNDECIDED_BELOW)}
+    spares: list[str] = []
+    dropped: list[str] = []
+    monkeypatch.setattr(evaluator.workers, "get", lambda config, limit: workers[label(config)])
+    monkeypatch.setattr(evaluator.workers, "outputs", lambda cand, timeout_s: [])
+    monkeypatch.setattr(evaluator.workers, "start_spare",
+                        lambda config, timeout_s: spares.append(label(config)))
+    monkeypatch.setattr(evaluator.workers, "drop_spares", lambda: dropped.append("spares"))
+    monkeypatch.setattr(evaluator, "memory_refusal", lambda *args: None)
+    monkeypatch.setattr(evaluator, "take_reference", lambda: None)
+    monkeypatch.setattr(traintune, "judge", lambda *args: {
+        "accepted": accepted, "reason": "" if accepted else "final loss 2x the default's"})
+
+    evaluator.remeasure_if_undecided = True  # as the pruning says while it measures a removal
+    outcome = evaluator._try(WITHOUT_BF16, ANSWER, 1e9, None)
+    assert outcome.vs_incumbent["verdict"] == "inconclusive"
+    assert spares == [label(ANSWER), label(WITHOUT_BF16)]
+    assert dropped == ([] if accepted else ["spares"])
+
+    spares.clear()
+    evaluator.remeasure_if_undecided = False  # a search's step: nobody measures it again
+    evaluator._try(WITHOUT_BF16, ANSWER, 1e9, None)
+    assert spares == []

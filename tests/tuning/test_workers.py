@@ -1,6 +1,7 @@
 """The tune's worker pool with real workers: a worker started ahead overlaps the next start,
 is ready before anything is timed, is the one handed out later; one that fails to start ahead
-is forgotten, and started again when its candidate is tried."""
+is forgotten, and started again when its candidate is tried. A spare is a second process for a
+config whose worker is in use, which takes its place when that one is renewed."""
 
 from __future__ import annotations
 
@@ -51,6 +52,26 @@ def test_a_worker_started_ahead_is_ready_before_the_next_get_returns_and_is_reus
         assert again.worker is not crashed and again.worker.config.inter_threads == 1
         # an inference pool hands its workers no file: it makes no folder to leave behind
         assert not any(tmp_path.iterdir())
+    finally:
+        pool.close()
+
+
+def test_a_spare_is_a_fresh_process_that_takes_its_configs_place_once_renewed():
+    pool = WorkerPool(TINY_MLP, block_s=0.05, per_sample=False,
+                      warmup={"min_calls": 1, "max_seconds": 0.2}, keep=2)
+    try:
+        first = pool.get({}, 120.0)
+        pool.start_spare({}, 120.0)
+        spare = pool._spares[label({})]
+        assert spare.pid != first.worker.pid
+        assert pool.get({}, 120.0) is first  # in use until renewed: get hands out the first
+        pool.renew(label({}))
+        renewed = pool.get({}, 120.0)
+        assert first.worker.closed and renewed.worker is spare and spare.ready is not None
+        pool.start_spare({}, 120.0)  # one that no measurement takes is closed
+        unused = pool._spares[label({})]
+        pool.drop_spares()
+        assert unused.closed and not pool._spares and pool.get({}, 120.0) is renewed
     finally:
         pool.close()
 

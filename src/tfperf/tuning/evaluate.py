@@ -265,6 +265,7 @@ class Evaluator:
         except WorkerFailed as exc:
             self.workers.drop(name)
             self.workers.drop_dead()
+            self.workers.drop_spares()  # no measurement of it follows
             reason = self._compile_too_slow(config, exc) or failure_reason(exc, config)
             info = {"error": exc.to_dict()}
             outcome = Outcome(config, FAILED, reason=reason, incumbent=incumbent, info=info)
@@ -328,12 +329,22 @@ class Evaluator:
         (the default's peak once more for each)."""
         fresh = [c for c in map(normalize, configs)
                  if not self.workers.started(c) and self.known_too_slow(c) is None][:2]
+        for config in self._within_memory(fresh):
+            self.workers.start_ahead(config, self.start_limit(config))
+
+    def start_spares(self, *configs: dict) -> None:
+        """Start a second worker for each of ``configs`` (whose workers are in use), where
+        memory allows: the fresh pair :meth:`remeasure` measures in, started while nothing is
+        timed (:meth:`tfperf.tuning.workers.WorkerPool.start_spare`)."""
+        for config in self._within_memory([normalize(c) for c in configs]):
+            self.workers.start_spare(config, self.start_limit(config))
+
+    def _within_memory(self, configs: list[dict]) -> list[dict]:
+        """The first of ``configs`` whose workers memory allows beside those running: the
+        default's peak once more for each, :data:`AHEAD_HEADROOM_BYTES` left free."""
         rss = ((self.default_ready or {}).get("peak_rss_bytes") or 0)
         free = psutil.virtual_memory().available - AHEAD_HEADROOM_BYTES
-        for n, config in enumerate(fresh, start=1):
-            if free < (n + 1) * rss:
-                return
-            self.workers.start_ahead(config, self.start_limit(config))
+        return [c for n, c in enumerate(configs, start=1) if free >= (n + 1) * rss]
 
     @staticmethod
     def candidate_info(cand: Any) -> dict:
@@ -380,8 +391,9 @@ class Evaluator:
         )
 
     def remeasure(self, config: dict, incumbent: dict) -> Outcome:
-        """``config`` measured against ``incumbent`` again, in a fresh pair of workers started
-        side by side, for up to the rounds a confirmation may take (``--confirm-rounds``,
+        """``config`` measured against ``incumbent`` again, in a fresh pair of workers (the
+        spares a training tune started during the first measurement's guard, else two started
+        side by side now), for up to the rounds a confirmation may take (``--confirm-rounds``,
         at least ``max_rounds``), stopping once decided: an undecided removal's second
         measurement (:func:`tfperf.tuning.prune.prune`), apart from the processes of the
         first, so that a speed that belongs to one process does not decide it. Its guard was
@@ -396,7 +408,7 @@ class Evaluator:
         limit = self.options.candidate_timeout_s
         try:
             for stale in (config, incumbent):
-                self.workers.drop(label(stale))
+                self.workers.renew(label(stale))  # its spare, where one started, takes over
             self.start_fresh(incumbent, config)
             inc, cand = self.workers.get(incumbent, limit), self.workers.get(config, limit)
             rounds = max(self.options.confirm_rounds, self.options.max_rounds)

@@ -32,8 +32,9 @@ a pruning would measure, for a search that starts their workers before it ends.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -86,7 +87,8 @@ def prune(
         smaller = without(answer, knob, space)
         if not smaller:
             continue  # without it nothing is left: the confirmation judges the answer
-        first = _measured(evaluate, smaller, answer, order[at + 1:], space, outcomes)
+        with _measured_again_if_undecided(evaluate):
+            first = _measured(evaluate, smaller, answer, order[at + 1:], space, outcomes)
         again = None
         if decision(first) == AGAIN:
             again = _again(evaluate, smaller, answer)
@@ -115,6 +117,21 @@ def _measured(
         outcome = evaluate(smaller, dict(answer), None)
         outcomes.append(outcome)
     return outcome
+
+
+@contextlib.contextmanager
+def _measured_again_if_undecided(evaluate: Evaluate) -> Iterator[None]:
+    """Tell an evaluator that can prepare for it (``remeasure_if_undecided``) that the removal
+    it measures now is measured again should it end undecided (:func:`_again`): a training
+    tune starts that fresh pair while the first measurement's guard runs."""
+    if not hasattr(evaluate, "remeasure_if_undecided"):
+        yield
+        return
+    evaluate.remeasure_if_undecided = True
+    try:
+        yield
+    finally:
+        evaluate.remeasure_if_undecided = False
 
 
 def _again(evaluate: Evaluate, smaller: dict, answer: dict) -> Outcome | None:

@@ -42,7 +42,7 @@ from tfperf.runner.rounds import calls_per_block
 from tfperf.tuning.evaluate import Evaluator, Progress, failure_reason
 from tfperf.tuning.loopspace import fit_step_space
 from tfperf.tuning.options import TuneOptions
-from tfperf.tuning.prune import KEEP, decision
+from tfperf.tuning.prune import AGAIN, KEEP, decision
 from tfperf.tuning.search import MEASURED, REJECTED, Outcome
 from tfperf.tuning.space import (
     MAX_TRAIN_CALL_S,
@@ -151,6 +151,10 @@ class TrainEvaluator(Evaluator):
         self.next_if_won: Callable[[dict], list[dict]] | None = None
         """Set by the search: the candidates that come next if the one tried now becomes the
         answer. Their workers start while its guard runs (:meth:`_guard`)."""
+        self.remeasure_if_undecided = False
+        """Set by the pruning while it measures a removal: an undecided one is measured again
+        in a fresh pair of workers (:meth:`remeasure`), which then starts while the first
+        measurement's guard runs (:meth:`_guard`)."""
 
     def within_guard(self, space: Space) -> Space:
         """``space`` without the batch sizes the default's guard does not cover: a batch of
@@ -428,21 +432,33 @@ class TrainEvaluator(Evaluator):
             check = {"accepted": True, "reason": "", "guard": {"verdict": unguarded}}
             return Outcome(config, MEASURED, incumbent=incumbent, accuracy=check, info=info,
                            **measured)
-        check = self._guard(config, cand)
+        again = (incumbent, config) if self._measured_again(measured["vs_incumbent"]) else ()
+        check = self._guard(config, cand, again)
+        if again and not check["accepted"]:
+            self.workers.drop_spares()  # a removal the guard rejects keeps its knob
         status = MEASURED if check["accepted"] else REJECTED
         return Outcome(config, status, reason=check["reason"], incumbent=incumbent,
                        accuracy=check, info=info, **measured)
 
-    def _guard(self, config: dict, cand: Any) -> dict:
+    def _measured_again(self, vs_incumbent: Mapping[str, Any]) -> bool:
+        """Whether the pruning measures this removal again (:attr:`remeasure_if_undecided`,
+        :func:`tfperf.tuning.prune.decision`) should the guard accept it."""
+        undecided = Outcome({}, MEASURED, vs_incumbent=dict(vs_incumbent))
+        return self.remeasure_if_undecided and decision(undecided) == AGAIN
+
+    def _guard(self, config: dict, cand: Any, again: tuple[dict, ...] = ()) -> dict:
         """The guard's verdict on a candidate that can become the answer. The workers of what
         comes next if it does (:attr:`next_if_won`) start meanwhile, those that have none even
         where the first has one: the guard is timed by no one, and its compilation (a
         transformer's XLA step: 12 s) kept one core busy while the other waited. (Where the
         next candidate wins in turn, a worker started here for what follows it from this one
         is wasted; a transformer's next pair, Keras on JAX ready and the threads after it,
-        otherwise waited for JAX's rounds and started on its own, 10 s.)"""
+        otherwise waited for JAX's rounds and started on its own, 10 s.) So do the spares of
+        ``again``, the fresh pair an undecided removal is measured again in (a transformer's
+        pair took 14 s to start after its 13-s guard)."""
         if self.next_if_won is not None:
             self.start_fresh(*self.next_if_won(config))
+        self.start_spares(*again)
         self.take_reference()
         reduced = (config.get("precision") or "fp32") != "fp32"
         ratio = self._rows_ratio(cand)

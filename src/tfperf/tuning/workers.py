@@ -4,7 +4,10 @@ Contract: :class:`WorkerPool` starts a worker for a config on first use
 (:meth:`WorkerPool.get`) and hands back the same :class:`Handle` until it is dropped; every
 worker must report the default's model and inputs (:class:`tfperf.runner.identity.SameModel`,
 else :class:`~tfperf.runner.identity.ModelDiffers` is raised and the worker closed).
-:meth:`WorkerPool.evict` keeps at most ``keep`` spare workers besides the ones named.
+:meth:`WorkerPool.evict` keeps at most ``keep`` idle workers besides the ones named.
+:meth:`WorkerPool.start_spare` starts a second worker for a config whose worker is in use, which
+:meth:`WorkerPool.renew` puts in that worker's place (a measurement made again in fresh
+processes whose start overlapped what came before it).
 :meth:`WorkerPool.outputs` has a worker write one call's outputs and reads them back.
 For a training step, the first worker (the default's) writes its initial weights to a file of
 the pool's and a worker of another runtime (``keras-jax``) loads them before its fingerprint is
@@ -102,6 +105,8 @@ class WorkerPool:
         self._handles: OrderedDict[str, Handle] = OrderedDict()
         self._ahead: OrderedDict[str, Worker] = OrderedDict()
         """Workers started ahead of their use (:meth:`start_ahead`), not yet ready."""
+        self._spares: OrderedDict[str, Worker] = OrderedDict()
+        """Second workers of configs whose worker is in use (:meth:`start_spare`)."""
         self._first_runtime: str | None = None
 
     @functools.cached_property
@@ -132,6 +137,29 @@ class WorkerPool:
             # an allocator not installed: told when the candidate is tried
             with contextlib.suppress(WorkerFailed, UserError):
                 self._ahead[name] = self._spawn(config, timeout_s)
+
+    def start_spare(self, config: dict, timeout_s: float) -> None:
+        """Start a second worker for ``config``, whose worker is in use, without waiting for
+        it: a fresh process that takes that worker's place when :meth:`renew` drops it (a
+        measurement made again apart from the processes of the first). Spares that will not
+        be used are closed by :meth:`drop_spares`."""
+        name = label(config)
+        if name not in self._spares:
+            with contextlib.suppress(WorkerFailed, UserError):
+                self._spares[name] = self._spawn(config, timeout_s)
+
+    def renew(self, name: str) -> None:
+        """Close the worker of the config labelled ``name``; its spare, where one was started,
+        is its next worker (ready at the next :meth:`get`), else that one starts anew."""
+        self.drop(name)
+        spare = self._spares.pop(name, None)
+        if spare is not None:
+            self._ahead[name] = spare
+
+    def drop_spares(self) -> None:
+        """Close the spares not taken by :meth:`renew`."""
+        close_all(list(self._spares.values()))
+        self._spares.clear()
 
     def started(self, config: dict) -> bool:
         """Whether ``config``'s worker is started (ready, or started ahead)."""
@@ -221,8 +249,10 @@ class WorkerPool:
 
     def close(self) -> None:
         """Close every worker, all asked to quit first, and remove the temporary files."""
-        close_all([*(h.worker for h in self._handles.values()), *self._ahead.values()])
+        close_all([*(h.worker for h in self._handles.values()), *self._ahead.values(),
+                   *self._spares.values()])
         self._handles.clear()
         self._ahead.clear()
+        self._spares.clear()
         if "_tmp" in self.__dict__:
             shutil.rmtree(self.__dict__.pop("_tmp"), ignore_errors=True)
