@@ -58,6 +58,21 @@ def test_quick_grows_its_budget_to_one_guarded_candidate_per_knob_and_says_so(tm
     assert limits.planned == knobs and limits.max_trials > knobs
 
 
+def test_quick_counts_one_candidate_per_knob_where_there_are_fewer_knobs_than_its_trials(
+    tmp_path,
+):
+    # a model given as arrays has no input pipeline to tune: six knobs, fewer than the eight
+    # trials --quick gives an inference tune; the progress said "trial 6/8" and the tune ended
+    from tfperf.tuning.traintune import QUICK_SECOND_LOOKS
+
+    options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
+    few = SPACE.restrict(("steps_per_execution", "xla", "onednn", "intra_threads",
+                          "inter_threads", "allocator"))
+    assert few.most_knobs() == 6 < options.max_trials
+    limits = train_limits(slow_step_evaluator(options), few, options, Said())
+    assert limits.planned == 6 and limits.max_trials == 6 + QUICK_SECOND_LOOKS
+
+
 def test_quick_looks_again_only_where_the_tune_still_ends_within_its_own_time(tmp_path):
     from tfperf.tuning.traintune import QUICK_TRAIN_TUNE_S
 

@@ -77,8 +77,8 @@ class TuneOptions:
     quick: bool = False
     """``--quick``: a training search tries one candidate of each knob and stops there."""
     quick_trials: bool = False
-    """``max_trials`` is ``--quick``'s, not typed: a training tune may raise it to one
-    candidate of each knob (a typed one stays as typed)."""
+    """``max_trials`` is ``--quick``'s, not typed: a training tune sets it to one candidate
+    of each knob, and two second looks (a typed one stays as typed)."""
 
     def __post_init__(self) -> None:
         if self.objective == "throughput":  # one flag for the code that reads `throughput`

@@ -631,9 +631,10 @@ def _sized_limits(
         return TrainLimits(trials, budget, evaluator.reserve_s)
     if not options.quick_trials:  # a trial limit typed beside --quick stays as typed
         return TrainLimits(trials, budget, evaluator.reserve_s, evaluator.may_look_again)
-    trials = max(trials or 0, knobs)
-    return TrainLimits(trials + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s,
-                       evaluator.may_look_again, planned=trials)
+    # one candidate per knob, not --quick's trials for an inference tune (8: a search of six
+    # knobs said "trial 6/8" and ended)
+    return TrainLimits(knobs + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s,
+                       evaluator.may_look_again, planned=knobs)
 
 
 def could_answer(config: Mapping[str, Any], incumbent: Mapping[str, Any],
