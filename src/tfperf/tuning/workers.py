@@ -132,21 +132,24 @@ class WorkerPool:
         """Start ``config``'s worker without waiting for it: its start overlaps the start
         of the worker :meth:`get` is asked for next. A worker that fails to start ahead is
         forgotten; asked for later, it starts again and fails where its candidate is told."""
-        name = label(config)
-        if name not in self._handles and name not in self._ahead:
-            # an allocator not installed: told when the candidate is tried
-            with contextlib.suppress(WorkerFailed, UserError):
-                self._ahead[name] = self._spawn(config, timeout_s)
+        if label(config) not in self._handles:
+            self._start_into(self._ahead, config, timeout_s)
 
     def start_spare(self, config: dict, timeout_s: float) -> None:
         """Start a second worker for ``config``, whose worker is in use, without waiting for
         it: a fresh process that takes that worker's place when :meth:`renew` drops it (a
         measurement made again apart from the processes of the first). Spares that will not
         be used are closed by :meth:`drop_spares`."""
+        self._start_into(self._spares, config, timeout_s)
+
+    def _start_into(self, table: OrderedDict[str, Worker], config: dict,
+                    timeout_s: float) -> None:
+        """Spawn ``config``'s worker into ``table`` unless it holds one; one that cannot start
+        (an allocator not installed) is not kept: the candidate is told when it is tried."""
         name = label(config)
-        if name not in self._spares:
+        if name not in table:
             with contextlib.suppress(WorkerFailed, UserError):
-                self._spares[name] = self._spawn(config, timeout_s)
+                table[name] = self._spawn(config, timeout_s)
 
     def renew(self, name: str) -> None:
         """Close the worker of the config labelled ``name``; its spare, where one was started,
