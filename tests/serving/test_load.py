@@ -188,6 +188,22 @@ def test_a_level_runs_until_its_p99_stands_within_a_short_cap():
     assert level.stopped == "cap" or level.p99_ms is not None
 
 
+def test_a_level_its_cap_ends_short_of_the_requests_asked_for_says_so():
+    # the cap bounds every level; a level it ends before --level-requests is told, not hidden
+    scenario = LoadScenario(concurrency=(1,), requests=10**6, seconds=0.1, max_seconds=0.4)
+    lines: list[str] = []
+    result = measure_load(TINY_MLP, Config(), ServingLayout(), scenario, progress=lines.append)
+    (level,) = result.levels
+    assert level.stopped == "cap" and 0 < level.sent < 10**6
+    said = [note for note in result.notes if "ended at its cap" in note]
+    assert said == [
+        f"concurrency 1: ended at its cap of 0.4 s after {level.sent} of the 1000000 requests "
+        f"asked for (--level-requests); at this rate they take "
+        f"{10**6 / level.achieved_qps:.3g} s: a longer --level-seconds raises the cap"
+    ]
+    assert said[0] in lines
+
+
 class _Sweep:
     """A sweep whose levels at each rate are given, in order (the search's decisions alone)."""
 

@@ -58,7 +58,8 @@ def load_options(fn: Any) -> Any:
         click.option("--hint", type=click.Choice(["THROUGHPUT", "LATENCY"]), default=None,
                      help="OpenVINO's PERFORMANCE_HINT; served by its asynchronous requests."),
         click.option("--level-requests", type=int, default=300, show_default=True,
-                     help="Each load level sends at least this many requests..."),
+                     help="Each load level sends at least this many requests (a level its cap ends "
+                     "first says so)..."),
         click.option("--level-seconds", type=float, default=3.0, show_default=True,
                      help="...and lasts at least this long, then on until its p99 is stable "
                      "(at most 4 times longer)."),

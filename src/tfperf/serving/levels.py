@@ -482,6 +482,21 @@ def short_note(level: LoadLevel) -> str | None:
     )
 
 
+def capped_note(level: LoadLevel, min_requests: int, cap_s: float) -> str | None:
+    """A note for a level its cap ended before it sent the requests it was asked for at least:
+    the cap bounds every level, so a slow server's level ends short of ``--level-requests``
+    rather than running on, and says so."""
+    if level.stopped != "cap" or level.sent >= min_requests:
+        return None
+    rate = level.achieved_qps
+    takes = f"; at this rate they take {min_requests / rate:.3g} s" if rate else ""
+    return (
+        f"{_what(level)}: ended at its cap of {cap_s:.3g} s after {level.sent} of the "
+        f"{min_requests} requests asked for (--level-requests){takes}: a longer "
+        "--level-seconds raises the cap"
+    )
+
+
 def queue_note(level: LoadLevel) -> str | None:
     """A note when requests waited in tfperf's client for a connection for a real share of the
     level's latency (a tenth of its p50, or of its p99)."""

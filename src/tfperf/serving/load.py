@@ -34,8 +34,9 @@ Contract:
   server the user runs, :mod:`tfperf.serving.remote`) with the same levels and search. The
   server is told when each level begins and asked what it saw of it after
   (:class:`tfperf.serving.levels.ServerSide`: resends, reconnects, its own statistics). A level
-  where the generator itself may have been the limit, whose drain was long, or whose requests
-  waited for a client's connection adds a note saying so; levels whose p99 did not stand are
+  where the generator itself may have been the limit, whose drain was long, whose requests
+  waited for a client's connection, or that its cap ended before it sent the requests it was
+  asked for adds a note saying so; levels whose p99 did not stand are
   summed up in one note that says how long a level would need to be.
 - With ``floor`` (the default), each level of a :class:`Harness` is preceded by its harness
   floor (:func:`tfperf.serving.floor.measure_floor`, once per distinct load), kept as the
@@ -77,6 +78,7 @@ from tfperf.serving.levels import (
     LoadLevel,
     LoadResult,
     ServerSide,
+    capped_note,
     drain_note,
     floor_note,
     generator_limited,
@@ -253,8 +255,10 @@ class _Sweep:
         short = short_note(level)
         if short:
             self.progress(short)
+        length = self.scenario.length
         notes = (generator_limited(level), floor_note(level), drain_note(level),
-                 queue_note(level), *self.harness.faults[seen:])
+                 queue_note(level), capped_note(level, length.min_requests, length.max_s),
+                 *self.harness.faults[seen:])
         for note in notes:
             if note:
                 self.notes.append(note)
