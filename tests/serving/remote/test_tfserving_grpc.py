@@ -65,4 +65,7 @@ def test_predict_with_a_string_input(tfserving_grpc, tmp_path):
     doc = json.loads(res.stdout)
     assert doc["inputs"]["inputs"] == ["text object[Nx2]"]
     (level,) = doc["levels"]
-    assert level["sent"] == level["completed"] >= 20
+    assert level["sent"] == level["completed"] > 0 and level["failed"] == 0
+    # its 0.8-s cap may end the level short of its 20 requests on a loaded machine: said then
+    capped = level["sent"] < 20
+    assert capped == any("ended at its cap" in note for note in doc["notes"])
