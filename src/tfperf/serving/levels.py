@@ -67,7 +67,7 @@ from tfperf.core.memory import Memory
 from tfperf.core.serving import ServingLayout
 from tfperf.core.stats import quantile_ci
 from tfperf.serving.generator import LevelRecord
-from tfperf.serving.tail import TAIL_REQUESTS, needed, stands
+from tfperf.serving.tail import TAIL_REQUESTS, LevelLength, needed, stands
 
 MAX_FAILED_SHARE = 0.01
 """A level with more failed requests than this share is never within an SLO."""
@@ -482,18 +482,19 @@ def short_note(level: LoadLevel) -> str | None:
     )
 
 
-def capped_note(level: LoadLevel, min_requests: int, cap_s: float) -> str | None:
+def capped_note(level: LoadLevel, length: LevelLength) -> str | None:
     """A note for a level its cap ended before it sent the requests it was asked for at least:
     the cap bounds every level, so a slow server's level ends short of ``--level-requests``
     rather than running on, and says so."""
-    if level.stopped != "cap" or level.sent >= min_requests:
+    asked = length.min_requests
+    if level.stopped != "cap" or level.sent >= asked:
         return None
     rate = level.achieved_qps
-    takes = f"; at this rate they take {min_requests / rate:.3g} s" if rate else ""
+    takes = f"; at this rate they take {asked / rate:.3g} s" if rate else ""
     return (
-        f"{_what(level)}: ended at its cap of {cap_s:.3g} s after {level.sent} of the "
-        f"{min_requests} requests asked for (--level-requests){takes}: a longer "
-        "--level-seconds raises the cap"
+        f"{_what(level)}: ended at its cap of {length.max_s:.3g} s after {level.sent} of the "
+        f"{asked} requests asked for (--level-requests){takes}: a longer --level-seconds "
+        "raises the cap"
     )
 
 

@@ -255,9 +255,8 @@ class _Sweep:
         short = short_note(level)
         if short:
             self.progress(short)
-        length = self.scenario.length
         notes = (generator_limited(level), floor_note(level), drain_note(level),
-                 queue_note(level), capped_note(level, length.min_requests, length.max_s),
+                 queue_note(level), capped_note(level, self.scenario.length),
                  *self.harness.faults[seen:])
         for note in notes:
             if note:
