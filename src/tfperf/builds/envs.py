@@ -17,12 +17,12 @@ installed. A SPEC is
   ``tfperf builds plan`` calls as its last step).
 
 Environments are created with ``uv venv`` + ``uv pip install --compile-bytecode`` when ``uv`` is
-on PATH, and with ``venv`` + ``pip`` otherwise (both byte-compiled), under
-``<platform cache dir>/tfperf/builds/envs`` (override: ``TFPERF_BUILDS_CACHE``), keyed by the
-spec, the wheel's content (for a path) and the Python version, and reused while their
-``ready.json`` marker exists. Creation is atomic (built in a temporary folder, then renamed)
-and serialised by a lock, so an interrupted install is never reused and two processes never
-build the same environment at once.
+on PATH or beside the running Python, and with ``venv`` + ``pip`` otherwise (both
+byte-compiled), under ``<platform cache dir>/tfperf/builds/envs`` (override:
+``TFPERF_BUILDS_CACHE``), keyed by the spec, the wheel's content (for a path) and the Python
+version, and reused while their ``ready.json`` marker exists. Creation is atomic (built in a
+temporary folder, then renamed) and serialised by a lock, so an interrupted install is never
+reused and two processes never build the same environment at once.
 
 The worker is made importable without installing tfperf's dependencies: the environment's
 ``site-packages`` gets a ``.pth`` file naming a folder that holds only a link to the running
@@ -301,7 +301,12 @@ def _load_ready(spec: str, target: Path) -> CandidateEnv | None:
 
 
 def _uv() -> str | None:
-    return shutil.which("uv")
+    """``uv`` on PATH, else the one installed beside the running Python (``make`` installs it
+    there; a tfperf run as ``.venv/bin/tfperf`` has no ``.venv/bin`` on its PATH): it
+    installs a TensorFlow wheel in about half pip's time and makes an environment without
+    bootstrapping pip into it."""
+    beside = Path(sys.executable).parent / "uv"
+    return shutil.which("uv") or (str(beside) if os.access(beside, os.X_OK) else None)
 
 
 def _create(spec: str, reqs: list[str], target: Path, log: Any, timeout: float) -> CandidateEnv:
