@@ -1,7 +1,8 @@
 """Candidate environments: specs, the registry, and candidates that cannot be installed.
 
-The install failures are real: pip is asked for a version that does not exist, a wheel for
-another platform, a file that is not a wheel, a path that does not exist.
+The install failures are real: the installer (uv, found beside this Python; pip where no uv is
+found, for a version that does not exist) is asked for a version that does not exist, a wheel
+for another platform, a file that is not a wheel, a path that does not exist.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ def _leftover_envs(root: Path) -> list[Path]:
     return [p for p in root.iterdir() if not p.name.startswith(".")] if root.exists() else []
 
 
-def test_version_that_does_not_exist_is_one_clear_line(isolated):
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_version_that_does_not_exist_is_one_clear_line(isolated, monkeypatch, installer):
+    if installer == "pip":  # a Python with no uv on PATH nor beside it
+        monkeypatch.setattr(envs, "_uv", lambda: None)
+    else:
+        assert envs._uv() is not None, "the test environment installs uv beside its Python"
     with pytest.raises(CandidateError) as err:
         ensure_env("tensorflow-cpu==0.0.1")
     line = str(err.value)
