@@ -170,3 +170,35 @@ def test_a_wait_cut_short_cancels_what_it_waited_for_on_the_client_s_loop():
         assert cancelled == [True]
     finally:
         server.close()
+
+
+def test_a_call_that_runs_on_past_its_cancellation_ends_before_the_close_returns():
+    """A Ctrl-C during a level's warm-up: the close waits for what still runs on the client's
+    loop before it closes the connections, even a call that goes on after its cancellation
+    (a warm-up was seen sending on a connection closed under it, its error printed after the
+    run's last sentence)."""
+    import asyncio
+    import concurrent.futures
+    import contextlib
+
+    from tfperf.serving.remote.client import RemoteServer
+
+    ended = []
+
+    async def a_warm_up_that_goes_on() -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # the cancellation lost on the way
+            await asyncio.sleep(30)
+        try:
+            await asyncio.sleep(0.3)  # the next connection's request
+        finally:
+            ended.append(True)  # run to its end, or cancelled again: not left pending
+
+    server = RemoteServer(wire=None, body=None, pool=1, call_timeout_s=1.0)  # type: ignore
+    server._thread.start()
+    try:
+        with pytest.raises(concurrent.futures.TimeoutError):
+            server._run(a_warm_up_that_goes_on(), 0.2)
+    finally:
+        server.close()
+    assert ended == [True]
+    assert not server._calls

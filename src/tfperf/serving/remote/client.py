@@ -140,6 +140,8 @@ class RemoteServer:
         self._idle: list[_Conn] = []
         self._backlog: deque[tuple[int, int]] = deque()
         self._tasks: list[asyncio.Task[None]] = []
+        self._calls: set[asyncio.Task[Any]] = set()
+        """What :meth:`_run` has running on the loop (a warm-up, a statistics read)."""
         self._calls_s: deque[float] = deque(maxlen=2000)
         self._stats_conn: Any = None
         self._stats_before: Counters | str | None = None
@@ -147,13 +149,24 @@ class RemoteServer:
     def _run(self, coro: Any, timeout_s: float) -> Any:
         """``coro`` run on the loop, waited for at most ``timeout_s``. A wait cut short (its
         timeout, Ctrl-C) cancels it: left running, it would send on connections that
-        :meth:`close` closes under it, and its error be printed as the process ends."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        :meth:`close` closes under it, and its error be printed as the process ends
+        (:meth:`_stop` also waits for what is still running)."""
+        future = asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
         try:
             return future.result(timeout_s)
         except BaseException:
             future.cancel()
             raise
+
+    async def _tracked(self, coro: Any) -> Any:
+        """``coro``, in :attr:`_calls` while it runs."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._calls.add(task)
+        try:
+            return await coro
+        finally:
+            self._calls.discard(task)
 
     # -- life -----------------------------------------------------------------------------
 
@@ -389,9 +402,14 @@ class RemoteServer:
             self._thread.join(10.0)
 
     async def _stop(self) -> None:
-        for task in self._tasks:
+        """Every task on the loop cancelled, and ended, before the connections close: a
+        warm-up cut short by a Ctrl-C was seen sending on a connection closed under it (its
+        error printed after the run's last sentence), so one that runs on past its
+        cancellation is waited for rather than closed under."""
+        running = [*self._tasks, *(t for t in self._calls if t is not asyncio.current_task())]
+        for task in running:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         for held in self._conns:
             await self.wire.close(held.conn)
         if self._stats_conn is not None:
