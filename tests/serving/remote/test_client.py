@@ -201,4 +201,4 @@ def test_a_call_that_runs_on_past_its_cancellation_ends_before_the_close_returns
     finally:
         server.close()
     assert ended == [True]
-    assert not server._calls
+    assert not server._runs

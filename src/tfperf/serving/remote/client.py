@@ -140,7 +140,7 @@ class RemoteServer:
         self._idle: list[_Conn] = []
         self._backlog: deque[tuple[int, int]] = deque()
         self._tasks: list[asyncio.Task[None]] = []
-        self._calls: set[asyncio.Task[Any]] = set()
+        self._runs: set[asyncio.Task[Any]] = set()
         """What :meth:`_run` has running on the loop (a warm-up, a statistics read)."""
         self._calls_s: deque[float] = deque(maxlen=2000)
         self._stats_conn: Any = None
@@ -159,14 +159,14 @@ class RemoteServer:
             raise
 
     async def _tracked(self, coro: Any) -> Any:
-        """``coro``, in :attr:`_calls` while it runs."""
+        """``coro``, in :attr:`_runs` while it runs."""
         task = asyncio.current_task()
         assert task is not None
-        self._calls.add(task)
+        self._runs.add(task)
         try:
             return await coro
         finally:
-            self._calls.discard(task)
+            self._runs.discard(task)
 
     # -- life -----------------------------------------------------------------------------
 
@@ -406,7 +406,7 @@ class RemoteServer:
         warm-up cut short by a Ctrl-C was seen sending on a connection closed under it (its
         error printed after the run's last sentence), so one that runs on past its
         cancellation is waited for rather than closed under."""
-        running = [*self._tasks, *(t for t in self._calls if t is not asyncio.current_task())]
+        running = [*self._tasks, *(t for t in self._runs if t is not asyncio.current_task())]
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
