@@ -324,6 +324,13 @@ class Evaluator:
         if wanted and not self.workers.started(wanted[0]):
             self.start_fresh(*wanted)
 
+    def removal_enough(self, vs_answer: Mapping[str, Any], done: int) -> bool:
+        """Whether a removal measured again (:meth:`remeasure`), undecided after ``done``
+        rounds, can end before the rounds it is allowed: never here (a training tune ends it
+        where it ends a candidate's,
+        :meth:`tfperf.tuning.traintune.TrainEvaluator.rounds_enough`)."""
+        return False
+
     def start_fresh(self, *configs: dict) -> None:
         """Start the workers of the first two ``configs`` that have none, where memory allows
         (the default's peak once more for each)."""
@@ -394,10 +401,11 @@ class Evaluator:
         """``config`` measured against ``incumbent`` again, in a fresh pair of workers (the
         spares a training tune started during the first measurement's guard, else two started
         side by side now), for up to the rounds a confirmation may take (``--confirm-rounds``,
-        at least ``max_rounds``), stopping once decided: an undecided removal's second
-        measurement (:func:`tfperf.tuning.prune.prune`), apart from the processes of the
-        first, so that a speed that belongs to one process does not decide it. Its guard was
-        the first measurement's; a worker that fails makes it *failed*."""
+        at least ``max_rounds``), stopping once decided or once :meth:`removal_enough` says
+        more rounds cannot keep the knob: an undecided removal's second measurement
+        (:func:`tfperf.tuning.prune.prune`), apart from the processes of the first, so that
+        a speed that belongs to one process does not decide it. Its guard was the first
+        measurement's; a worker that fails makes it *failed*."""
         config, incumbent = normalize(config), normalize(incumbent)
         name = f"{label(config)} against {label(incumbent)}, measured again"
         self.progress.candidate(name)
@@ -413,7 +421,7 @@ class Evaluator:
             inc, cand = self.workers.get(incumbent, limit), self.workers.get(config, limit)
             rounds = max(self.options.confirm_rounds, self.options.max_rounds)
             times = self.measure([inc, inc, cand], trial_id, cand, limit=limit, decide=True,
-                                 rounds=rounds)
+                                 rounds=rounds, enough=self.removal_enough)
             outcome = Outcome(
                 config, MEASURED, incumbent=incumbent,
                 vs_incumbent=paired_speedup(times[1], times[2], self.threshold),
