@@ -686,6 +686,47 @@ def test_a_quick_search_looks_again_at_steps_per_call_once_the_answer_shortened_
     assert answer == {**spe, "xla": "jit", "input_pipeline": "tuned"}
 
 
+def test_a_quick_search_past_its_110_s_still_reaches_a_knob_measured_on_a_step_since_shortened():
+    # the tune is past --quick's 110 s (look_again refuses) within its grown limit
+    # (reach_again allows): steps per call, measured at 0.98x on the default's step before
+    # XLA shortened it, was never measured on the answer's step, so it is tried there; an
+    # intra-op thread undecided at 1.11x (it hides no fixed cost) is not looked at again
+    from tfperf.tuning.space import TRAIN_SEARCH_ORDER, TrainBaseline, fit_training_space
+
+    facts = SpaceFacts(cores=2, bf16=True, model_format="factory", train=True)
+    space = fit_training_space(build_space(facts), TrainBaseline(), 0.002)
+    spe = {"steps_per_execution": 128}
+
+    def search(evaluate: FirstUndecided, order=TRAIN_SEARCH_ORDER
+               ) -> tuple[list[str], list[str], dict]:
+        looked: list[str] = []
+        reached: list[str] = []
+
+        def refuses(candidate: dict) -> bool:
+            looked.append(label(candidate))
+            return False
+
+        def allows(candidate: dict) -> bool:
+            reached.append(label(candidate))
+            return True
+
+        result = Search(space, evaluate, knob_order=order, reach_first=True,
+                        sweeps=0, look_again=refuses, reach_again=allows).run()
+        return looked, reached, result.incumbent
+
+    effects = {("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6}
+    looked, reached, answer = search(FirstUndecided(effects, "steps_per_execution", 0.98))
+    assert (looked, reached) == ([], [label({**spe, "xla": "jit"})])
+    assert answer == {**spe, "xla": "jit"}
+
+    effects = {("steps_per_execution", 128): 0.5, ("xla", "jit"): 0.6,
+               ("intra_threads", 1): 0.9}
+    first = ("intra_threads", *(k for k in TRAIN_SEARCH_ORDER if k != "intra_threads"))
+    looked, reached, answer = search(FirstUndecided(effects, "intra_threads"), order=first)
+    assert looked == [label({**spe, "xla": "jit", "intra_threads": 1})] and reached == []
+    assert answer == {**spe, "xla": "jit"}
+
+
 class Stepped(Synthetic):
     """:class:`Synthetic` on a 34-ms training step: each outcome says its step time, as a
     training candidate's does (``info["step_ms"]``)."""

@@ -94,6 +94,25 @@ def test_quick_looks_again_only_where_the_tune_still_ends_within_its_own_time(tm
                         Said()).look_again is None
 
 
+def test_quick_reaches_a_knob_again_within_its_grown_limit_and_no_later(tmp_path):
+    # a knob measured on a step the answer has since shortened may take the time the grown
+    # limit gave to reach every knob, where an undecided one has only --quick's 110 s
+    from tfperf.tuning.traintune import QUICK_TRAIN_TUNE_S
+
+    options = options_from_args(quick=True, store=str(tmp_path / "s.db"))
+    slow = evaluator_after_default(options, 15.0, 0.3)
+    limits = train_limits(slow, SPACE, options, Said())
+    ends = slow.tune_limit_s
+    assert ends > QUICK_TRAIN_TUNE_S + 60  # grown: one candidate per knob costs more here
+    after = slow.candidate_cost_s() + slow.tail_s({"steps_per_execution": 8, "xla": "jit"})
+    slow.started -= ends - after - 1  # past 110 s, and a second before the grown limit
+    assert slow.elapsed_s() > QUICK_TRAIN_TUNE_S
+    assert limits.reach_again({"steps_per_execution": 8, "xla": "jit"})
+    assert not limits.look_again({"steps_per_execution": 8, "xla": "jit"})
+    slow.started -= 2  # a second after it
+    assert not limits.reach_again({"steps_per_execution": 8, "xla": "jit"})
+
+
 def test_a_typed_budget_is_kept_even_with_quick(tmp_path):
     options = options_from_args(quick=True, budget=30.0, store=str(tmp_path / "s.db"))
     said = Said()

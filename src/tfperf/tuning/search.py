@@ -27,12 +27,12 @@ taken. Strategies:
   value of it on top of the incumbent, take the best significant step; sweep again over the
   knobs not yet explored from the current incumbent, until every knob has been (at most
   ``sweeps`` sweeps). With ``reach_first`` and no sweeps (a quick training tune), a knob whose
-  one candidate looked faster but was undecided, or whose gain the answer's shorter step may
-  have grown, is tried once more on top of the answer while ``look_again`` allows
-  (:meth:`Search._look_again`). With ``runtime_first=True`` (what
-  :func:`tfperf.tuning.tuner.tune` asks for under a trial or time budget) the runtime is
-  visited first: the runtimes hold the largest gains, and a budget spent on TensorFlow's
-  own knobs would never reach them.
+  one candidate looked faster but was undecided is tried once more on top of the answer while
+  ``look_again`` allows, and one whose gain the answer's shorter step may have grown while
+  ``reach_again`` does (``look_again`` where none is given; :meth:`Search._look_again`).
+  With ``runtime_first=True`` (what :func:`tfperf.tuning.tuner.tune` asks for under a trial
+  or time budget) the runtime is visited first: the runtimes hold the largest gains, and a
+  budget spent on TensorFlow's own knobs would never reach them.
   When the space leaves out the default's runtime (``--runtimes litert`` on a Keras model), its
   own starting point (:meth:`Search.start_point`: plain LiteRT, every knob at its default) is no
   one-knob change of the default, so it is tried before the first sweep.
@@ -185,6 +185,7 @@ class Search:
         reserve: Callable[[dict], float] | None = None,
         after: Callable[[dict, list[Outcome]], list[dict]] | None = None,
         look_again: Callable[[dict], bool] | None = None,
+        reach_again: Callable[[dict], bool] | None = None,
         resize: Callable[[Space, Outcome], Space] | None = None,
     ) -> None:
         self.space = space
@@ -208,6 +209,10 @@ class Search:
         self.look_again = look_again
         """Where the reach is the last phase: whether the time allows trying this candidate
         (:meth:`_look_again`); ``None``: no second look."""
+        self.reach_again = reach_again or look_again
+        """The same for a knob whose one candidate was measured on a step the answer has
+        since shortened (:meth:`_promising`): its gain on the answer's step was never
+        measured, so the time that reaches every knob may pay for it."""
         self.resize = resize
         """Called with the space and the new answer's outcome at each step: the space sized
         again for the answer (a training tune's steps-per-call ladder, from its step)."""
@@ -417,11 +422,12 @@ class Search:
         0.78-0.85 of the answers with it)."""
         if self.look_again is None:
             return
-        for knob in self._promising():
+        for knob, stale in self._promising():
             candidate = self._reach_candidate(knob)
             if candidate is None or self._known(self.space.canonical(candidate)):
                 continue
-            if not self.look_again(candidate):
+            allows = self.reach_again if stale else self.look_again
+            if not allows(candidate):
                 return
             self._tell_next_if_won([])
             try:
@@ -429,14 +435,16 @@ class Search:
             finally:
                 self._tell_next_if_won(None)
 
-    def _promising(self) -> list[str]:
-        """The knobs of :meth:`_look_again`, best median first: their reach candidate, not the
-        answer's, was not significantly faster than its incumbent, and either measured above
-        the threshold or amortizes a fixed cost (:attr:`~tfperf.core.knobs.Knob.amortizes`)
-        and was measured before the answer shortened the step by more than the threshold (a
-        quick tune of a transformer measured 8 steps per call at 0.98x [0.85-1.15] the
-        default's 17.4-ms step and answered ``xla=jit`` alone, 11.4 ms, 0.82 of the answers
-        with both)."""
+    def _promising(self) -> list[tuple[str, bool]]:
+        """The knobs of :meth:`_look_again`, best median first, each with whether it is
+        *stale* (its gain may have grown on the answer's shorter step): their reach
+        candidate, not the answer's, was not significantly faster than its incumbent, and
+        either measured above the threshold or, stale, amortizes a fixed cost
+        (:attr:`~tfperf.core.knobs.Knob.amortizes`) and was measured before the answer
+        shortened the step by more than the threshold (a quick tune of a transformer
+        measured 8 steps per call at 0.98x [0.85-1.15] the default's 17.4-ms step and
+        answered ``xla=jit`` alone, 11.4 ms, 0.82 of the answers with both); a knob the
+        answer holds whose ladder grew since (:meth:`_grew`) is stale too."""
         found = []
         for knob, outcome in self._reach_outcomes.items():
             vs = outcome.vs_incumbent or {}
@@ -446,12 +454,12 @@ class Search:
                 continue
             if outcome.beats_incumbent() or self.incumbent.get(knob) == outcome.config.get(knob):
                 if self._grew(knob, outcome, bound):
-                    found.append((median, knob))
+                    found.append((median, knob, True))
                 continue
-            if median > bound or (
-                    KNOBS[knob].amortizes and self._shortened(outcome.incumbent, bound)):
-                found.append((median, knob))
-        return [knob for _, knob in sorted(found, reverse=True)]
+            stale = KNOBS[knob].amortizes and self._shortened(outcome.incumbent, bound)
+            if median > bound or stale:
+                found.append((median, knob, stale))
+        return [(knob, stale) for _, knob, stale in sorted(found, reverse=True)]
 
     def _grew(self, knob: str, outcome: Outcome, bound: float) -> bool:
         """Whether a knob the answer holds, one that hides a fixed cost, now has a larger

@@ -148,6 +148,8 @@ class TrainEvaluator(Evaluator):
         """Why that ``fit`` was not timed, where a worker failed in it."""
         self.search_budget_s: float | None = None
         """The search's time (:func:`train_limits`)."""
+        self.tune_limit_s: float | None = None
+        """When the tune is to end, in seconds from its start (:func:`train_limits`)."""
         self.next_if_won: Callable[[dict], list[dict]] | None = None
         """Set by the search: the candidates that come next if the one tried now becomes the
         answer. Their workers start while its guard runs (:meth:`_guard`)."""
@@ -279,10 +281,23 @@ class TrainEvaluator(Evaluator):
 
     def may_look_again(self, candidate: dict) -> bool:
         """Whether one more candidate and what follows it where it wins (:meth:`tail_s`)
-        still end the tune within :data:`QUICK_TRAIN_TUNE_S`: a second look uses time left
-        over, and never grows the tune's limit."""
+        still end the tune within :data:`QUICK_TRAIN_TUNE_S`: a second look at a knob
+        measured on the answer's step uses time left over, and never a grown limit."""
+        return self._ends_by(candidate, QUICK_TRAIN_TUNE_S)
+
+    def may_reach_again(self, candidate: dict) -> bool:
+        """:meth:`may_look_again` for a knob whose one candidate was measured on a step the
+        answer has since shortened (steps per call measured on the default's step, before
+        XLA): within the tune's limit, grown where one candidate of each knob needs it
+        (:func:`train_limits`). That limit pays for reaching every knob, and such a knob's
+        gain on the answer was never measured: a transformer's ``--quick`` measured 4 steps
+        per call at 1.02-1.04x on the default's 40-50 ms step, ended its reach past 110 s
+        with ``xla=jit`` and never tried steps per call on XLA's 25-30 ms step."""
+        return self._ends_by(candidate, max(QUICK_TRAIN_TUNE_S, self.tune_limit_s or 0.0))
+
+    def _ends_by(self, candidate: dict, limit_s: float) -> bool:
         more = self.candidate_cost_s() + self.tail_s(candidate)
-        return self.elapsed_s() + more <= QUICK_TRAIN_TUNE_S
+        return self.elapsed_s() + more <= limit_s
 
     def elapsed_s(self) -> float:
         """Seconds since this tune began (the evaluator is made before the default starts)."""
@@ -586,7 +601,10 @@ class TrainLimits:
     reserve: Callable[[dict], float] | None = None
     look_again: Callable[[dict], bool] | None = None
     """Under ``--quick``: whether a second look at an undecided knob still ends the tune
-    within :data:`QUICK_TRAIN_TUNE_S` (:meth:`TrainEvaluator.may_look_again`)."""
+    within :data:`QUICK_TRAIN_TUNE_S` (:meth:`TrainEvaluator.may_look_again`)..."""
+    reach_again: Callable[[dict], bool] | None = None
+    """...and at one measured on a step the answer has since shortened, within the tune's
+    limit (:meth:`TrainEvaluator.may_reach_again`)."""
     planned: int | None = None
     """The trials the progress counts towards (``None``: ``max_trials``): under ``--quick``
     one per knob, the second looks beyond them."""
@@ -605,6 +623,8 @@ def train_limits(
     says so."""
     limits = _sized_limits(evaluator, space, options, progress)
     evaluator.search_budget_s = limits.budget_s
+    if limits.budget_s is not None:
+        evaluator.tune_limit_s = evaluator.elapsed_s() + limits.budget_s
     return limits
 
 
@@ -638,12 +658,14 @@ def _sized_limits(
         )
     if not options.quick:
         return TrainLimits(trials, budget, evaluator.reserve_s)
+    looks = {"look_again": evaluator.may_look_again,
+             "reach_again": evaluator.may_reach_again}
     if not options.quick_trials:  # a trial limit typed beside --quick stays as typed
-        return TrainLimits(trials, budget, evaluator.reserve_s, evaluator.may_look_again)
+        return TrainLimits(trials, budget, evaluator.reserve_s, **looks)
     # one candidate per knob, not --quick's trials for an inference tune (8: a search of six
     # knobs said "trial 6/8" and ended)
-    return TrainLimits(knobs + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s,
-                       evaluator.may_look_again, planned=knobs)
+    return TrainLimits(knobs + QUICK_SECOND_LOOKS, budget, evaluator.reserve_s, **looks,
+                       planned=knobs)
 
 
 def could_answer(config: Mapping[str, Any], incumbent: Mapping[str, Any],

@@ -272,6 +272,7 @@ def search(
         sweeps=0 if training and options.quick else 3,
         after=functools.partial(removals_ahead, space=space) if training else None,
         look_again=limits.look_again,
+        reach_again=limits.reach_again,
         resize=evaluator.resize_ladder if training else None,
     )
     result = searching.run(options.strategy)
