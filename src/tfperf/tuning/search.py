@@ -207,12 +207,10 @@ class Search:
         is the search's last phase (``sweeps=0``), the last knobs' workers start beside
         those (:meth:`_then`)."""
         self.look_again = look_again
-        """Where the reach is the last phase: whether the time allows trying this candidate
-        (:meth:`_look_again`); ``None``: no second look."""
         self.reach_again = reach_again or look_again
-        """The same for a knob whose one candidate was measured on a step the answer has
-        since shortened (:meth:`_promising`): its gain on the answer's step was never
-        measured, so the time that reaches every knob may pay for it."""
+        """Where the reach is the last phase: whether the time allows a second look at this
+        candidate (:meth:`_look_again`; ``None``: none); the second for a knob measured on
+        a step the answer has since shortened, whose gain there was never measured."""
         self.resize = resize
         """Called with the space and the new answer's outcome at each step: the space sized
         again for the answer (a training tune's steps-per-call ladder, from its step)."""
