@@ -234,13 +234,14 @@ def test_an_undecided_removal_measured_again_starts_its_fresh_pair_during_its_gu
     assert spares == []
 
 
-def remeasure_rounds(candidate_s: list[float], monkeypatch, quick: bool = False) -> int:
+def remeasure_rounds(candidate_s: list[float], monkeypatch, confirm_rounds: int) -> int:
     """The rounds an undecided removal measured again runs, against an answer taking 1 s a
-    block, in a tune whose confirmation may take 21 rounds."""
+    block, in a tune whose confirmation takes ``confirm_rounds``."""
     from tfperf.tuning.options import TuneOptions
     from tfperf.tuning.traintune import TrainEvaluator
 
-    options = TuneOptions(min_rounds=6, max_rounds=16, confirm_rounds=21, quick=quick)
+    options = TuneOptions(min_rounds=6, max_rounds=16, confirm_rounds=confirm_rounds,
+                          quick=confirm_rounds < 16)
     evaluator = TrainEvaluator({"kind": "train", "path": "m.py", "batch": 8}, options)
     removal = Worker(candidate_s)
     workers = {label(ANSWER): Worker([1.0]), label(WITHOUT_BF16): removal}
@@ -252,13 +253,15 @@ def remeasure_rounds(candidate_s: list[float], monkeypatch, quick: bool = False)
     return removal.rounds
 
 
-def test_a_removal_measured_again_ends_at_the_usual_rounds_unless_it_may_yet_be_kept(
+def test_a_removal_measured_again_takes_a_confirmation_s_rounds_unless_it_may_yet_be_kept(
     monkeypatch
 ):
     # about 0.97x, its median above the "slower" bound: more rounds cannot keep the knob
-    # unless they move that median, so it ends where a first measurement does
-    assert remeasure_rounds(UNDECIDED_BELOW, monkeypatch) == 12
-    assert remeasure_rounds(UNDECIDED_BELOW, monkeypatch, quick=True) == 10
-    # about 0.92x, still undecided: the knob may yet be kept, so it runs to the rounds a
-    # confirmation may take
-    assert remeasure_rounds([1.3, 0.9, 1.35, 0.85, 1.4, 0.95], monkeypatch) == 21
+    # unless they move that median, so it ends where --quick's confirmation (10) does
+    assert remeasure_rounds(UNDECIDED_BELOW, monkeypatch, confirm_rounds=10) == 10
+    # about 0.92x, still undecided: the knob may yet be kept, so it runs on to max_rounds
+    looks_slower = [1.3, 0.9, 1.35, 0.85, 1.4, 0.95]
+    assert remeasure_rounds(looks_slower, monkeypatch, confirm_rounds=10) == 16
+    # the default tune's confirmation takes 21: both run all of them
+    assert remeasure_rounds(UNDECIDED_BELOW, monkeypatch, confirm_rounds=21) == 21
+    assert remeasure_rounds(looks_slower, monkeypatch, confirm_rounds=21) == 21

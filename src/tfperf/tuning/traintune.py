@@ -291,7 +291,7 @@ class TrainEvaluator(Evaluator):
         XLA): within the tune's limit, grown where one candidate of each knob needs it
         (:func:`train_limits`). That limit pays for reaching every knob, and such a knob's
         gain on the answer was never measured: a transformer's ``--quick`` measured 4 steps
-        per call at 1.02-1.04x on the default's 40-50 ms step, ended its reach past 110 s
+        per call at 1.01-1.08x on the default's 40-50 ms step, ended its reach past 110 s
         with ``xla=jit`` and never tried steps per call on XLA's 25-30 ms step."""
         return self._ends_by(candidate, max(QUICK_TRAIN_TUNE_S, self.tune_limit_s or 0.0))
 
@@ -408,13 +408,16 @@ class TrainEvaluator(Evaluator):
         return not removal and self.cannot_win(vs_incumbent)
 
     def removal_enough(self, vs_answer: Mapping[str, Any], done: int) -> bool:
-        """A removal measured again ends where one measured the first time does
-        (:meth:`rounds_enough`): at :attr:`usual_rounds` unless its median is at or below
-        the "slower" bound. Above it, more rounds could make it significantly slower only
-        by moving that median across the bound, and an undecided removal goes either way;
-        three such second measurements of a transformer's ``--quick`` ran to 16 rounds at
-        0.98-1.00x."""
-        return self.rounds_enough(vs_answer, done, removal=True)
+        """A removal measured again takes the rounds a confirmation takes: its
+        ``confirm_rounds``, and on to ``max_rounds`` only where its median is at or below
+        the "slower" bound (:meth:`confirm_runs_on`'s rule, read for a removal). Above it,
+        more rounds could keep the knob only by moving that median across the bound: three
+        second measurements of a transformer's ``--quick`` ran to 16 rounds at 0.98-1.00x,
+        where its confirmation takes 10. The default tune's confirmation takes 21, more
+        than ``max_rounds``: nothing ends earlier there."""
+        median = vs_answer.get("median") or 0.0
+        may_decide = 0.0 < median <= 1.0 / (1.0 + self.threshold)
+        return done >= self.options.confirm_rounds and not may_decide
 
     def confirm_runs_on(self, speedup: Mapping[str, Any], done: int) -> int:
         """The rule of :meth:`rounds_enough` for the confirmation: one still undecided with its
