@@ -327,8 +327,8 @@ class Evaluator:
     def removal_enough(self, vs_answer: Mapping[str, Any], done: int) -> bool:
         """Whether a removal measured again (:meth:`remeasure`), undecided after ``done``
         rounds, can end before the rounds it is allowed: never here (a training tune ends it
-        where it ends a candidate's,
-        :meth:`tfperf.tuning.traintune.TrainEvaluator.rounds_enough`)."""
+        where its confirmation would end,
+        :meth:`tfperf.tuning.traintune.TrainEvaluator.removal_enough`)."""
         return False
 
     def start_fresh(self, *configs: dict) -> None:

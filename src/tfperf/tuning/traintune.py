@@ -398,11 +398,10 @@ class TrainEvaluator(Evaluator):
         answer), at or below the "slower" one for a removal (its knob may yet be kept) -- and
         then it runs on to ``max_rounds``; and before that, once it cannot win
         (:meth:`cannot_win`)."""
-        median = vs_incumbent.get("median") or 0.0
         if removal:
-            may_decide = 0.0 < median <= 1.0 / (1.0 + self.threshold)
+            may_decide = self._may_keep(vs_incumbent)
         else:
-            may_decide = median >= 1.0 + self.threshold
+            may_decide = (vs_incumbent.get("median") or 0.0) >= 1.0 + self.threshold
         if done >= self.usual_rounds and not may_decide:
             return True
         return not removal and self.cannot_win(vs_incumbent)
@@ -411,13 +410,17 @@ class TrainEvaluator(Evaluator):
         """A removal measured again takes the rounds a confirmation takes: its
         ``confirm_rounds``, and on to ``max_rounds`` only where its median is at or below
         the "slower" bound (:meth:`confirm_runs_on`'s rule, read for a removal). Above it,
-        more rounds could keep the knob only by moving that median across the bound: three
+        more rounds could keep the knob only by moving that median across the bound: four
         second measurements of a transformer's ``--quick`` ran to 16 rounds at 0.98-1.00x,
         where its confirmation takes 10. The default tune's confirmation takes 21, more
         than ``max_rounds``: nothing ends earlier there."""
+        return done >= self.options.confirm_rounds and not self._may_keep(vs_answer)
+
+    def _may_keep(self, vs_answer: Mapping[str, Any]) -> bool:
+        """Whether a removal's median is at or below the "slower" bound: more rounds may
+        still find it significantly slower, and keep its knob."""
         median = vs_answer.get("median") or 0.0
-        may_decide = 0.0 < median <= 1.0 / (1.0 + self.threshold)
-        return done >= self.options.confirm_rounds and not may_decide
+        return 0.0 < median <= 1.0 / (1.0 + self.threshold)
 
     def confirm_runs_on(self, speedup: Mapping[str, Any], done: int) -> int:
         """The rule of :meth:`rounds_enough` for the confirmation: one still undecided with its
