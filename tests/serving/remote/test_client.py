@@ -49,7 +49,10 @@ def test_a_connection_the_server_closed_while_it_idled_is_counted_as_a_reconnect
     most gaps are longer, so requests find their connection gone and make it again: each such
     handshake is in that request's latency, and the level counts them. At 20 a second a gap
     that long is rare, and the client sends on the connection that came free last, so one
-    connection stays warm (sent round the 16 in turn, each would idle 0.8 s and be closed)."""
+    connection stays warm (sent round the 16 in turn, each would idle 0.8 s and be closed:
+    every request would reconnect). Not none: two requests that overlap take two connections,
+    and the one below on the stack idles until the next overlap (8-9 reconnects in 41
+    requests here, 11 on a CI machine busy with other tests), so the bound is half."""
     script = Script(keepalive_s=0.15)
     with scripted(script) as port:
         doc = _bench(f"http://127.0.0.1:{port}/v2/models/m", tmp_path, "--rate", "20,3",
@@ -60,7 +63,7 @@ def test_a_connection_the_server_closed_while_it_idled_is_counted_as_a_reconnect
         # (the server may have read it): that race, counted as a failure, and nothing else
         assert level["failed"] <= 1, level["failures"]
         assert all("after the request was sent" in why for why in level["failures"]), level
-    assert busy["sent"] >= 30 and busy["reconnects"] <= busy["sent"] / 4
+    assert busy["sent"] >= 30 and busy["reconnects"] <= busy["sent"] / 2
     assert 1 <= idle["reconnects"] <= idle["sent"] + idle["retried"]
 
 
