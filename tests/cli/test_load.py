@@ -15,9 +15,10 @@ from helpers import require, run_cli
 from serving.restserver import MODEL, summing_server
 
 SHORT = ("--level-requests", "100", "--level-seconds", "0.3")
-ANSWERING = ("--level-requests", "1000", "--level-seconds", "0.7")
-"""Levels whose p99 stands (1000 requests, 10 beyond it), within their cap (2.8 s), at 400/s:
-an SLO answer rests on nothing less."""
+ANSWERING = ("--level-requests", "1000", "--level-seconds", "1.0")
+"""Levels whose p99 stands (1000 requests, 10 beyond it), within their cap (4 s), at 400/s:
+an SLO answer rests on nothing less. The open level's 1000 arrivals take 2.5 s: a cap of 2.8 s
+left a machine busy with other tests 0.3 s to answer the last of them."""
 LEVEL_KEYS = {"achieved_qps", "p50_ms", "p90_ms", "p99_ms", "sent", "completed", "failed",
               "timed_out"}
 PRICE = 3.6
